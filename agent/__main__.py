@@ -1,0 +1,5 @@
+"""``python -m agent`` is the ``schedwatch`` command."""
+
+from agent.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,112 @@
+"""Compile, attach and detach BPF programs with bcc; read the kernel's own accounting of their cost."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+_NR_BPF = {"x86_64": 321, "aarch64": 280}
+_BPF_ENABLE_STATS = 32
+_BPF_STATS_RUN_TIME = 0
+
+
+class BpfUnavailable(RuntimeError):
+    """bcc cannot be imported or a program cannot be compiled or attached."""
+
+
+@dataclass(frozen=True)
+class ProgramStats:
+    """Run count and run time of one loaded program (zero unless BPF stats are enabled)."""
+
+    program: str
+    runs: int
+    run_seconds: float
+
+
+def source_dir() -> Path:
+    """Directory of the installed BPF C sources (``bpf/`` of the checkout, ``agent/programs`` when installed)."""
+    return Path(str(resources.files("agent.programs")))
+
+
+def import_bcc() -> Any:
+    """Import bcc's Python module, looking in Debian's dist-packages if needed."""
+    try:
+        import bcc
+    except ImportError:
+        import sys
+
+        for extra in ("/usr/lib/python3/dist-packages", "/usr/lib/python3/site-packages"):
+            if Path(extra, "bcc").is_dir() and extra not in sys.path:
+                sys.path.append(extra)
+        try:
+            import bcc
+        except ImportError as error:
+            raise BpfUnavailable("bcc is not installed: apt-get install python3-bpfcc (Debian/Ubuntu)") from error
+    return bcc
+
+
+def compile_program(source_name: str, defines: dict[str, str | int | None]) -> Any:
+    """Compile and load ``bpf/<source_name>`` with bcc; tracepoint probes attach automatically."""
+    bcc = import_bcc()
+    directory = source_dir()
+    cflags = [f"-I{directory}", "-Wno-unused-function"]
+    for name, value in sorted(defines.items()):
+        cflags.append(f"-D{name}" if value is None else f"-D{name}={value}")
+    try:
+        return bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
+    except Exception as error:  # bcc raises bare Exception on compile and attach failures
+        raise BpfUnavailable(f"cannot load {source_name}: {error}") from error
+
+
+def program_stats(bpf: Any) -> list[ProgramStats]:
+    """Per-program run counts and times from /proc/self/fdinfo (kernel.bpf_stats_enabled)."""
+    stats = []
+    for name, function in bpf.funcs.items():
+        fields = _fdinfo(function.fd)
+        stats.append(
+            ProgramStats(
+                program=_short_program_name(name.decode() if isinstance(name, bytes) else name),
+                runs=fields.get("run_cnt", 0),
+                run_seconds=fields.get("run_time_ns", 0) / 1e9,
+            )
+        )
+    return stats
+
+
+def _short_program_name(function_name: str) -> str:
+    """'tracepoint__syscalls__sys_enter_futex' -> 'sys_enter_futex'."""
+    return function_name.rsplit("__", 1)[-1]
+
+
+def _fdinfo(fd: int) -> dict[str, int]:
+    fields: dict[str, int] = {}
+    try:
+        text = Path(f"/proc/self/fdinfo/{fd}").read_text()
+    except OSError:
+        return fields
+    for key, value in re.findall(r"^(\w+):\s+(\d+)$", text, flags=re.MULTILINE):
+        fields[key] = int(value)
+    return fields
+
+
+def enable_bpf_stats() -> int:
+    """Turn on the kernel's BPF run-time accounting for as long as the returned fd stays open.
+
+    Uses BPF_ENABLE_STATS, so the setting goes away with the agent instead of staying
+    switched on machine-wide as ``sysctl kernel.bpf_stats_enabled=1`` would.
+    """
+    number = _NR_BPF.get(os.uname().machine)
+    if number is None:
+        raise BpfUnavailable(f"BPF_ENABLE_STATS: unknown syscall number on {os.uname().machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.c_uint32(_BPF_STATS_RUN_TIME)
+    fd = int(libc.syscall(number, _BPF_ENABLE_STATS, ctypes.byref(attr), ctypes.sizeof(attr)))
+    if fd < 0:
+        errno = ctypes.get_errno()
+        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {os.strerror(errno)}")
+    return fd

@@ -1,0 +1,223 @@
+"""The `schedwatch` command: `run` serves metrics, `check` says what this machine allows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from agent import __version__, bpf, config, kernel, log
+from agent.cgroups import CgroupPathResolver
+from agent.collectors import Availability, Collector, CollectorContext, registry
+from agent.exporter import AgentCollector, build_registry, serve
+from agent.facts import MachineFacts, gather
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `schedwatch` console script."""
+    factories = registry()
+    names = list(factories)
+    parser = argparse.ArgumentParser(prog="schedwatch", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"schedwatch {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="load the probes and serve Prometheus metrics")
+    config.add_arguments(run_parser, names)
+    check_parser = commands.add_parser("check", help="report what this machine allows and which collectors can run")
+    config.add_arguments(check_parser, names)
+    check_parser.add_argument("--format", choices=("text", "json"), default="text")
+    check_parser.add_argument(
+        "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
+    )
+    args = parser.parse_args(argv)
+    settings = config.from_args(args, names)
+    log.configure(settings.log_level, settings.log_format)
+    if args.command == "run":
+        return run(settings)
+    return check(settings, args.format, load=not args.no_load)
+
+
+def _prepare_machine(settings: config.Settings) -> MachineFacts:
+    """Gather facts, mounting tracefs and laying out kernel headers for bcc where needed."""
+    logger = log.get_logger("machine")
+    if kernel.tracefs_root() is None:
+        try:
+            root = kernel.mount_tracefs()
+            logger.info("tracefs_mounted", path=str(root))
+        except OSError as error:
+            logger.warning("tracefs_unavailable", error=str(error))
+    facts = gather(settings.cgroup_root)
+    if facts.headers is not None:
+        try:
+            prepared = kernel.prepare_headers(facts.headers, settings.state_dir)
+        except OSError as error:
+            return _replace(
+                facts,
+                headers=None,
+                headers_error=f"cannot prepare headers in {settings.state_dir}: {error}; pass a writable --state-dir",
+            )
+        facts = _replace(facts, headers=prepared)
+    return facts
+
+
+def _replace(facts: MachineFacts, **changes: Any) -> MachineFacts:
+    from dataclasses import replace
+
+    return replace(facts, **changes)
+
+
+def run(settings: config.Settings) -> int:
+    """Load every enabled collector that can run here and serve /metrics until SIGTERM or SIGINT."""
+    logger = log.get_logger("agent")
+    facts = _prepare_machine(settings)
+    logger.info(
+        "starting",
+        version=__version__,
+        kernel=facts.release,
+        headers=facts.headers.source if facts.headers else None,
+        cgroup_root=str(facts.cgroup_root),
+    )
+    stats_fd = _enable_bpf_stats(settings, logger)
+    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root))
+    running: dict[str, Collector] = {}
+    unavailable: dict[str, str] = {}
+    for name, factory in registry().items():
+        if name not in settings.collectors:
+            continue
+        availability = factory.check(facts)
+        if not availability.ok:
+            unavailable[name] = availability.reason
+            logger.error("collector_unavailable", collector=name, reason=availability.reason, fix=availability.fix)
+            continue
+        try:
+            running[name] = factory.start(context)
+            logger.info("collector_started", collector=name)
+        except bpf.BpfUnavailable as error:
+            unavailable[name] = str(error)
+            logger.error("collector_failed_to_start", collector=name, error=str(error))
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    agent_collector = AgentCollector(
+        running, unavailable, facts.release, lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled())
+    )
+    try:
+        server, _thread = serve(build_registry(agent_collector), settings.listen_host, settings.listen_port)
+    except OSError as error:
+        _close_all(running, stats_fd)
+        print(
+            f"schedwatch: cannot listen on {settings.listen_host}:{settings.listen_port}: "
+            f"{error.strerror}; choose another --listen",
+            file=sys.stderr,
+        )
+        return 2
+    logger.info(
+        "listening",
+        address=f"{settings.listen_host}:{server.server_port}",
+        collectors=sorted(running),
+        unavailable=sorted(unavailable),
+    )
+    stop.wait()
+    logger.info("stopping")
+    server.shutdown()
+    _close_all(running, stats_fd)
+    logger.info("stopped")
+    return 0
+
+
+def _enable_bpf_stats(settings: config.Settings, logger: Any) -> int | None:
+    if not settings.bpf_stats:
+        return None
+    try:
+        return bpf.enable_bpf_stats()
+    except bpf.BpfUnavailable as error:
+        logger.warning("bpf_stats_unavailable", error=str(error))
+        return None
+
+
+def _close_all(running: dict[str, Collector], stats_fd: int | None) -> None:
+    for collector in running.values():
+        collector.close()
+    if stats_fd is not None:
+        os.close(stats_fd)
+
+
+def check(settings: config.Settings, fmt: str, load: bool) -> int:
+    """Print what this machine allows; exit 1 when an enabled collector cannot run."""
+    facts = _prepare_machine(settings)
+    results: dict[str, Availability] = {}
+    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root))
+    for name, factory in registry().items():
+        if name not in settings.collectors:
+            continue
+        availability = factory.check(facts)
+        if availability.ok and load:
+            try:
+                factory.start(context).close()
+            except bpf.BpfUnavailable as error:
+                availability = Availability(False, str(error), "see the compiler error above; report it")
+        results[name] = availability
+    if fmt == "json":
+        print(json.dumps(_report_dict(facts, results), indent=2, default=str))
+    else:
+        print(_report_text(facts, results))
+    return 0 if all(result.ok for result in results.values()) else 1
+
+
+def _report_dict(facts: MachineFacts, results: dict[str, Availability]) -> dict[str, Any]:
+    report = asdict(facts)
+    report["cgroups"] = {"mode": facts.cgroups.mode, "unified": facts.cgroups.unified, "v1": facts.cgroups.v1}
+    report["collectors"] = {name: asdict(result) for name, result in results.items()}
+    return report
+
+
+def _yes(flag: bool | None) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[flag]
+
+
+def _report_text(facts: MachineFacts, results: dict[str, Availability]) -> str:
+    caps = ", ".join(f"{name} {_yes(value)}" for name, value in facts.capabilities.items())
+    if facts.headers is None:
+        headers = f"MISSING: {facts.headers_error}"
+    else:
+        headers = f"{facts.headers.source}: {facts.headers.path} ({facts.headers.detail})"
+    layout = facts.cgroups
+    cgroups = f"{layout.mode}; cgroup2 at {layout.unified or 'not mounted'}"
+    if layout.v1:
+        cgroups += f"; v1 controllers {', '.join(sorted(layout.v1))}"
+    if facts.cgroup_root is None:
+        cgroups += " — no cgroup2 tree: workloads cannot be told apart; mount cgroup2 or pass --cgroup-root"
+    if facts.bpf_stats:
+        stats = "on"
+    else:
+        stats = (
+            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats or sysctl -w kernel.bpf_stats_enabled=1"
+        )
+    futex2 = [
+        event
+        for event in ("futex_waitv", "futex_wait", "futex_wake", "futex_requeue")
+        if kernel.has_tracepoint("syscalls", f"sys_enter_{event}", facts.tracefs)
+    ]
+    lines = [
+        f"schedwatch {__version__} check",
+        f"  kernel       {facts.release} (BTF {_yes(facts.btf)})",
+        f"  privileges   {caps}",
+        f"  tracefs      {facts.tracefs or 'NOT MOUNTED: mount -t tracefs tracefs /sys/kernel/tracing'}",
+        f"  headers      {headers}",
+        f"  cgroups      {cgroups}",
+        f"  bpf stats    {stats}",
+        f"  futex2       {', '.join(futex2) or 'none (futex(2) only)'}",
+        "collectors",
+    ]
+    for name, result in results.items():
+        if result.ok:
+            lines.append(f"  {name:<12} ok")
+        else:
+            lines.append(f"  {name:<12} CANNOT RUN: {result.reason} — fix: {result.fix}")
+    return "\n".join(lines)

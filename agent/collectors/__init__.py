@@ -1,0 +1,65 @@
+"""Collectors, registered by name; each can be turned off with --no-collector.NAME.
+
+A collector owns one source (a BPF program, a set of cgroup files), turns what it
+reads into metric families, and says whether this machine lets it run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client.core import Metric
+
+from agent.cgroups import CgroupPathResolver
+from agent.config import Settings
+from agent.facts import MachineFacts
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a collector can run here; when not, why and what to do."""
+
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class CollectorContext:
+    """What a collector gets when it starts."""
+
+    settings: Settings
+    facts: MachineFacts
+    resolver: CgroupPathResolver
+
+
+class Collector(Protocol):
+    """A running collector."""
+
+    name: str
+
+    def collect(self) -> list[Metric]:
+        """Read the source once and return its metric families (self-metrics included)."""
+
+    def close(self) -> None:
+        """Release the source (detach programs)."""
+
+
+@dataclass(frozen=True)
+class CollectorFactory:
+    """How to check for and start one collector."""
+
+    name: str
+    description: str
+    check: Callable[[MachineFacts], Availability]
+    start: Callable[[CollectorContext], Collector]
+
+
+def registry() -> dict[str, CollectorFactory]:
+    """Every known collector, by name."""
+    from agent.collectors import syscalls
+
+    factories = [syscalls.FACTORY]
+    return {factory.name: factory for factory in factories}

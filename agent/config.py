@@ -1,0 +1,167 @@
+"""One typed settings object, filled from flags and SCHEDWATCH_* environment variables, validated once."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent import log
+
+# Outside 9100-9999, which Prometheus' list of exporter ports has used up.
+DEFAULT_PORT = 17953
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the agent can be told. Built by :func:`from_args`; immutable afterwards."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = DEFAULT_PORT
+    collectors: frozenset[str] = frozenset()
+    cgroup_root: Path | None = None  # None: the cgroup2 mount found in /proc/self/mountinfo
+    state_dir: Path = Path("/run/schedwatch")
+    max_cgroups: int = 4096
+    max_processes: int = 16384
+    max_threads: int = 65536
+    process_top_k: int = 10
+    series_grace_seconds: float = 300.0
+    bpf_stats: bool = False
+    log_level: str = "info"
+    log_format: str = "auto"
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"SCHEDWATCH_{name}", default)
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(f"SCHEDWATCH_{name}")
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """'HOST:PORT' (IPv6 as '[::1]:PORT') -> (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise argparse.ArgumentTypeError(f"'{text}' is not HOST:PORT, e.g. {DEFAULT_LISTEN} or 0.0.0.0:{DEFAULT_PORT}")
+    return host, int(port_text)
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number >= 0")
+    return int(text)
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds >= 0")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -> None:
+    """Flags shared by `run` and `check`. Every flag's default comes from SCHEDWATCH_<NAME>."""
+    parser.add_argument(
+        "--listen",
+        type=listen_address,
+        default=_env("LISTEN", DEFAULT_LISTEN),
+        help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; env SCHEDWATCH_LISTEN)",
+    )
+    for name in collector_names:
+        parser.add_argument(
+            f"--collector.{name}",
+            dest=f"collector_{name}",
+            action=argparse.BooleanOptionalAction,
+            default=_env_flag(f"COLLECTOR_{name.upper()}", True),
+            help=f"enable the {name} collector (default on; env SCHEDWATCH_COLLECTOR_{name.upper()})",
+        )
+    parser.add_argument(
+        "--cgroup-root",
+        type=Path,
+        default=os.environ.get("SCHEDWATCH_CGROUP_ROOT"),
+        help="the host's cgroup2 mount (default: found in /proc/self/mountinfo; in a container "
+        "mount the host's tree and point here, e.g. /host/cgroup2)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(_env("STATE_DIR", "/run/schedwatch")),
+        help="where the agent keeps its own files, e.g. a merged kernel-headers tree (default /run/schedwatch)",
+    )
+    parser.add_argument(
+        "--max-cgroups",
+        type=_positive_int,
+        default=_env("MAX_CGROUPS", "4096"),
+        help="capacity of the per-cgroup BPF maps (default 4096)",
+    )
+    parser.add_argument(
+        "--max-processes",
+        type=_non_negative_int,
+        default=_env("MAX_PROCESSES", "16384"),
+        help="capacity of the per-process BPF map; 0 turns per-process accounting off (default 16384)",
+    )
+    parser.add_argument(
+        "--max-threads",
+        type=_positive_int,
+        default=_env("MAX_THREADS", "65536"),
+        help="capacity of per-thread BPF maps, e.g. futex calls in progress (default 65536)",
+    )
+    parser.add_argument(
+        "--process-top-k",
+        type=_non_negative_int,
+        default=_env("PROCESS_TOP_K", "10"),
+        help="export per-process series for the K most active processes (default 10; 0: none)",
+    )
+    parser.add_argument(
+        "--series-grace",
+        type=_seconds,
+        default=_env("SERIES_GRACE", "300"),
+        help="seconds a removed workload's series stay exported (default 300)",
+    )
+    parser.add_argument(
+        "--bpf-stats",
+        action=argparse.BooleanOptionalAction,
+        default=_env_flag("BPF_STATS", False),
+        help="turn on the kernel's BPF run-time accounting while the agent runs, for the "
+        "schedwatch_bpf_program_* metrics (costs every BPF program ~20 ns per run)",
+    )
+    parser.add_argument("--log-level", choices=log.LEVELS, default=_env("LOG_LEVEL", "info"))
+    parser.add_argument("--log-format", choices=log.FORMATS, default=_env("LOG_FORMAT", "auto"))
+
+
+def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
+    """Build the settings from parsed flags."""
+    host, port = args.listen
+    enabled = frozenset(name for name in collector_names if getattr(args, f"collector_{name}"))
+    return Settings(
+        listen_host=host,
+        listen_port=port,
+        collectors=enabled,
+        cgroup_root=args.cgroup_root,
+        state_dir=args.state_dir,
+        max_cgroups=args.max_cgroups,
+        max_processes=args.max_processes if args.process_top_k > 0 else 0,
+        max_threads=args.max_threads,
+        process_top_k=args.process_top_k,
+        series_grace_seconds=args.series_grace,
+        bpf_stats=args.bpf_stats,
+        log_level=args.log_level,
+        log_format=args.log_format,
+    )

@@ -1,0 +1,86 @@
+"""Prometheus exposition: one custom collector over every running schedwatch collector, and the HTTP server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client.core import Metric
+
+from agent import __version__, metrics
+from agent.collectors import Collector
+from agent.log import get_logger
+
+log = get_logger("exporter")
+
+
+class AgentCollector:
+    """Serves each scrape by asking every running collector once; a failing one never breaks the scrape."""
+
+    def __init__(
+        self,
+        running: dict[str, Collector],
+        unavailable: dict[str, str],
+        kernel_release: str,
+        bpf_stats_on: Any,
+    ) -> None:
+        self._running = running
+        self._unavailable = unavailable
+        self._kernel_release = kernel_release
+        self._bpf_stats_on = bpf_stats_on  # callable -> bool
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        """Called by prometheus_client for each scrape (scrapes are serialised)."""
+        with self._lock:
+            yield from self._collect()
+
+    def _collect(self) -> list[Metric]:
+        build = metrics.BUILD_INFO.family()
+        build.add_metric([__version__, self._kernel_release], 1)
+        stats = metrics.BPF_STATS_ENABLED.family()
+        stats.add_metric([], 1 if self._bpf_stats_on() else 0)
+        up = metrics.SOURCE_UP.family()
+        duration = metrics.COLLECT_DURATION.family()
+        merged: dict[str, Metric] = {}
+        for name in self._unavailable:
+            up.add_metric([name], 0)
+        for name, collector in self._running.items():
+            started = time.perf_counter()
+            try:
+                families = collector.collect()
+            except Exception:
+                log.exception("collector_failed", collector=name)
+                up.add_metric([name], 0)
+                continue
+            up.add_metric([name], 1)
+            duration.add_metric([name], time.perf_counter() - started)
+            for family in families:
+                _merge(merged, family)
+        return [build, stats, up, duration, *merged.values()]
+
+
+def _merge(merged: dict[str, Metric], family: Metric) -> None:
+    """Families of the same name from several collectors (self-metrics) become one."""
+    existing = merged.get(family.name)
+    if existing is None:
+        merged[family.name] = family
+    else:
+        existing.samples.extend(family.samples)
+
+
+def build_registry(collector: AgentCollector) -> CollectorRegistry:
+    """A registry with schedwatch's series and the agent's own process metrics (CPU, memory)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def serve(registry: CollectorRegistry, host: str, port: int) -> tuple[Any, threading.Thread]:
+    """Start serving /metrics in a background thread; returns (server, thread)."""
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    return server, thread

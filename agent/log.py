@@ -1,0 +1,36 @@
+"""Structured logging: JSON lines, or a console renderer when stderr is a terminal."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+LEVELS = ("debug", "info", "warning", "error")
+FORMATS = ("auto", "json", "console")
+
+
+def configure(level: str = "info", fmt: str = "auto") -> None:
+    """Set up structlog once for the process; logs go to stderr."""
+    console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A logger that tags each line with the component's name."""
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger().bind(component=name)
+    return logger

@@ -1,0 +1,142 @@
+"""Every metric schedwatch exports: name, type, help text and labels. The only module that names a metric."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+
+WORKLOAD_LABELS = ("container_id", "cgroup")
+PROCESS_LABELS = ("pid", "comm", *WORKLOAD_LABELS)
+SELF_PROGRAM_LABELS = ("collector", "program")
+SELF_MAP_LABELS = ("collector", "map")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One exported metric family: name, help text and labels."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CounterSpec(MetricSpec):
+    """A counter. Names omit ``_total``; the client library adds it."""
+
+    def family(self) -> CounterMetricFamily:
+        """An empty family of this metric, ready for ``add_metric``."""
+        return CounterMetricFamily(self.name, self.help, labels=self.labels)
+
+
+@dataclass(frozen=True)
+class GaugeSpec(MetricSpec):
+    """A gauge."""
+
+    def family(self) -> GaugeMetricFamily:
+        """An empty family of this metric, ready for ``add_metric``."""
+        return GaugeMetricFamily(self.name, self.help, labels=self.labels)
+
+
+@dataclass(frozen=True)
+class HistogramSpec(MetricSpec):
+    """A histogram; its buckets are fixed by the probe that fills it."""
+
+    def family(self) -> HistogramMetricFamily:
+        """An empty family of this metric, ready for ``add_metric``."""
+        return HistogramMetricFamily(self.name, self.help, labels=self.labels)
+
+
+# --- syscalls collector: sched_yield and futex -------------------------------------------------
+SCHED_YIELD_CALLS = CounterSpec(
+    "schedwatch_sched_yield_calls",
+    "sched_yield(2) calls made by threads of the workload, counted in the kernel.",
+    WORKLOAD_LABELS,
+)
+FUTEX_CALLS = CounterSpec(
+    "schedwatch_futex_calls",
+    "futex calls by operation (wait, wake, requeue, lock_pi, waitv, other), futex2 syscalls included.",
+    (*WORKLOAD_LABELS, "op"),
+)
+FUTEX_WAIT_SECONDS = CounterSpec(
+    "schedwatch_futex_wait_seconds",
+    "Time spent inside futex calls that wait (wait, waitv, lock_pi), counted when each call returns.",
+    WORKLOAD_LABELS,
+)
+FUTEX_WAIT_DURATION = HistogramSpec(
+    "schedwatch_futex_wait_duration_seconds",
+    "Duration of each futex call that waits (wait, waitv, lock_pi).",
+    WORKLOAD_LABELS,
+)
+PROCESS_SCHED_YIELD_CALLS = CounterSpec(
+    "schedwatch_process_sched_yield_calls",
+    "sched_yield(2) calls per live process; only the most active processes are exported.",
+    PROCESS_LABELS,
+)
+PROCESS_FUTEX_CALLS = CounterSpec(
+    "schedwatch_process_futex_calls",
+    "futex calls by operation per live process; only the most active processes are exported.",
+    (*PROCESS_LABELS, "op"),
+)
+PROCESS_FUTEX_WAIT_SECONDS = CounterSpec(
+    "schedwatch_process_futex_wait_seconds",
+    "Time spent inside waiting futex calls per live process; only the most active processes are exported.",
+    PROCESS_LABELS,
+)
+
+# --- the agent itself ---------------------------------------------------------------------------
+BUILD_INFO = GaugeSpec(
+    "schedwatch_build_info",
+    "Always 1: the schedwatch version and the kernel it runs on.",
+    ("version", "kernel_release"),
+)
+SOURCE_UP = GaugeSpec(
+    "schedwatch_source_up",
+    "1 when the collector is running, 0 when it could not start (see `schedwatch check`).",
+    ("source",),
+)
+COLLECT_DURATION = GaugeSpec(
+    "schedwatch_collector_duration_seconds",
+    "Time the collector took to read its maps and build its series during this scrape.",
+    ("source",),
+)
+BPF_PROGRAM_RUNS = CounterSpec(
+    "schedwatch_bpf_program_runs",
+    "Times each BPF program ran, from the kernel's accounting (0 unless BPF stats are enabled).",
+    SELF_PROGRAM_LABELS,
+)
+BPF_PROGRAM_RUN_SECONDS = CounterSpec(
+    "schedwatch_bpf_program_run_seconds",
+    "Time spent in each BPF program, from the kernel's accounting (0 unless BPF stats are enabled).",
+    SELF_PROGRAM_LABELS,
+)
+BPF_STATS_ENABLED = GaugeSpec(
+    "schedwatch_bpf_stats_enabled",
+    "1 when the kernel accounts BPF run time (kernel.bpf_stats_enabled or --bpf-stats).",
+    (),
+)
+BPF_MAP_ENTRIES = GaugeSpec(
+    "schedwatch_bpf_map_entries",
+    "Entries in each bounded BPF map at scrape time.",
+    SELF_MAP_LABELS,
+)
+BPF_MAP_MAX_ENTRIES = GaugeSpec(
+    "schedwatch_bpf_map_max_entries",
+    "Capacity of each bounded BPF map.",
+    SELF_MAP_LABELS,
+)
+BPF_EVENTS_DROPPED = CounterSpec(
+    "schedwatch_bpf_events_dropped",
+    "Events not accounted because a bounded BPF map was full; raise its --max-* size if this grows.",
+    SELF_MAP_LABELS,
+)
+TRACKED_SERIES = GaugeSpec(
+    "schedwatch_workloads",
+    "Workload label sets the agent currently exports, per collector (bounded by map sizes and expiry).",
+    ("source",),
+)

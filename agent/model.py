@@ -1,0 +1,98 @@
+"""Per-workload totals that never go backwards.
+
+Kernel maps hold one entry per source (a cgroup id). Several sources can share one
+label set (a container with nested cgroups, a service restarted into a new cgroup
+with the same path), and sources go away (a removed cgroup's entry is deleted from
+the map). :class:`CounterTable` sums sources per label set and folds the last values
+of a source that went away into its label set, so exported counters stay monotonic.
+A label set with no live source is dropped after a grace period, except the ones
+marked as kept forever (the catch-all for cgroups removed before they were seen).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+Labels = tuple[str, ...]
+
+
+@dataclass
+class _LabelSetState:
+    retired: list[int]
+    live_sources: set[Hashable] = field(default_factory=set)
+    last_seen: float = 0.0
+
+
+class CounterTable:
+    """Sums vectors of monotonic counters from many sources into per-label-set totals."""
+
+    def __init__(
+        self,
+        width: int,
+        grace_seconds: float,
+        keep_forever: frozenset[Labels] = frozenset(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.width = width
+        self.grace_seconds = grace_seconds
+        self.keep_forever = keep_forever
+        self._clock = clock
+        self._sources: dict[Hashable, tuple[Labels, list[int]]] = {}
+        self._label_sets: dict[Labels, _LabelSetState] = {}
+
+    def update(self, live: Mapping[Hashable, tuple[Labels, Sequence[int]]]) -> None:
+        """Record this round's values of every live source; sources absent from *live* are retired.
+
+        A source keeps the labels it was first seen with, so its counts never move between series.
+        """
+        now = self._clock()
+        for source in list(self._sources):
+            if source not in live:
+                self._retire(source, now)
+        for source, (labels, values) in live.items():
+            if len(values) != self.width:
+                raise ValueError(f"expected {self.width} values, got {len(values)}")
+            known = self._sources.get(source)
+            if known is not None:
+                labels, previous = known
+                if any(new < old for new, old in zip(values, previous, strict=True)):
+                    # The kernel entry was recreated: keep what it had counted before.
+                    self._fold(labels, previous)
+            state = self._label_sets.setdefault(labels, _LabelSetState(retired=[0] * self.width))
+            state.live_sources.add(source)
+            state.last_seen = now
+            self._sources[source] = (labels, list(values))
+        self._expire(now)
+
+    def rows(self) -> Iterator[tuple[Labels, list[int]]]:
+        """(labels, totals) for every label set still exported."""
+        totals = {labels: list(state.retired) for labels, state in self._label_sets.items()}
+        for labels, values in self._sources.values():
+            row = totals[labels]
+            for index, value in enumerate(values):
+                row[index] += value
+        yield from totals.items()
+
+    def __len__(self) -> int:
+        return len(self._label_sets)
+
+    def _retire(self, source: Hashable, now: float) -> None:
+        labels, values = self._sources.pop(source)
+        self._fold(labels, values)
+        state = self._label_sets[labels]
+        state.live_sources.discard(source)
+        state.last_seen = now
+
+    def _fold(self, labels: Labels, values: Sequence[int]) -> None:
+        retired = self._label_sets[labels].retired
+        for index, value in enumerate(values):
+            retired[index] += value
+
+    def _expire(self, now: float) -> None:
+        for labels, state in list(self._label_sets.items()):
+            if state.live_sources or labels in self.keep_forever:
+                continue
+            if now - state.last_seen > self.grace_seconds:
+                del self._label_sets[labels]

@@ -1,0 +1,57 @@
+"""cgroup path -> workload identity. The only module that knows what a container id looks like."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_LABEL_LENGTH = 200
+
+# One cgroup path component that names a container: a 64-hex id, bare (Docker and
+# Kubernetes with the cgroupfs driver) or wrapped by a runtime's systemd scope.
+# Conmon scopes ("libpod-conmon-<id>", "crio-conmon-<id>") are the monitor, not the container.
+_CONTAINER_COMPONENT = re.compile(
+    r"^(?:docker-|cri-containerd-|crio-|libpod-|containerd-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$"
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Who a cgroup belongs to. ``cgroup`` is set only for what is not in a container."""
+
+    container_id: str = ""
+    cgroup: str = ""
+
+    def labels(self) -> tuple[str, str]:
+        """Label values in the order of :data:`agent.metrics.WORKLOAD_LABELS`."""
+        return (self.container_id, self.cgroup)
+
+
+# Counts from cgroups that were removed before the agent could see their path.
+REMOVED = Workload(cgroup="(removed)")
+
+
+def container_id_from_path(cgroup_path: str) -> str:
+    """The container id named by the deepest matching component of *cgroup_path*, or ''."""
+    for component in reversed(cgroup_path.split("/")):
+        match = _CONTAINER_COMPONENT.match(component)
+        if match:
+            return match.group("id")
+    return ""
+
+
+def workload_for_cgroup(cgroup_path: str | None) -> Workload:
+    """Identity of the workload in *cgroup_path* (None: a cgroup that is gone)."""
+    if cgroup_path is None:
+        return REMOVED
+    container_id = container_id_from_path(cgroup_path)
+    if container_id:
+        return Workload(container_id=container_id)
+    return Workload(cgroup=bounded_label(cgroup_path))
+
+
+def bounded_label(value: str) -> str:
+    """Cut a label value to a bounded length, keeping its tail (the informative end of a path)."""
+    if len(value) <= MAX_LABEL_LENGTH:
+        return value
+    return "…" + value[-(MAX_LABEL_LENGTH - 1) :]

@@ -1,0 +1,272 @@
+/* sched_yield and futex accounting per cgroup and per process.
+ *
+ * Attached to the syscall-specific tracepoints only, so that syscalls the
+ * agent does not watch pay nothing. Every probe does a bounded, constant
+ * amount of work: one or two hash lookups and a few atomic adds. Nothing is
+ * sent to user space per event; the agent reads the maps when scraped.
+ *
+ * Cgroup totals are accumulated directly, so they survive the exit of the
+ * processes that produced them. Process entries exist only while the
+ * process lives and are deleted when its thread group dies.
+ *
+ * Compile-time options (set by agent/probes/syscalls.py):
+ *   MAX_CGROUPS, MAX_PROCESSES (0 turns per-process accounting off),
+ *   MAX_THREADS, HAVE_GROUP_DEAD, HAVE_FUTEX_WAITV, HAVE_FUTEX_WAIT,
+ *   HAVE_FUTEX_WAKE, HAVE_FUTEX_REQUEUE.
+ */
+#include "schedwatch.h"
+
+/* FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME, from the futex(2) UAPI. */
+#define FUTEX_FLAGS_MASK (128 | 256)
+
+enum futex_class {
+    FC_WAIT = 0,
+    FC_WAKE = 1,
+    FC_REQUEUE = 2,
+    FC_LOCK_PI = 3,
+    FC_WAITV = 4,
+    FC_OTHER = 5,
+    FC_COUNT = 6,
+};
+
+/* Upper bounds (inclusive, ns) of the futex wait histogram; the agent
+ * exports the same bounds (agent/probes/syscalls.py, WAIT_BUCKET_BOUNDS). */
+#define WAIT_BUCKETS 8
+
+struct cgroup_stats {
+    u64 yields;
+    u64 futex_calls[FC_COUNT];
+    u64 futex_wait_ns;
+    u64 futex_wait_buckets[WAIT_BUCKETS];  /* their sum is the number of waits */
+};
+
+struct process_stats {
+    u64 cgroup_id;
+    u64 yields;
+    u64 futex_calls[FC_COUNT];
+    u64 futex_wait_ns;
+};
+
+BPF_HASH(cgroups, u64, struct cgroup_stats, MAX_CGROUPS);
+#if MAX_PROCESSES > 0
+BPF_HASH(processes, u32, struct process_stats, MAX_PROCESSES);
+#endif
+/* Thread id -> ktime at entry of a futex call that may block. */
+BPF_HASH(futex_start, u32, u64, MAX_THREADS);
+BPF_ARRAY(drops, u64, DROP_REASONS);
+
+static __always_inline void count_drop(int reason)
+{
+    u64 *slot = drops.lookup(&reason);
+    if (slot)
+        __sync_fetch_and_add(slot, 1);
+}
+
+static __always_inline struct cgroup_stats *cgroup_entry(u64 cgroup_id)
+{
+    struct cgroup_stats zero = {};
+    struct cgroup_stats *stats = cgroups.lookup_or_try_init(&cgroup_id, &zero);
+    if (!stats)
+        count_drop(DROP_CGROUP_MAP);
+    return stats;
+}
+
+#if MAX_PROCESSES > 0
+static __always_inline struct process_stats *process_entry(u64 cgroup_id)
+{
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    struct process_stats zero = {};
+    struct process_stats *stats = processes.lookup_or_try_init(&tgid, &zero);
+    if (!stats) {
+        count_drop(DROP_PROCESS_MAP);
+        return 0;
+    }
+    stats->cgroup_id = cgroup_id;
+    return stats;
+}
+#endif
+
+static __always_inline u32 wait_bucket(u64 ns)
+{
+    if (ns <= 10000ULL)
+        return 0;                   /* 10 us */
+    if (ns <= 100000ULL)
+        return 1;                   /* 100 us */
+    if (ns <= 1000000ULL)
+        return 2;                   /* 1 ms */
+    if (ns <= 10000000ULL)
+        return 3;                   /* 10 ms */
+    if (ns <= 100000000ULL)
+        return 4;                   /* 100 ms */
+    if (ns <= 1000000000ULL)
+        return 5;                   /* 1 s */
+    if (ns <= 10000000000ULL)
+        return 6;                   /* 10 s */
+    return 7;                       /* +Inf */
+}
+
+static __always_inline u32 futex_class_of(int op)
+{
+    switch (op & ~FUTEX_FLAGS_MASK) {
+    case 0:  /* FUTEX_WAIT */
+    case 9:  /* FUTEX_WAIT_BITSET */
+    case 11: /* FUTEX_WAIT_REQUEUE_PI */
+        return FC_WAIT;
+    case 1:  /* FUTEX_WAKE */
+    case 5:  /* FUTEX_WAKE_OP */
+    case 10: /* FUTEX_WAKE_BITSET */
+        return FC_WAKE;
+    case 3:  /* FUTEX_REQUEUE */
+    case 4:  /* FUTEX_CMP_REQUEUE */
+    case 12: /* FUTEX_CMP_REQUEUE_PI */
+        return FC_REQUEUE;
+    case 6:  /* FUTEX_LOCK_PI */
+    case 7:  /* FUTEX_UNLOCK_PI */
+    case 8:  /* FUTEX_TRYLOCK_PI */
+    case 13: /* FUTEX_LOCK_PI2 */
+        return FC_LOCK_PI;
+    default:
+        return FC_OTHER;
+    }
+}
+
+/* Calls that can put the caller to sleep: their time inside is wait time. */
+static __always_inline bool futex_op_blocks(int op)
+{
+    int cmd = op & ~FUTEX_FLAGS_MASK;
+    return cmd == 0 || cmd == 9 || cmd == 11 || cmd == 6 || cmd == 13;
+}
+
+static __always_inline void futex_enter(u32 fclass, bool blocks)
+{
+    if (fclass >= FC_COUNT)
+        return;
+    u64 cgroup_id = bpf_get_current_cgroup_id();
+    struct cgroup_stats *cg = cgroup_entry(cgroup_id);
+    if (cg)
+        __sync_fetch_and_add(&cg->futex_calls[fclass], 1);
+#if MAX_PROCESSES > 0
+    struct process_stats *proc = process_entry(cgroup_id);
+    if (proc)
+        __sync_fetch_and_add(&proc->futex_calls[fclass], 1);
+#endif
+    if (blocks) {
+        u32 tid = bpf_get_current_pid_tgid();
+        u64 now = bpf_ktime_get_ns();
+        if (futex_start.update(&tid, &now))
+            count_drop(DROP_THREAD_MAP);
+    }
+}
+
+static __always_inline void futex_exit(void)
+{
+    u32 tid = bpf_get_current_pid_tgid();
+    u64 *start = futex_start.lookup(&tid);
+    if (!start)
+        return;
+    u64 waited = bpf_ktime_get_ns() - *start;
+    futex_start.delete(&tid);
+
+    u64 cgroup_id = bpf_get_current_cgroup_id();
+    struct cgroup_stats *cg = cgroup_entry(cgroup_id);
+    if (cg) {
+        __sync_fetch_and_add(&cg->futex_wait_ns, waited);
+        u32 bucket = wait_bucket(waited);
+        if (bucket < WAIT_BUCKETS)
+            __sync_fetch_and_add(&cg->futex_wait_buckets[bucket], 1);
+    }
+#if MAX_PROCESSES > 0
+    struct process_stats *proc = process_entry(cgroup_id);
+    if (proc)
+        __sync_fetch_and_add(&proc->futex_wait_ns, waited);
+#endif
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield)
+{
+    u64 cgroup_id = bpf_get_current_cgroup_id();
+    struct cgroup_stats *cg = cgroup_entry(cgroup_id);
+    if (cg)
+        __sync_fetch_and_add(&cg->yields, 1);
+#if MAX_PROCESSES > 0
+    struct process_stats *proc = process_entry(cgroup_id);
+    if (proc)
+        __sync_fetch_and_add(&proc->yields, 1);
+#endif
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_futex)
+{
+    int op = args->op;
+    futex_enter(futex_class_of(op), futex_op_blocks(op));
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_futex)
+{
+    futex_exit();
+    return 0;
+}
+
+#ifdef HAVE_FUTEX_WAITV
+TRACEPOINT_PROBE(syscalls, sys_enter_futex_waitv)
+{
+    futex_enter(FC_WAITV, true);
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_futex_waitv)
+{
+    futex_exit();
+    return 0;
+}
+#endif
+
+#ifdef HAVE_FUTEX_WAIT
+TRACEPOINT_PROBE(syscalls, sys_enter_futex_wait)
+{
+    futex_enter(FC_WAIT, true);
+    return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_futex_wait)
+{
+    futex_exit();
+    return 0;
+}
+#endif
+
+#ifdef HAVE_FUTEX_WAKE
+TRACEPOINT_PROBE(syscalls, sys_enter_futex_wake)
+{
+    futex_enter(FC_WAKE, false);
+    return 0;
+}
+#endif
+
+#ifdef HAVE_FUTEX_REQUEUE
+TRACEPOINT_PROBE(syscalls, sys_enter_futex_requeue)
+{
+    futex_enter(FC_REQUEUE, false);
+    return 0;
+}
+#endif
+
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+    u32 tid = args->pid;
+    futex_start.delete(&tid);
+#if MAX_PROCESSES > 0
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tgid = id >> 32;
+#ifdef HAVE_GROUP_DEAD
+    bool last_thread = args->group_dead;
+#else
+    bool last_thread = (u32)id == tgid;
+#endif
+    if (last_thread)
+        processes.delete(&tgid);
+#endif
+    return 0;
+}
