@@ -120,9 +120,11 @@ def _nearest_debian_headers(release: str, usr_src: Path) -> tuple[Path, Path] | 
         common_dir = _common_dir_for(arch_dir)
         if common_dir is None:
             continue
-        version = version_tuple(arch_dir.name.removeprefix("linux-headers-"))
+        version_text = arch_dir.name.removeprefix("linux-headers-")
+        version = version_tuple(version_text)
         distance = tuple(abs(a - b) for a, b in zip(version, wanted, strict=False))
-        newest_first = tuple(-n for n in version)
+        abi = re.match(r"[\d.]+-(\d+)", version_text)  # Debian's ABI number breaks ties: newest wins
+        newest_first = (*(-n for n in version), -int(abi.group(1)) if abi else 0)
         candidates.append((distance, newest_first, arch_dir, common_dir))
     if not candidates:
         return None

@@ -50,7 +50,7 @@ class CounterTable:
         now = self._clock()
         for source in list(self._sources):
             if source not in live:
-                self._retire(source, now)
+                self._retire(source)
         for source, (labels, values) in live.items():
             if len(values) != self.width:
                 raise ValueError(f"expected {self.width} values, got {len(values)}")
@@ -78,12 +78,10 @@ class CounterTable:
     def __len__(self) -> int:
         return len(self._label_sets)
 
-    def _retire(self, source: Hashable, now: float) -> None:
+    def _retire(self, source: Hashable) -> None:
         labels, values = self._sources.pop(source)
         self._fold(labels, values)
-        state = self._label_sets[labels]
-        state.live_sources.discard(source)
-        state.last_seen = now
+        self._label_sets[labels].live_sources.discard(source)
 
     def _fold(self, labels: Labels, values: Sequence[int]) -> None:
         retired = self._label_sets[labels].retired

@@ -1,0 +1,46 @@
+"""Scrape and index a live /metrics endpoint."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Mapping
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Sample = tuple[str, frozenset[tuple[str, str]]]
+
+
+class Scrape:
+    """One scrape: samples indexed by (sample name, label set)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.samples: dict[Sample, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                self.samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """The value of the one sample whose labels include *labels*; None if absent; error if ambiguous."""
+        found = self.find(name, **labels)
+        if not found:
+            return None
+        if len(found) > 1:
+            raise AssertionError(f"{name}{labels} matches {len(found)} samples: {found}")
+        return next(iter(found.values()))
+
+    def find(self, name: str, **labels: str) -> dict[frozenset[tuple[str, str]], float]:
+        """Every sample of *name* whose labels include *labels*."""
+        wanted = set(labels.items())
+        return {lbls: v for (n, lbls), v in self.samples.items() if n == name and wanted <= lbls}
+
+
+def scrape(url: str, timeout: float = 10.0) -> Scrape:
+    """GET *url* and parse it."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return Scrape(response.read().decode())
+
+
+def labels_dict(labels: frozenset[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+    """A plain dict of a label set."""
+    return dict(labels)

@@ -1,0 +1,104 @@
+"""Test workloads with exactly known behaviour (C programs in tests/workloads), and cgroups to run them in."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from agent.cgroups import read_layout
+
+SOURCES = Path(__file__).resolve().parents[1] / "workloads"
+BUILD = Path(__file__).resolve().parents[1] / ".build"
+
+
+def build(name: str, *extra_flags: str) -> Path:
+    """Compile tests/workloads/<name>.c (if changed) and return the binary."""
+    source = SOURCES / f"{name}.c"
+    binary = BUILD / name
+    newest = max(p.stat().st_mtime for p in SOURCES.glob("*.[ch]"))
+    if not binary.exists() or binary.stat().st_mtime < newest:
+        BUILD.mkdir(exist_ok=True)
+        compiler = shutil.which("gcc") or shutil.which("cc")
+        if compiler is None:
+            raise RuntimeError("no C compiler: apt-get install gcc")
+        subprocess.run(
+            [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(binary), str(source), *extra_flags], check=True
+        )
+    return binary
+
+
+class CgroupSandbox:
+    """cgroup2 directories made for one test session, removed at the end."""
+
+    def __init__(self) -> None:
+        root = read_layout().unified
+        if root is None:
+            raise RuntimeError("no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified")
+        self.root = root
+        self.base = root / f"schedwatch-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.base.mkdir()
+
+    def make(self, name: str) -> Path:
+        """A fresh, empty cgroup; its path relative to the cgroup2 root is ``relative(path)``."""
+        path = self.base / f"{name}-{uuid.uuid4().hex[:6]}"
+        path.mkdir()
+        return path
+
+    def relative(self, path: Path) -> str:
+        """The path as the agent labels it."""
+        return "/" + str(path.relative_to(self.root))
+
+    def remove(self, path: Path, timeout: float = 5.0) -> None:
+        """rmdir a cgroup once its processes are gone (exited processes linger briefly)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                path.rmdir()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def cleanup(self) -> None:
+        """Remove everything under the session's base cgroup."""
+        for child in sorted(self.base.glob("*"), reverse=True):
+            if child.is_dir():
+                for pid in (child / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), 9)
+                self.remove(child)
+        self.remove(self.base)
+
+
+class Workload:
+    """A running workload: its ground truth (first JSON line it prints) and a handle to release it."""
+
+    def __init__(self, binary: Path, *args: str | int | Path, hold: bool = True) -> None:
+        self.process = subprocess.Popen(
+            [str(binary), *(str(a) for a in args), "1" if hold else "0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            raise RuntimeError(f"{binary.name} failed with {self.process.returncode}")
+        self.truth: dict[str, Any] = json.loads(line)
+        self.pid: int = self.truth["pid"]
+        if not hold:
+            self.process.wait()
+
+    def release(self) -> int:
+        """Let the workload exit and wait for it."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        return self.process.wait(timeout=30)

@@ -1,0 +1,58 @@
+"""cgroup layout from mountinfo fixtures, and id -> path resolution on a real directory tree."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agent.cgroups import CgroupPathResolver, read_layout
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_hybrid_layout_of_the_development_vm() -> None:
+    layout = read_layout(FIXTURES / "mountinfo-hybrid-firecracker.txt")
+    assert layout.mode == "hybrid"
+    assert layout.unified == Path("/sys/fs/cgroup/unified")
+    assert layout.v1["cpu"] == Path("/sys/fs/cgroup/cpu")
+    assert layout.v1["cpuset"] == Path("/sys/fs/cgroup/cpuset")
+    assert "name=systemd" in layout.v1
+
+
+def test_unified_layout_of_a_systemd_host() -> None:
+    layout = read_layout(FIXTURES / "mountinfo-v2-systemd.txt")
+    assert layout.mode == "v2"
+    assert layout.unified == Path("/sys/fs/cgroup")
+    assert layout.v1 == {}
+
+
+def make_cgroup_tree(root: Path) -> dict[str, int]:
+    for relative in ("a", "a/b", "c"):
+        (root / relative).mkdir(parents=True)
+    (root / "cgroup.procs").write_text("")
+    return {relative: os.stat(root / relative).st_ino for relative in ("a", "a/b", "c")}
+
+
+def test_resolver_maps_inodes_to_paths_and_notices_removal(tmp_path: Path) -> None:
+    inodes = make_cgroup_tree(tmp_path)
+    resolver = CgroupPathResolver(tmp_path)
+    root_inode = os.stat(tmp_path).st_ino
+    assert resolver.resolve([inodes["a/b"], inodes["c"], root_inode]) == {
+        inodes["a/b"]: "/a/b",
+        inodes["c"]: "/c",
+        root_inode: "/",
+    }
+    (tmp_path / "a/b").rmdir()
+    (tmp_path / "a/d").mkdir()
+    new = os.stat(tmp_path / "a/d").st_ino
+    resolved = resolver.resolve([inodes["a/b"], new])
+    assert resolved[new] == "/a/d"
+    if new != inodes["a/b"]:  # a filesystem may hand the inode out again; cgroupfs never does
+        assert resolved[inodes["a/b"]] is None
+
+
+def test_resolver_without_a_cgroup2_tree_is_unhealthy(tmp_path: Path) -> None:
+    resolver = CgroupPathResolver(tmp_path / "missing")
+    assert not resolver.healthy
+    assert resolver.resolve([1]) == {1: None}
+    assert not CgroupPathResolver(None).healthy

@@ -1,0 +1,78 @@
+"""CounterTable: per-workload totals that never go backwards."""
+
+from __future__ import annotations
+
+from agent.model import CounterTable
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def rows(table: CounterTable) -> dict[tuple[str, ...], list[int]]:
+    return dict(table.rows())
+
+
+def test_sources_with_the_same_labels_are_summed() -> None:
+    table = CounterTable(width=2, grace_seconds=10)
+    table.update({1: (("a",), [1, 2]), 2: (("a",), [10, 20]), 3: (("b",), [5, 5])})
+    assert rows(table) == {("a",): [11, 22], ("b",): [5, 5]}
+
+
+def test_a_source_that_goes_away_is_folded_not_lost() -> None:
+    table = CounterTable(width=1, grace_seconds=10)
+    table.update({1: (("a",), [7]), 2: (("a",), [3])})
+    table.update({2: (("a",), [4])})  # source 1 removed from the kernel map
+    assert rows(table) == {("a",): [11]}
+    table.update({2: (("a",), [4]), 3: (("a",), [1])})  # a new source for the same workload
+    assert rows(table) == {("a",): [12]}
+
+
+def test_a_source_keeps_the_labels_it_was_first_seen_with() -> None:
+    table = CounterTable(width=1, grace_seconds=10)
+    table.update({1: (("a",), [5])})
+    table.update({1: (("b",), [6])})
+    assert rows(table) == {("a",): [6]}
+
+
+def test_a_recreated_kernel_entry_does_not_make_the_counter_go_backwards() -> None:
+    table = CounterTable(width=2, grace_seconds=10)
+    table.update({1: (("a",), [100, 50])})
+    table.update({1: (("a",), [3, 1])})  # the entry was deleted and started again from zero
+    assert rows(table) == {("a",): [103, 51]}
+
+
+def test_label_sets_without_live_sources_expire_after_the_grace_period() -> None:
+    clock = FakeClock()
+    table = CounterTable(width=1, grace_seconds=5, keep_forever=frozenset({("removed",)}), clock=clock)
+    table.update({1: (("a",), [1]), 2: (("removed",), [2])})
+    clock.now = 3
+    table.update({})
+    assert rows(table) == {("a",): [1], ("removed",): [2]}
+    clock.now = 5.5  # 5.5 s since the sources were last seen
+    table.update({})
+    assert rows(table) == {("removed",): [2]}
+    assert len(table) == 1
+
+
+def test_a_live_label_set_never_expires() -> None:
+    clock = FakeClock()
+    table = CounterTable(width=1, grace_seconds=1, clock=clock)
+    for second in range(10):
+        clock.now = second
+        table.update({1: (("a",), [second])})
+    assert rows(table) == {("a",): [9]}
+
+
+def test_wrong_width_is_rejected() -> None:
+    table = CounterTable(width=2, grace_seconds=1)
+    try:
+        table.update({1: (("a",), [1])})
+    except ValueError as error:
+        assert "expected 2 values" in str(error)
+    else:
+        raise AssertionError("a short vector was accepted")

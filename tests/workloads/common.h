@@ -1,0 +1,34 @@
+/* Shared by the test workloads: join a cgroup, report, wait to be released. */
+#ifndef WORKLOAD_COMMON_H
+#define WORKLOAD_COMMON_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Move this process into the cgroup2 directory `dir` before doing anything measured. */
+static void join_cgroup(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *procs = fopen(path, "w");
+    if (!procs || fprintf(procs, "%d\n", getpid()) < 0 || fclose(procs) != 0) {
+        perror(path);
+        exit(2);
+    }
+}
+
+/* Print the ground truth, then block until stdin closes (unless hold is 0). */
+static void report_and_hold(const char *json, int hold)
+{
+    printf("%s\n", json);
+    fflush(stdout);
+    if (hold) {
+        char buf[64];
+        while (read(0, buf, sizeof(buf)) > 0)
+            ;
+    }
+}
+
+#endif
