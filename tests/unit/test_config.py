@@ -12,8 +12,9 @@ from tests.support.agent import REPO
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args], cwd=REPO, capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 @pytest.mark.parametrize(
