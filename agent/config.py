@@ -26,7 +26,7 @@ class Settings:
     max_cgroups: int = 4096
     max_processes: int = 16384
     max_threads: int = 65536
-    process_top_k: int = 10
+    process_top_k: int = 0
     series_grace_seconds: float = 300.0
     bpf_stats: bool = False
     log_level: str = "info"
@@ -126,8 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
     parser.add_argument(
         "--process-top-k",
         type=_non_negative_int,
-        default=_env("PROCESS_TOP_K", "10"),
-        help="export per-process series for the K most active processes (default 10; 0: none)",
+        default=_env("PROCESS_TOP_K", "0"),
+        help="export per-process series for the K most active processes; costs one more hash lookup per "
+        "event in the kernel (default 0: per-workload series only)",
     )
     parser.add_argument(
         "--series-grace",

@@ -235,3 +235,63 @@ def bpf_stats_enabled() -> bool | None:
 def has_btf() -> bool:
     """Whether the kernel exposes its own BTF (not needed by bcc programs, reported for context)."""
     return BTF_VMLINUX.is_file()
+
+
+def sched_switch_blocked_mask(root: Path | None = None) -> int | None:
+    """The bits of sched_switch's prev_state that mean the task was not runnable, from the tracepoint's own format.
+
+    The print format tests ``REC->prev_state & (MASK)`` to choose between state letters and "R"
+    (runnable, "+" when preempted). The encoding has changed across kernel versions, so it is read
+    from the running kernel rather than assumed.
+    """
+    root = root or tracefs_root()
+    if root is None:
+        return None
+    try:
+        text = (root / "events" / "sched" / "sched_switch" / "format").read_text()
+    except OSError:
+        return None
+    marker = "REC->prev_state & "
+    start = text.find(marker)
+    if start < 0:
+        return None
+    expression = _balanced_parentheses(text, start + len(marker))
+    return None if expression is None else _evaluate_integer_expression(expression)
+
+
+def _balanced_parentheses(text: str, start: int) -> str | None:
+    if start >= len(text) or text[start] != "(":
+        return None
+    depth = 0
+    for index in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[start : index + 1]
+    return None
+
+
+def _evaluate_integer_expression(expression: str) -> int | None:
+    """Evaluate a C constant expression of integers, | + - << >> and parentheses; None for anything else."""
+    import ast
+
+    allowed = (ast.BitOr, ast.Add, ast.Sub, ast.LShift, ast.RShift)
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, allowed):
+            left, right = value(node.left), value(node.right)
+            operations = {
+                ast.BitOr: int.__or__,
+                ast.Add: int.__add__,
+                ast.Sub: int.__sub__,
+                ast.LShift: int.__lshift__,
+                ast.RShift: int.__rshift__,
+            }
+            return operations[type(node.op)](left, right)
+        raise ValueError(ast.dump(node))
+
+    try:
+        return value(ast.parse(expression, mode="eval").body)
+    except (SyntaxError, ValueError):
+        return None

@@ -89,6 +89,29 @@ PROCESS_FUTEX_WAIT_SECONDS = CounterSpec(
     PROCESS_LABELS,
 )
 
+# --- sched collector: off-CPU time and run-queue latency --------------------------------------
+OFFCPU_SECONDS = CounterSpec(
+    "schedwatch_offcpu_seconds",
+    "Time the workload's threads spent off CPU: preempted (still runnable, waiting for a CPU) or blocked "
+    "(sleeping; includes the wait for a CPU after the wake-up).",
+    (*WORKLOAD_LABELS, "reason"),
+)
+RUNQUEUE_LATENCY = HistogramSpec(
+    "schedwatch_runqueue_latency_seconds",
+    "Time from a thread becoming runnable (woken, new, or preempted) until it runs, per wait.",
+    WORKLOAD_LABELS,
+)
+PROCESS_OFFCPU_SECONDS = CounterSpec(
+    "schedwatch_process_offcpu_seconds",
+    "Off-CPU time per live process by reason; only the most active processes are exported.",
+    (*PROCESS_LABELS, "reason"),
+)
+PROCESS_RUNQUEUE_WAIT_SECONDS = CounterSpec(
+    "schedwatch_process_runqueue_wait_seconds",
+    "Time the process's threads waited for a CPU; only the most active processes are exported.",
+    PROCESS_LABELS,
+)
+
 # --- the agent itself ---------------------------------------------------------------------------
 BUILD_INFO = GaugeSpec(
     "schedwatch_build_info",

@@ -51,7 +51,8 @@ BPF_HASH(cgroups, u64, struct cgroup_stats, MAX_CGROUPS);
 #if MAX_PROCESSES > 0
 BPF_HASH(processes, u32, struct process_stats, MAX_PROCESSES);
 #endif
-/* Thread id -> ktime at entry of a futex call that may block. */
+/* Thread id -> ktime at entry of the futex call in progress that may block
+ * (0: none). Entries are deleted when the thread exits. */
 BPF_HASH(futex_start, u32, u64, MAX_THREADS);
 BPF_ARRAY(drops, u64, DROP_REASONS);
 
@@ -153,7 +154,12 @@ static __always_inline void futex_enter(u32 fclass, bool blocks)
     if (blocks) {
         u32 tid = bpf_get_current_pid_tgid();
         u64 now = bpf_ktime_get_ns();
-        if (futex_start.update(&tid, &now))
+        /* A thread keeps its slot until it exits: writing in place is much
+         * cheaper than an update or a delete on every call. */
+        u64 *slot = futex_start.lookup(&tid);
+        if (slot)
+            *slot = now;
+        else if (futex_start.update(&tid, &now))
             count_drop(DROP_THREAD_MAP);
     }
 }
@@ -162,10 +168,10 @@ static __always_inline void futex_exit(void)
 {
     u32 tid = bpf_get_current_pid_tgid();
     u64 *start = futex_start.lookup(&tid);
-    if (!start)
+    if (!start || *start == 0)
         return;
     u64 waited = bpf_ktime_get_ns() - *start;
-    futex_start.delete(&tid);
+    *start = 0;
 
     u64 cgroup_id = bpf_get_current_cgroup_id();
     struct cgroup_stats *cg = cgroup_entry(cgroup_id);

@@ -59,7 +59,7 @@ class CollectorFactory:
 
 def registry() -> dict[str, CollectorFactory]:
     """Every known collector, by name."""
-    from agent.collectors import syscalls
+    from agent.collectors import sched, syscalls
 
-    factories = [syscalls.FACTORY]
+    factories = [syscalls.FACTORY, sched.FACTORY]
     return {factory.name: factory for factory in factories}

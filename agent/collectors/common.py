@@ -1,0 +1,147 @@
+"""What the BPF collectors share: per-workload totals keyed by cgroup id, top-K processes, self-metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+from prometheus_client.core import Metric
+from prometheus_client.utils import floatToGoString
+
+from agent import bpf, metrics
+from agent.cgroups import CgroupPathResolver
+from agent.facts import MachineFacts
+from agent.model import CounterTable, Labels
+from agent.probes.base import MapHealth
+from agent.workloads import REMOVED, Workload, workload_for_cgroup
+
+UNRESOLVED = Workload(cgroup="(unresolved)")
+_go_float: Callable[[float], str] = floatToGoString
+
+
+def bucket_labels(bounds: Sequence[float]) -> list[str]:
+    """The `le` label values for histogram *bounds*, +Inf last."""
+    return [_go_float(bound) for bound in bounds] + ["+Inf"]
+
+
+def cumulative(labels: Sequence[str], counts: Sequence[int]) -> list[tuple[str, int]]:
+    """Per-bucket counts -> the cumulative (le, count) pairs Prometheus histograms carry."""
+    running, buckets = 0, []
+    for label, count in zip(labels, counts, strict=True):
+        running += count
+        buckets.append((label, running))
+    return buckets
+
+
+def bpf_availability_problem(facts: MachineFacts, missing_tracepoints: list[str]) -> tuple[str, str] | None:
+    """(reason, fix) when a BPF collector cannot run here, else None."""
+    if not facts.can_load_bpf:
+        return (
+            "no right to load BPF programs",
+            "run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels < 5.8)",
+        )
+    if facts.tracefs is None:
+        return (
+            "tracefs is not mounted",
+            "mount -t tracefs tracefs /sys/kernel/tracing (schedwatch run does this itself as root)",
+        )
+    if missing_tracepoints:
+        return (
+            f"kernel lacks tracepoints {', '.join(missing_tracepoints)}",
+            "use a kernel built with CONFIG_FTRACE_SYSCALLS=y and CONFIG_TRACEPOINTS=y",
+        )
+    if facts.headers is None:
+        return ("no kernel headers", facts.headers_error)
+    return None
+
+
+class CgroupTotals:
+    """Per-workload totals fed by a kernel map keyed by cgroup id.
+
+    Resolves each id to its workload, keeps the totals monotonic (agent.model), and frees the kernel
+    entries of removed cgroups once their final values are folded in.
+    """
+
+    def __init__(
+        self,
+        resolver: CgroupPathResolver,
+        width: int,
+        grace_seconds: float,
+        forget: Callable[[list[int]], None],
+    ) -> None:
+        self._resolver = resolver
+        self._forget = forget
+        self._table = CounterTable(width, grace_seconds, keep_forever=frozenset({REMOVED.labels()}))
+
+    def update(self, vectors: dict[int, Sequence[int]]) -> None:
+        """This scrape's counter vector of every cgroup id in the kernel map."""
+        paths = self._resolver.resolve(vectors)
+        healthy = self._resolver.healthy
+        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        removed = []
+        for cgroup_id, vector in vectors.items():
+            path = paths[cgroup_id]
+            if path is None and healthy:
+                removed.append(cgroup_id)
+            workload = workload_for_cgroup(path) if healthy else UNRESOLVED
+            live[cgroup_id] = (workload.labels(), vector)
+        self._table.update(live)
+        if removed:
+            self._forget(removed)
+            self._resolver.forget(removed)
+
+    def rows(self) -> Iterator[tuple[Labels, list[int]]]:
+        """(workload labels, totals) of every exported workload."""
+        return self._table.rows()
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+class TopProcesses:
+    """Chooses the K processes worth a series: the most active since the last scrape, then overall."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self._previous: dict[int, int] = {}
+
+    def select(self, activity: dict[int, int]) -> list[int]:
+        """Pids to export, given each live process's cumulative activity count."""
+        recent = {pid: total - self._previous.get(pid, 0) for pid, total in activity.items()}
+        self._previous = activity
+        active = [pid for pid, total in activity.items() if total > 0]
+        return sorted(active, key=lambda pid: (recent[pid], activity[pid]), reverse=True)[: self.k]
+
+
+def process_labels(pid: int, cgroup_path: str | None) -> list[str]:
+    """Label values of a per-process series: pid, comm, then its workload's labels."""
+    return [str(pid), _comm(pid), *workload_for_cgroup(cgroup_path).labels()]
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()[:16]
+    except OSError:
+        return ""
+
+
+def self_families(
+    collector: str, health: MapHealth, programs: Iterable[bpf.ProgramStats], workloads: int
+) -> list[Metric]:
+    """The collector's own cost and health: map fill, drops, program run counts and time, workloads tracked."""
+    entries = metrics.BPF_MAP_ENTRIES.family()
+    capacity = metrics.BPF_MAP_MAX_ENTRIES.family()
+    dropped = metrics.BPF_EVENTS_DROPPED.family()
+    runs = metrics.BPF_PROGRAM_RUNS.family()
+    run_seconds = metrics.BPF_PROGRAM_RUN_SECONDS.family()
+    tracked = metrics.TRACKED_SERIES.family()
+    for name, count in health.entries.items():
+        entries.add_metric([collector, name], count)
+        capacity.add_metric([collector, name], health.capacity[name])
+    for name, count in health.drops.items():
+        dropped.add_metric([collector, name], count)
+    for program in programs:
+        runs.add_metric([collector, program.program], program.runs)
+        run_seconds.add_metric([collector, program.program], program.run_seconds)
+    tracked.add_metric([collector], workloads)
+    return [entries, capacity, dropped, runs, run_seconds, tracked]

@@ -1,0 +1,77 @@
+"""What every BPF probe shares: its loaded program, bounded maps, drop counters and cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent import bpf, kernel
+
+
+@dataclass(frozen=True)
+class MapHealth:
+    """Fill level and capacity of each bounded map, and events dropped because one was full."""
+
+    entries: dict[str, int]
+    capacity: dict[str, int]
+    drops: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ProbeLimits:
+    """Bounds of a probe's maps: every map is sized at load time and never grows."""
+
+    max_cgroups: int = 4096
+    max_processes: int = 0  # 0 turns per-process accounting off in the kernel
+    max_threads: int = 65536
+
+
+def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
+    """Map sizes, and whether sched_process_exit says when a thread group dies."""
+    defines: dict[str, str | int | None] = {
+        "MAX_CGROUPS": limits.max_cgroups,
+        "MAX_PROCESSES": limits.max_processes,
+        "MAX_THREADS": limits.max_threads,
+    }
+    if "group_dead" in (kernel.tracepoint_fields("sched", "sched_process_exit", tracefs) or frozenset()):
+        defines["HAVE_GROUP_DEAD"] = None
+    return defines
+
+
+class BpfProbe:
+    """A compiled, attached BPF program with a `cgroups` map keyed by cgroup id and a `drops` array."""
+
+    source: ClassVar[str]
+    drop_maps: ClassVar[tuple[str, ...]]  # names of the enum drop_reason slots, in order
+
+    def __init__(self, defines: dict[str, str | int | None]) -> None:
+        self._bpf: Any = bpf.compile_program(self.source, defines)
+
+    def table(self, name: str) -> Any:
+        """A map of the program, by name."""
+        return self._bpf[name]
+
+    def health(self, capacity: dict[str, int]) -> MapHealth:
+        """Entries of each map named in *capacity*, and the drop counters."""
+        entries = {name: sum(1 for _ in self._bpf[name]) for name in capacity}
+        drops_table = self._bpf["drops"]
+        drops = {name: drops_table[drops_table.Key(index)].value for index, name in enumerate(self.drop_maps)}
+        return MapHealth(entries, capacity, drops)
+
+    def forget_cgroups(self, cgroup_ids: Iterable[int]) -> None:
+        """Delete the entries of removed cgroups (after their last values were read)."""
+        table = self._bpf["cgroups"]
+        for cgroup_id in cgroup_ids:
+            with contextlib.suppress(KeyError):
+                del table[table.Key(cgroup_id)]
+
+    def program_stats(self) -> list[bpf.ProgramStats]:
+        """Kernel accounting of each attached program."""
+        return bpf.program_stats(self._bpf)
+
+    def close(self) -> None:
+        """Detach every program and free the maps."""
+        self._bpf.cleanup()

@@ -1,0 +1,100 @@
+"""Off-CPU time and run-queue latency (bpf/sched.bpf.c): load, read the maps into plain snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent import kernel
+from agent.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
+
+OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
+# Seconds; + Inf, as in runq_bucket(). Dense between 0.5 and 25 ms, where a CPU-bound thread that shares its CPU
+# waits (a scheduler slice is a few ms) and where oversubscribed thread pools were measured here.
+RUNQ_BUCKET_BOUNDS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 1e-1)
+REQUIRED_TRACEPOINTS = (
+    ("sched", "sched_switch"),
+    ("sched", "sched_wakeup"),
+    ("sched", "sched_wakeup_new"),
+    ("sched", "sched_process_exit"),
+)
+FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
+
+
+@dataclass(frozen=True)
+class SchedCounts:
+    """Off-CPU nanoseconds by reason and run-queue wait, of one cgroup or process."""
+
+    offcpu_ns: tuple[int, ...]  # by OFFCPU_REASONS
+    runq_ns: int
+
+
+@dataclass(frozen=True)
+class CgroupSched:
+    """A cgroup's counters plus its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf)."""
+
+    counts: SchedCounts
+    runq_buckets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ProcessSched:
+    """A live process's counters, its run-queue wait count, and the cgroup it last ran in."""
+
+    cgroup_id: int
+    counts: SchedCounts
+    runq_waits: int
+
+
+@dataclass(frozen=True)
+class SchedSnapshot:
+    """Everything the probe's maps held at one moment."""
+
+    cgroups: dict[int, CgroupSched]
+    processes: dict[int, ProcessSched]
+    health: MapHealth
+
+
+def missing_tracepoints(tracefs: Path | None) -> list[str]:
+    """Required tracepoints this kernel (or an unmounted tracefs) does not show."""
+    return [f"{c}:{e}" for c, e in REQUIRED_TRACEPOINTS if not kernel.has_tracepoint(c, e, tracefs)]
+
+
+def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
+    """-D options for bpf/sched.bpf.c: map sizes and this kernel's prev_state encoding."""
+    defines = common_defines(limits, tracefs)
+    defines["STATE_MASK"] = hex(kernel.sched_switch_blocked_mask(tracefs) or FALLBACK_BLOCKED_MASK)
+    return defines
+
+
+class SchedProbe(BpfProbe):
+    """The loaded sched program."""
+
+    source = "sched.bpf.c"
+    drop_maps = ("cgroups", "processes", "threads")  # enum drop_reason order
+
+    def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
+        self.limits = limits
+        super().__init__(compile_defines(limits, tracefs))
+
+    def read(self) -> SchedSnapshot:
+        """Read every map once, in bulk."""
+        cgroups = {
+            key.value: CgroupSched(
+                counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns), runq_buckets=tuple(value.runq_buckets)
+            )
+            for key, value in self.table("cgroups").items()
+        }
+        processes: dict[int, ProcessSched] = {}
+        capacity = {"cgroups": self.limits.max_cgroups, "threads": self.limits.max_threads}
+        if self.limits.max_processes > 0:
+            processes = {
+                key.value: ProcessSched(
+                    cgroup_id=value.cgroup_id,
+                    counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
+                    runq_waits=value.runq_waits,
+                )
+                for key, value in self.table("processes").items()
+            }
+            capacity["processes"] = self.limits.max_processes
+        return SchedSnapshot(cgroups, processes, self.health(capacity))

@@ -1,0 +1,97 @@
+/* loops MODE COUNT: time COUNT operations and print {"mode", "ops", "ns_per_op"}.
+ *   yield     sched_yield(2) in a tight loop (the storm schedwatch counts)
+ *   getppid   getppid(2), a syscall schedwatch does not trace (must cost nothing extra)
+ *   futex     FUTEX_WAIT/FUTEX_WAKE ping-pong between two threads on one CPU; ns per round trip
+ */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic uint32_t turn; /* 0: ping's turn, 1: pong's turn */
+static long rounds;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t value)
+{
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *pong(void *unused)
+{
+    (void)unused;
+    for (long i = 0; i < rounds; i++) {
+        while (atomic_load(&turn) != 1)
+            futex_wait(&turn, 0);
+        atomic_store(&turn, 0);
+        futex_wake(&turn);
+    }
+    return NULL;
+}
+
+static void pin_to_cpu0(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: loops yield|getppid|futex COUNT\n");
+        return 2;
+    }
+    long count = atol(argv[2]);
+    uint64_t start = 0, end = 0;
+    if (strcmp(argv[1], "yield") == 0) {
+        start = now_ns();
+        for (long i = 0; i < count; i++)
+            syscall(SYS_sched_yield);
+        end = now_ns();
+    } else if (strcmp(argv[1], "getppid") == 0) {
+        start = now_ns();
+        for (long i = 0; i < count; i++)
+            syscall(SYS_getppid);
+        end = now_ns();
+    } else if (strcmp(argv[1], "futex") == 0) {
+        pin_to_cpu0(); /* both threads inherit CPU 0: wake-ups stay on one CPU */
+        rounds = count;
+        pthread_t thread;
+        pthread_create(&thread, NULL, pong, NULL);
+        start = now_ns();
+        for (long i = 0; i < count; i++) {
+            atomic_store(&turn, 1);
+            futex_wake(&turn);
+            while (atomic_load(&turn) != 0)
+                futex_wait(&turn, 1);
+        }
+        end = now_ns();
+        pthread_join(thread, NULL);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", argv[1]);
+        return 2;
+    }
+    printf("{\"mode\": \"%s\", \"ops\": %ld, \"ns_per_op\": %.2f}\n", argv[1], count, (double)(end - start) / count);
+    return 0;
+}

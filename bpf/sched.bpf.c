@@ -1,0 +1,205 @@
+/* Off-CPU time and run-queue latency per cgroup (and per process, opt-in).
+ *
+ * sched_switch fires on every context switch of the machine, so each probe
+ * does a fixed, small amount of work: at most three hash lookups and a few
+ * atomic adds, no loops, nothing sent to user space.
+ *
+ * Per thread the program remembers when it left the CPU, why, its cgroup,
+ * and since when it has been runnable. When the thread runs again:
+ *   off-CPU time     = now - left the CPU, by reason: preempted (still
+ *                      runnable when switched out) or blocked (sleeping);
+ *   run-queue delay  = now - became runnable (woken, new, or preempted),
+ *                      attributed to the thread that waited, in the cgroup
+ *                      it was switched out from (or its parent's, if new).
+ *
+ * Compile-time options (agent/probes/sched.py): MAX_CGROUPS, MAX_PROCESSES,
+ * MAX_THREADS, STATE_MASK (the prev_state bits that mean "not runnable",
+ * read from this kernel's tracepoint format, never from a header).
+ */
+#include "schedwatch.h"
+
+enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
+
+/* Upper bounds (inclusive, ns) of the run-queue histogram; the agent exports
+ * the same bounds (agent/probes/sched.py, RUNQ_BUCKET_BOUNDS). */
+#define RUNQ_BUCKETS 10
+
+struct thread_state {
+    u64 cgroup_id;       /* cgroup the thread last ran in */
+    u64 offcpu_since;    /* when it left the CPU; 0 while running or unknown */
+    u64 runnable_since;  /* when it became runnable; 0 unless waiting for a CPU */
+    u32 tgid;
+    u32 reason;          /* enum offcpu_reason of the current off-CPU period */
+};
+
+struct cgroup_sched {
+    u64 offcpu_ns[REASONS];
+    u64 runq_ns;
+    u64 runq_buckets[RUNQ_BUCKETS];  /* their sum is the number of waits */
+};
+
+struct process_sched {
+    u64 cgroup_id;
+    u64 offcpu_ns[REASONS];
+    u64 runq_ns;
+    u64 runq_waits;
+};
+
+BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
+BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
+#if MAX_PROCESSES > 0
+BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
+#endif
+BPF_ARRAY(drops, u64, DROP_REASONS);
+
+static __always_inline void count_drop(int reason)
+{
+    u64 *slot = drops.lookup(&reason);
+    if (slot)
+        __sync_fetch_and_add(slot, 1);
+}
+
+static __always_inline u32 runq_bucket(u64 ns)
+{
+    if (ns <= 10000ULL)
+        return 0;                   /* 10 us */
+    if (ns <= 100000ULL)
+        return 1;                   /* 100 us */
+    if (ns <= 500000ULL)
+        return 2;                   /* 500 us */
+    if (ns <= 1000000ULL)
+        return 3;                   /* 1 ms */
+    if (ns <= 2500000ULL)
+        return 4;                   /* 2.5 ms */
+    if (ns <= 5000000ULL)
+        return 5;                   /* 5 ms */
+    if (ns <= 10000000ULL)
+        return 6;                   /* 10 ms */
+    if (ns <= 25000000ULL)
+        return 7;                   /* 25 ms */
+    if (ns <= 100000000ULL)
+        return 8;                   /* 100 ms */
+    return 9;                       /* +Inf */
+}
+
+static __always_inline struct thread_state *thread_entry(u32 tid)
+{
+    struct thread_state zero = {};
+    struct thread_state *state = threads.lookup_or_try_init(&tid, &zero);
+    if (!state)
+        count_drop(DROP_THREAD_MAP);
+    return state;
+}
+
+/* The thread `tid` is about to run: account its off-CPU period and wait. */
+static __always_inline void account_switch_in(u32 tid, u64 now)
+{
+    struct thread_state *state = threads.lookup(&tid);
+    if (!state || (state->offcpu_since == 0 && state->runnable_since == 0))
+        return;
+    u64 offcpu = state->offcpu_since ? now - state->offcpu_since : 0;
+    u64 waited = state->runnable_since ? now - state->runnable_since : 0;
+    u32 reason = state->reason < REASONS ? state->reason : BLOCKED;
+    u64 cgroup_id = state->cgroup_id;
+    u32 tgid = state->tgid;
+    bool did_wait = state->runnable_since != 0;
+    state->offcpu_since = 0;
+    state->runnable_since = 0;
+
+    struct cgroup_sched zero = {};
+    struct cgroup_sched *cg = cgroups.lookup_or_try_init(&cgroup_id, &zero);
+    if (!cg) {
+        count_drop(DROP_CGROUP_MAP);
+    } else {
+        if (offcpu)
+            __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);
+        if (did_wait) {
+            __sync_fetch_and_add(&cg->runq_ns, waited);
+            u32 bucket = runq_bucket(waited);
+            if (bucket < RUNQ_BUCKETS)
+                __sync_fetch_and_add(&cg->runq_buckets[bucket], 1);
+        }
+    }
+#if MAX_PROCESSES > 0
+    if (tgid == 0)
+        return;
+    struct process_sched pzero = {};
+    struct process_sched *proc = processes.lookup_or_try_init(&tgid, &pzero);
+    if (!proc) {
+        count_drop(DROP_PROCESS_MAP);
+        return;
+    }
+    proc->cgroup_id = cgroup_id;
+    if (offcpu)
+        __sync_fetch_and_add(&proc->offcpu_ns[reason], offcpu);
+    if (did_wait) {
+        __sync_fetch_and_add(&proc->runq_ns, waited);
+        __sync_fetch_and_add(&proc->runq_waits, 1);
+    }
+#endif
+}
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+    u64 now = bpf_ktime_get_ns();
+    u32 prev = args->prev_pid;
+    if (prev != 0) {  /* pid 0: the idle task */
+        struct thread_state *state = thread_entry(prev);
+        if (state) {
+            bool runnable = (args->prev_state & STATE_MASK) == 0;
+            state->cgroup_id = bpf_get_current_cgroup_id();  /* current is still prev */
+            state->tgid = bpf_get_current_pid_tgid() >> 32;
+            state->offcpu_since = now;
+            state->reason = runnable ? PREEMPTED : BLOCKED;
+            state->runnable_since = runnable ? now : 0;
+        }
+    }
+    u32 next = args->next_pid;
+    if (next != 0)
+        account_switch_in(next, now);
+    return 0;
+}
+
+/* Only threads seen leaving a CPU have an entry: the first wake-up of a thread
+ * that was asleep when the agent started is not counted. */
+TRACEPOINT_PROBE(sched, sched_wakeup)
+{
+    u32 tid = args->pid;
+    struct thread_state *state = threads.lookup(&tid);
+    if (state && state->runnable_since == 0)
+        state->runnable_since = bpf_ktime_get_ns();
+    return 0;
+}
+
+/* A new thread: runnable from now, in the cgroup of its creator (current). */
+TRACEPOINT_PROBE(sched, sched_wakeup_new)
+{
+    u32 tid = args->pid;
+    struct thread_state state = {
+        .cgroup_id = bpf_get_current_cgroup_id(),
+        .runnable_since = bpf_ktime_get_ns(),
+        .tgid = 0,  /* unknown until it first leaves a CPU: new thread or new process */
+        .reason = BLOCKED,
+    };
+    if (threads.update(&tid, &state))
+        count_drop(DROP_THREAD_MAP);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+    u32 tid = args->pid;
+    threads.delete(&tid);
+#if MAX_PROCESSES > 0
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tgid = id >> 32;
+#ifdef HAVE_GROUP_DEAD
+    bool last_thread = args->group_dead;
+#else
+    bool last_thread = (u32)id == tgid;
+#endif
+    if (last_thread)
+        processes.delete(&tgid);
+#endif
+    return 0;
+}
