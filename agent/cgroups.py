@@ -9,7 +9,7 @@ not seen appears or a cached one is gone (at most once per call).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +89,12 @@ class CgroupPathResolver:
         except OSError:
             return False
 
+    def snapshot(self) -> dict[int, str]:
+        """Every cgroup that exists now, by id (walks the tree)."""
+        if self.healthy:
+            self._paths = self._walk()
+        return dict(self._paths)
+
     def forget(self, cgroup_ids: Iterable[int]) -> None:
         """Drop ids of removed cgroups from the cache."""
         for cgroup_id in cgroup_ids:
@@ -106,3 +112,138 @@ class CgroupPathResolver:
             relative = directory[len(root) :] or "/"
             paths[inode] = relative
         return paths
+
+
+@dataclass(frozen=True)
+class CpuControl:
+    """CPU limits and throttling of one cgroup, from whichever hierarchy holds the cpu controller."""
+
+    periods: int  # enforcement periods elapsed while the cgroup had runnable threads
+    throttled_periods: int
+    throttled_ns: int
+    limit_cores: float  # the tighter of the CFS quota (over every ancestor) and the cpuset, in CPUs
+
+
+def parse_cpu_list(text: str) -> int:
+    """Number of CPUs in a cpuset list such as '0-3,8,10-11'."""
+    count = 0
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return count
+
+
+def parse_flat_keyed(text: str) -> dict[str, int]:
+    """A cgroup 'key value' file such as cpu.stat."""
+    values = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            values[key] = int(value)
+    return values
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _ancestors(root: Path, relative: str) -> list[Path]:
+    """The cgroup directory of *relative* and each of its ancestors up to *root*, innermost first."""
+    parts = [p for p in relative.split("/") if p]
+    return [root.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+
+
+def _cpu_max(cgroup: Path) -> tuple[int | None, int]:
+    """(quota, period) in µs from a cgroup2 cpu.max; quota None when unlimited or absent."""
+    fields = (_read(cgroup / "cpu.max") or "max 100000").split()
+    quota = None if fields[0] == "max" else int(fields[0])
+    return quota, int(fields[1]) if len(fields) > 1 else 100000
+
+
+def _cfs_quota_v1(cgroup: Path) -> tuple[int | None, int]:
+    """(quota, period) in µs from cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us; quota None when -1."""
+    quota_text = _read(cgroup / "cpu.cfs_quota_us")
+    period_text = _read(cgroup / "cpu.cfs_period_us")
+    if quota_text is None or period_text is None or int(quota_text) < 0:
+        return None, 0
+    return int(quota_text), int(period_text)
+
+
+def _quota_cores(root: Path, relative: str, reader: Callable[[Path], tuple[int | None, int]]) -> float | None:
+    """The tightest CFS quota over a cgroup and its ancestors, in CPUs (None: unlimited)."""
+    tightest: float | None = None
+    for cgroup in _ancestors(root, relative):
+        quota, period = reader(cgroup)
+        if quota is not None and period > 0:
+            cores = quota / period
+            tightest = cores if tightest is None else min(tightest, cores)
+    return tightest
+
+
+def _limit(quota_cores: float | None, cpuset_text: str | None, online_cpus: int) -> float:
+    limit = float(online_cpus)
+    if quota_cores is not None:
+        limit = min(limit, quota_cores)
+    if cpuset_text and cpuset_text.strip():
+        limit = min(limit, float(parse_cpu_list(cpuset_text)))
+    return limit
+
+
+def read_cpu_v2(root: Path, relative: str, online_cpus: int) -> CpuControl | None:
+    """cpu.stat, cpu.max and cpuset.cpus.effective of a cgroup2 directory; None without the cpu controller."""
+    directory = root / relative.lstrip("/")
+    stat_text = _read(directory / "cpu.stat")
+    if stat_text is None or "nr_periods" not in stat_text:
+        return None  # the cpu controller is not enabled here (cpu.stat then holds only usage)
+    stat = parse_flat_keyed(stat_text)
+    limit = _limit(_quota_cores(root, relative, _cpu_max), _read(directory / "cpuset.cpus.effective"), online_cpus)
+    return CpuControl(
+        stat.get("nr_periods", 0), stat.get("nr_throttled", 0), stat.get("throttled_usec", 0) * 1000, limit
+    )
+
+
+def read_cpu_v1(
+    cpu_root: Path, cpu_relative: str, cpuset_root: Path | None, cpuset_relative: str, online_cpus: int
+) -> CpuControl | None:
+    """cpu.stat and cpu.cfs_* of a v1 cpu cgroup, and cpuset.effective_cpus of its v1 cpuset cgroup."""
+    stat_text = _read(cpu_root / cpu_relative.lstrip("/") / "cpu.stat")
+    if stat_text is None:
+        return None
+    stat = parse_flat_keyed(stat_text)
+    cpuset_text = None
+    if cpuset_root is not None:
+        cpuset_dir = cpuset_root / cpuset_relative.lstrip("/")
+        cpuset_text = _read(cpuset_dir / "cpuset.effective_cpus") or _read(cpuset_dir / "cpuset.cpus")
+    limit = _limit(_quota_cores(cpu_root, cpu_relative, _cfs_quota_v1), cpuset_text, online_cpus)
+    return CpuControl(stat.get("nr_periods", 0), stat.get("nr_throttled", 0), stat.get("throttled_time", 0), limit)
+
+
+def parse_proc_cgroup(text: str) -> dict[str, str]:
+    """/proc/PID/cgroup -> {controller or '' for cgroup2: path}."""
+    paths = {}
+    for line in text.splitlines():
+        _hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if not controllers:
+            paths[""] = path
+        for controller in controllers.split(","):
+            if controller:
+                paths[controller] = path
+    return paths
+
+
+def count_threads(root: Path, relative: str) -> int | None:
+    """Threads directly in a cgroup2 directory (cgroup.threads); None if it is gone."""
+    text = _read(root / relative.lstrip("/") / "cgroup.threads")
+    return None if text is None else len(text.split())
+
+
+def first_process(root: Path, relative: str) -> int | None:
+    """One pid of a cgroup2 directory, to find its v1 paths through /proc/PID/cgroup."""
+    text = _read(root / relative.lstrip("/") / "cgroup.procs")
+    return int(text.split()[0]) if text and text.split() else None

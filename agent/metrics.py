@@ -112,6 +112,35 @@ PROCESS_RUNQUEUE_WAIT_SECONDS = CounterSpec(
     PROCESS_LABELS,
 )
 
+# --- cgroup_cpu collector: limits and throttling from cgroup files -----------------------------
+CPU_PERIODS = CounterSpec(
+    "schedwatch_cpu_periods",
+    "CFS enforcement periods that elapsed while the workload had runnable threads (cgroup cpu.stat).",
+    WORKLOAD_LABELS,
+)
+CPU_THROTTLED_PERIODS = CounterSpec(
+    "schedwatch_cpu_throttled_periods",
+    "Enforcement periods in which the workload used up its CPU quota and was throttled (cgroup cpu.stat).",
+    WORKLOAD_LABELS,
+)
+CPU_THROTTLED_SECONDS = CounterSpec(
+    "schedwatch_cpu_throttled_seconds",
+    "Time the workload's threads spent throttled by its CPU quota (cgroup cpu.stat).",
+    WORKLOAD_LABELS,
+)
+CPU_LIMIT_CORES = GaugeSpec(
+    "schedwatch_cpu_limit_cores",
+    "CPUs the workload may use: the tighter of its CFS quota (over every ancestor cgroup) and its cpuset; "
+    "the machine's online CPUs when neither limits it.",
+    WORKLOAD_LABELS,
+)
+THREADS = GaugeSpec(
+    "schedwatch_threads",
+    "Threads in the workload's cgroups now. Compare with schedwatch_cpu_limit_cores: far more busy threads "
+    "than cores is oversubscription.",
+    WORKLOAD_LABELS,
+)
+
 # --- the agent itself ---------------------------------------------------------------------------
 BUILD_INFO = GaugeSpec(
     "schedwatch_build_info",

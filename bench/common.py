@@ -67,7 +67,7 @@ def wait_for_line(text: str) -> Callable[[subprocess.Popen[str]], None]:
             if text in line:
                 time.sleep(0.3)  # let the last probes attach
                 return
-        raise RuntimeError(f"{process.args} exited before printing {text!r}")
+        raise RuntimeError(f"{process.args!r} exited before printing {text!r}")
 
     return ready
 
@@ -79,7 +79,7 @@ def wait_for_http(url: str, timeout: float = 60) -> Callable[[subprocess.Popen[s
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(f"{process.args} exited with {process.returncode}")
+                raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
             try:
                 urllib.request.urlopen(url, timeout=2).read()
                 return

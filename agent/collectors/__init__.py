@@ -59,7 +59,7 @@ class CollectorFactory:
 
 def registry() -> dict[str, CollectorFactory]:
     """Every known collector, by name."""
-    from agent.collectors import sched, syscalls
+    from agent.collectors import cgroup_cpu, sched, syscalls
 
-    factories = [syscalls.FACTORY, sched.FACTORY]
+    factories = [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY]
     return {factory.name: factory for factory in factories}

@@ -54,3 +54,13 @@ def yielder() -> Path:
 @pytest.fixture(scope="session")
 def futexer() -> Path:
     return build("futexer")
+
+
+@pytest.fixture(scope="session")
+def spinner() -> Path:
+    return build("spinner")
+
+
+@pytest.fixture(scope="session")
+def sleeper() -> Path:
+    return build("sleeper")

@@ -35,15 +35,27 @@ def build(name: str, *extra_flags: str) -> Path:
 
 
 class CgroupSandbox:
-    """cgroup2 directories made for one test session, removed at the end."""
+    """cgroup directories made for one test session (cgroup2, and v1 ones on hybrid hosts), removed at the end."""
 
     def __init__(self) -> None:
-        root = read_layout().unified
-        if root is None:
+        layout = read_layout()
+        if layout.unified is None:
             raise RuntimeError("no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified")
-        self.root = root
-        self.base = root / f"schedwatch-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.root = layout.unified
+        self.v1 = layout.v1
+        self.name = f"schedwatch-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.base = self.root / self.name
         self.base.mkdir()
+        self._v1_made: list[Path] = []
+
+    def make_v1(self, controller: str, relative: str) -> Path:
+        """A v1 cgroup of *controller* at *relative* (below the v1 root), e.g. to set a CPU quota on a hybrid host."""
+        if controller not in self.v1:
+            raise RuntimeError(f"no v1 {controller} hierarchy on this host")
+        path = self.v1[controller] / relative.lstrip("/")
+        path.mkdir(parents=True)
+        self._v1_made.append(path)
+        return path
 
     def make(self, name: str) -> Path:
         """A fresh, empty cgroup; its path relative to the cgroup2 root is ``relative(path)``."""
@@ -71,11 +83,20 @@ class CgroupSandbox:
         """Remove everything under the session's base cgroup."""
         for child in sorted(self.base.glob("*"), reverse=True):
             if child.is_dir():
-                for pid in (child / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), 9)
+                self._kill_members(child)
                 self.remove(child)
         self.remove(self.base)
+        for path in reversed(self._v1_made):
+            self._kill_members(path)
+            self.remove(path)
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()  # the session's v1 base, once empty
+
+    @staticmethod
+    def _kill_members(path: Path) -> None:
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
 
 
 class Workload:

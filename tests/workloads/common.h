@@ -7,15 +7,19 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Move this process into the cgroup2 directory `dir` before doing anything measured. */
-static void join_cgroup(const char *dir)
+/* Move this process into each cgroup directory of the ':'-separated `dirs` (cgroup2 and, on hybrid
+ * hosts, v1 hierarchies such as cpu) before doing anything measured. */
+static void join_cgroup(const char *dirs)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-    FILE *procs = fopen(path, "w");
-    if (!procs || fprintf(procs, "%d\n", getpid()) < 0 || fclose(procs) != 0) {
-        perror(path);
-        exit(2);
+    char list[4096], path[4200];
+    snprintf(list, sizeof(list), "%s", dirs);
+    for (char *dir = strtok(list, ":"); dir; dir = strtok(NULL, ":")) {
+        snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+        FILE *procs = fopen(path, "w");
+        if (!procs || fprintf(procs, "%d\n", getpid()) < 0 || fclose(procs) != 0) {
+            perror(path);
+            exit(2);
+        }
     }
 }
 

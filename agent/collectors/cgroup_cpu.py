@@ -1,0 +1,169 @@
+"""The cgroup_cpu collector: CPU limit, throttling and thread count per workload, from cgroup files.
+
+cgroup2 files are used where the cpu controller is enabled there; on hybrid hosts (cpu controller in the v1
+hierarchy) each cgroup2 directory is matched to its v1 cpu and cpuset cgroups through the same relative path or,
+failing that, through /proc/PID/cgroup of one of its processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+from prometheus_client.core import Metric
+
+from agent import metrics
+from agent.cgroups import (
+    CgroupLayout,
+    CpuControl,
+    count_threads,
+    first_process,
+    parse_cpu_list,
+    parse_proc_cgroup,
+    read_cpu_v1,
+    read_cpu_v2,
+)
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.facts import MachineFacts
+from agent.model import CounterTable, Labels
+from agent.workloads import workload_for_cgroup
+
+NAME = "cgroup_cpu"
+
+
+def check(facts: MachineFacts) -> Availability:
+    """Needs the cgroup2 tree (to name workloads) and a cpu controller in some hierarchy."""
+    if facts.cgroup_root is None or not (facts.cgroup_root / "cgroup.procs").exists():
+        return Availability(
+            False,
+            "the cgroup2 tree is not visible",
+            "mount cgroup2 (in a container: the host's tree) and pass --cgroup-root",
+        )
+    if "cpu" not in facts.cgroups.v1 and "cpu" not in _v2_controllers(facts.cgroup_root):
+        return Availability(
+            False,
+            "no cpu controller in any cgroup hierarchy",
+            "enable it: echo +cpu > <cgroup2 root>/cgroup.subtree_control",
+        )
+    return Availability(True)
+
+
+def _v2_controllers(root: Path) -> set[str]:
+    try:
+        return set((root / "cgroup.controllers").read_text().split())
+    except OSError:
+        return set()
+
+
+def online_cpus() -> int:
+    """CPUs online on this machine (not just those this process may use)."""
+    try:
+        return parse_cpu_list(Path("/sys/devices/system/cpu/online").read_text())
+    except OSError:
+        return os.cpu_count() or 1
+
+
+class CgroupCpuCollector:
+    """Reads cgroup CPU files of every cgroup with threads, once per scrape."""
+
+    name = NAME
+
+    def __init__(self, context: CollectorContext) -> None:
+        self._resolver = context.resolver
+        self._root = context.facts.cgroup_root
+        self._layout: CgroupLayout = context.facts.cgroups
+        self._v2_cpu = self._root is not None and "cpu" in _v2_controllers(self._root)
+        self._cpus = online_cpus()
+        self._max_cgroups = context.settings.max_cgroups
+        self._tracked: set[int] = set()
+        self._v1_paths: dict[int, tuple[str, str]] = {}
+        self._table = CounterTable(width=3, grace_seconds=context.settings.series_grace_seconds)
+
+    def collect(self) -> list[Metric]:
+        """Read every tracked cgroup's files and build the families."""
+        assert self._root is not None
+        paths = self._resolver.snapshot()
+        threads: dict[Labels, int] = {}
+        limits: dict[Labels, float] = {}
+        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        for cgroup_id, path in paths.items():
+            count = count_threads(self._root, path)
+            if count is None or (count == 0 and cgroup_id not in self._tracked):
+                continue
+            if cgroup_id not in self._tracked and len(self._tracked) >= self._max_cgroups:
+                continue
+            self._tracked.add(cgroup_id)
+            labels = workload_for_cgroup(path).labels()
+            threads[labels] = threads.get(labels, 0) + count
+            source, control = self._read(cgroup_id, path)
+            if control is None:
+                continue
+            limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
+            if source not in live:  # several cgroup2 dirs can share one v1 cpu cgroup: count it once
+                live[source] = (labels, [control.periods, control.throttled_periods, control.throttled_ns])
+        self._tracked &= set(paths)
+        self._v1_paths = {k: v for k, v in self._v1_paths.items() if k in self._tracked}
+        self._table.update(live)
+        return self._families(threads, limits)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _read(self, cgroup_id: int, path: str) -> tuple[Hashable, CpuControl | None]:
+        assert self._root is not None
+        if self._v2_cpu:
+            return ("v2", cgroup_id), read_cpu_v2(self._root, path, self._cpus)
+        cpu_root = self._layout.v1.get("cpu")
+        if cpu_root is None:
+            return ("none", cgroup_id), None
+        cpu_path, cpuset_path = self._v1_paths.get(cgroup_id) or self._find_v1_paths(cgroup_id, path, cpu_root)
+        control = read_cpu_v1(cpu_root, cpu_path, self._layout.v1.get("cpuset"), cpuset_path, self._cpus)
+        return ("v1", cpu_path), control
+
+    def _find_v1_paths(self, cgroup_id: int, path: str, cpu_root: Path) -> tuple[str, str]:
+        """v1 cpu and cpuset paths of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""
+        assert self._root is not None
+        cpuset_root = self._layout.v1.get("cpuset")
+        if (cpu_root / path.lstrip("/")).is_dir():
+            found = (path, path if cpuset_root and (cpuset_root / path.lstrip("/")).is_dir() else "/")
+        else:
+            pid = first_process(self._root, path)
+            proc: dict[str, str] = {}
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    proc = parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+            found = (proc.get("cpu", "/"), proc.get("cpuset", "/"))
+        self._v1_paths[cgroup_id] = found
+        return found
+
+    def _families(self, threads: dict[Labels, int], limits: dict[Labels, float]) -> list[Metric]:
+        periods = metrics.CPU_PERIODS.family()
+        throttled = metrics.CPU_THROTTLED_PERIODS.family()
+        throttled_seconds = metrics.CPU_THROTTLED_SECONDS.family()
+        limit = metrics.CPU_LIMIT_CORES.family()
+        thread_count = metrics.THREADS.family()
+        for labels, row in self._table.rows():
+            periods.add_metric(labels, row[0])
+            throttled.add_metric(labels, row[1])
+            throttled_seconds.add_metric(labels, row[2] / 1e9)
+        for labels, cores in limits.items():
+            limit.add_metric(labels, cores)
+        for labels, count in threads.items():
+            thread_count.add_metric(labels, count)
+        tracked = metrics.TRACKED_SERIES.family()
+        tracked.add_metric([NAME], len(threads))
+        return [periods, throttled, throttled_seconds, limit, thread_count, tracked]
+
+
+def _start(context: CollectorContext) -> Collector:
+    return CgroupCpuCollector(context)
+
+
+FACTORY = CollectorFactory(
+    name=NAME,
+    description="CPU limit, throttling and threads per workload (cgroup cpu.stat, cpu.max / cfs quota, cpuset)",
+    check=check,
+    start=_start,
+)

@@ -1,0 +1,69 @@
+"""CPU limit, throttling and thread count from cgroup files, against the cgroup's own cpu.stat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.cgroups import parse_flat_keyed
+from tests.support.agent import AgentProcess
+from tests.support.workloads import CgroupSandbox, Workload
+
+
+def quota_cgroup(cgroups: CgroupSandbox, name: str, v1_name: str | None = None) -> tuple[Path, Path, str]:
+    """A cgroup2 dir plus where its CPU quota lives: (cgroup2 dir, cpu dir, dirs the workload joins)."""
+    v2 = cgroups.make(name)
+    if "cpu" not in cgroups.v1:  # unified host: the cpu controller lives in cgroup2
+        (v2.parent / "cgroup.subtree_control").write_text("+cpu")
+        (v2 / "cpu.max").write_text("50000 100000")
+        return v2, v2, str(v2)
+    relative = cgroups.relative(v2) if v1_name is None else f"/{cgroups.name}-v1/{v1_name}"
+    cpu = cgroups.make_v1("cpu", relative)
+    (cpu / "cpu.cfs_period_us").write_text("100000")
+    (cpu / "cpu.cfs_quota_us").write_text("50000")
+    return v2, cpu, f"{v2}:{cpu}"
+
+
+def throttling(cpu: Path) -> tuple[int, int, float]:
+    stat = parse_flat_keyed((cpu / "cpu.stat").read_text())
+    seconds = stat["throttled_time"] / 1e9 if "throttled_time" in stat else stat["throttled_usec"] / 1e6
+    return stat["nr_periods"], stat["nr_throttled"], seconds
+
+
+@pytest.mark.parametrize("layout", ["same path in every hierarchy", "v1 path found through /proc/PID/cgroup"])
+def test_quota_throttling_matches_cpu_stat(
+    agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path, layout: str
+) -> None:
+    v1_name = None if layout.startswith("same") else "elsewhere"
+    v2, cpu, dirs = quota_cgroup(cgroups, "quota", v1_name)
+    workload = Workload(spinner, dirs, 2, 1.5, -1)  # two busy threads against half a CPU
+    try:
+        scrape = agent.scrape()
+        periods, throttled, throttled_seconds = throttling(cpu)
+        path = cgroups.relative(v2)
+        labels = {"cgroup": path, "container_id": ""}
+        assert throttled >= 10, f"only {throttled} throttled periods: the quota did not bite"
+        assert scrape.value("schedwatch_cpu_periods_total", **labels) == pytest.approx(periods, abs=1)
+        assert scrape.value("schedwatch_cpu_throttled_periods_total", **labels) == pytest.approx(throttled, abs=1)
+        assert scrape.value("schedwatch_cpu_throttled_seconds_total", **labels) == pytest.approx(
+            throttled_seconds, abs=0.05
+        )
+        assert scrape.value("schedwatch_cpu_limit_cores", **labels) == 0.5
+        assert scrape.value("schedwatch_threads", **labels) == 3  # main thread + two spinners
+    finally:
+        workload.release()
+
+
+def test_unlimited_cgroup_reports_every_online_cpu(agent: AgentProcess, cgroups: CgroupSandbox, sleeper: Path) -> None:
+    from agent.collectors.cgroup_cpu import online_cpus
+
+    group = cgroups.make("unlimited")
+    workload = Workload(sleeper, group, 1, 1000)
+    try:
+        labels = {"cgroup": cgroups.relative(group), "container_id": ""}
+        scrape = agent.scrape()
+        assert scrape.value("schedwatch_cpu_limit_cores", **labels) == online_cpus()
+        assert scrape.value("schedwatch_threads", **labels) == 1
+    finally:
+        workload.release()
