@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from agent import __version__, bpf, config, kernel, log
+from agent import __version__, bpf, config, kernel, log, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.exporter import AgentCollector, build_registry, serve
@@ -204,6 +204,17 @@ def _report_text(facts: MachineFacts, results: dict[str, Availability]) -> str:
         for event in ("futex_waitv", "futex_wait", "futex_wake", "futex_requeue")
         if kernel.has_tracepoint("syscalls", f"sys_enter_{event}", facts.tracefs)
     ]
+    mask = kernel.sched_switch_blocked_mask(facts.tracefs)
+    prev_state = (
+        f"blocked when prev_state & {mask:#x} (read from the tracepoint format)"
+        if mask is not None
+        else "format unreadable: assuming prev_state & 0xff means blocked (Linux >= 4.14)"
+    )
+    delayacct = {
+        True: "on",
+        False: "off (sysctl -w kernel.task_delayacct=1 to cross-check run-queue wait)",
+        None: "not in this kernel",
+    }[taskstats.delay_accounting_enabled()]
     lines = [
         f"schedwatch {__version__} check",
         f"  kernel       {facts.release} (BTF {_yes(facts.btf)})",
@@ -213,11 +224,14 @@ def _report_text(facts: MachineFacts, results: dict[str, Availability]) -> str:
         f"  cgroups      {cgroups}",
         f"  bpf stats    {stats}",
         f"  futex2       {', '.join(futex2) or 'none (futex(2) only)'}",
+        f"  sched_switch {prev_state}",
+        f"  delayacct    {delayacct}",
         "collectors",
     ]
+    factories = registry()
     for name, result in results.items():
         if result.ok:
-            lines.append(f"  {name:<12} ok")
+            lines.append(f"  {name:<12} ok    {factories[name].description}")
         else:
             lines.append(f"  {name:<12} CANNOT RUN: {result.reason} — fix: {result.fix}")
     return "\n".join(lines)

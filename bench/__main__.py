@@ -1,4 +1,4 @@
-"""`python -m bench [--repetitions N]`: run the benchmarks, print Markdown, save raw JSON in bench/results/."""
+"""`python -m bench [syscalls|sched ...] [--repetitions N]`: run benchmarks, print Markdown, keep raw JSON."""
 
 from __future__ import annotations
 
@@ -6,21 +6,25 @@ import argparse
 import json
 import time
 
-from bench import syscalls
+from bench import sched, syscalls
 from bench.common import BENCH
+
+SUITES = {"syscalls": syscalls, "sched": sched}
 
 
 def main() -> None:
-    """Run the syscall-probe benchmark and report it."""
+    """Run the chosen suites (all by default) and report each."""
     parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("suites", nargs="*", choices=[*SUITES, []], default=list(SUITES))
     parser.add_argument("--repetitions", type=int, default=7)
     args = parser.parse_args()
-    result = syscalls.run(args.repetitions)
-    out = BENCH / "results" / f"syscalls-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(syscalls.report(result))
-    print(f"\nraw samples: {out}")
+    for name in args.suites or SUITES:
+        suite = SUITES[name]
+        result = suite.run(args.repetitions)
+        out = BENCH / "results" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
+        print(f"## {name}\n\n{suite.report(result)}\n\nraw samples: {out}\n", flush=True)
 
 
 if __name__ == "__main__":

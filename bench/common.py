@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -90,40 +92,136 @@ def wait_for_http(url: str, timeout: float = 60) -> Callable[[subprocess.Popen[s
     return ready
 
 
+class Stoppable(Protocol):
+    """Something running beside the workloads."""
+
+    def stop(self) -> None:
+        """Stop it and wait."""
+
+
 @dataclass
 class Config:
     """One way of watching the workloads: nothing, a system-wide tracer, or a wrapper command."""
 
     name: str
-    start: Callable[[], Background | None] = lambda: None
+    start: Callable[[], Stoppable | None] = lambda: None
     wrap: list[str] = field(default_factory=list)
     divisor: int = 1  # slow tracers run fewer operations (the result is per operation)
 
 
-def run_workload(command: Sequence[str]) -> float:
-    """Run one workload and return its ns per operation."""
-    output = subprocess.run(list(command), check=True, capture_output=True, text=True).stdout
-    line = [ln for ln in output.splitlines() if ln.startswith("{")][-1]
-    return float(json.loads(line)["ns_per_op"])
+@dataclass(frozen=True)
+class Workload:
+    """A command that reports its own nanoseconds per operation."""
+
+    name: str
+    command: Callable[[int], list[str]]  # operation count -> argv
+    count: int
+    parse: Callable[[str], float] = lambda output: float(
+        json.loads([line for line in output.splitlines() if line.startswith("{")][-1])["ns_per_op"]
+    )
+
+    def run(self, wrap: Sequence[str] = (), divisor: int = 1) -> float:
+        """Run once (under *wrap*, with the count divided by *divisor*) and return ns per operation."""
+        argv = [*wrap, *self.command(max(1, self.count // divisor))]
+        return self.parse(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
 
 
-def measure(
-    configs: list[Config], workloads: dict[str, tuple[Path, str, int]], repetitions: int
-) -> dict[str, dict[str, list[float]]]:
+def loop(binary: Path, name: str, mode: str, count: int) -> Workload:
+    """A mode of bench/workloads/loops.c."""
+    return Workload(name, lambda n: [str(binary), mode, str(n)], count)
+
+
+def measure(configs: list[Config], workloads: list[Workload], repetitions: int) -> dict[str, dict[str, list[float]]]:
     """ns/op of every workload under every config, interleaved repetition by repetition."""
-    results: dict[str, dict[str, list[float]]] = {c.name: {w: [] for w in workloads} for c in configs}
+    results: dict[str, dict[str, list[float]]] = {c.name: {w.name: [] for w in workloads} for c in configs}
     for repetition in range(repetitions):
         for config in configs:
             background = config.start()
             try:
-                for name, (binary, mode, count) in workloads.items():
-                    command = [*config.wrap, str(binary), mode, str(max(1, count // config.divisor))]
-                    results[config.name][name].append(run_workload(command))
+                for workload in workloads:
+                    results[config.name][workload.name].append(workload.run(config.wrap, config.divisor))
             finally:
                 if background:
                     background.stop()
             print(f"  repetition {repetition + 1}/{repetitions}: {config.name} done", file=sys.stderr, flush=True)
     return results
+
+
+def report_table(
+    medians: dict[str, dict[str, float]], baseline: str, floor: str, skip_ratio: Sequence[str] = ()
+) -> list[str]:
+    """Markdown rows: median ns/op (+ns over the baseline; x the floor's added ns)."""
+    workloads = list(medians[baseline])
+    lines = ["| configuration | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    for config, values in medians.items():
+        cells = []
+        for workload in workloads:
+            value = values[workload]
+            added = value - medians[baseline][workload]
+            floor_added = medians[floor][workload] - medians[baseline][workload]
+            cell = f"{value:,.0f}"
+            if config != baseline:
+                cell += f" (+{added:,.0f}"
+                if config != floor and floor_added > 5 and workload not in skip_ratio:
+                    cell += f"; {added / floor_added:.2f}x"
+                cell += ")"
+            cells.append(cell)
+        lines.append(f"| {config} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def program_costs(url: str) -> dict[str, tuple[float, float]]:
+    """(runs, seconds) per BPF program from an agent's self-metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    runs: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = f"{sample.labels.get('collector')}/{sample.labels.get('program')}"
+            if sample.name == "schedwatch_bpf_program_runs_total":
+                runs[key] = sample.value
+            elif sample.name == "schedwatch_bpf_program_run_seconds_total":
+                seconds[key] = sample.value
+    return {key: (runs[key], seconds[key]) for key in runs}
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Agent(Background):
+    """schedwatch run on a free port, ready when /metrics answers."""
+
+    def __init__(self, *flags: str) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        command = [python(), "-m", "agent", "run", "--listen", f"127.0.0.1:{port}", "--log-level", "warning", *flags]
+        super().__init__(command, wait_for_http(self.url))
+
+
+def per_event_ns(
+    agent_flags: Sequence[str], workloads: Sequence[Workload], programs: Sequence[str]
+) -> dict[str, float]:
+    """ns per BPF program run by the kernel's accounting (--bpf-stats) while *workloads* run once each."""
+    agent = Agent("--bpf-stats", *agent_flags)
+    try:
+        before = program_costs(agent.url)
+        for workload in workloads:
+            workload.run()
+        time.sleep(0.2)
+        after = program_costs(agent.url)
+    finally:
+        agent.stop()
+    costs = {}
+    for program in programs:
+        runs = after[program][0] - before[program][0]
+        costs[program] = (after[program][1] - before[program][1]) / runs * 1e9 if runs else float("nan")
+    return costs
 
 
 def median(values: list[float]) -> float:

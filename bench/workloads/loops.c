@@ -2,6 +2,8 @@
  *   yield     sched_yield(2) in a tight loop (the storm schedwatch counts)
  *   getppid   getppid(2), a syscall schedwatch does not trace (must cost nothing extra)
  *   futex     FUTEX_WAIT/FUTEX_WAKE ping-pong between two threads on one CPU; ns per round trip
+ *   ring      a token passed around a ring of RING_THREADS threads on all CPUs, each hop a futex
+ *             wake-up and a context switch (a wake-up storm); ns per hop
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -48,6 +50,24 @@ static void *pong(void *unused)
     return NULL;
 }
 
+#define RING_THREADS 16
+static _Atomic uint32_t ring_turn[RING_THREADS];
+static long ring_hops;
+
+static void *ring_member(void *slot)
+{
+    long me = (long)slot;
+    for (long hop = me; hop < ring_hops; hop += RING_THREADS) {
+        while (atomic_load(&ring_turn[me]) == 0)
+            futex_wait(&ring_turn[me], 0);
+        atomic_store(&ring_turn[me], 0);
+        long next = (me + 1) % RING_THREADS;
+        atomic_store(&ring_turn[next], 1);
+        futex_wake(&ring_turn[next]);
+    }
+    return NULL;
+}
+
 static void pin_to_cpu0(void)
 {
     cpu_set_t set;
@@ -59,7 +79,7 @@ static void pin_to_cpu0(void)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: loops yield|getppid|futex COUNT\n");
+        fprintf(stderr, "usage: loops yield|getppid|futex|ring COUNT\n");
         return 2;
     }
     long count = atol(argv[2]);
@@ -88,6 +108,17 @@ int main(int argc, char **argv)
         }
         end = now_ns();
         pthread_join(thread, NULL);
+    } else if (strcmp(argv[1], "ring") == 0) {
+        ring_hops = count;
+        pthread_t threads[RING_THREADS];
+        for (long t = 0; t < RING_THREADS; t++)
+            pthread_create(&threads[t], NULL, ring_member, (void *)t);
+        start = now_ns();
+        atomic_store(&ring_turn[0], 1);
+        futex_wake(&ring_turn[0]);
+        for (int t = 0; t < RING_THREADS; t++)
+            pthread_join(threads[t], NULL);
+        end = now_ns();
     } else {
         fprintf(stderr, "unknown mode %s\n", argv[1]);
         return 2;

@@ -101,7 +101,8 @@ def test_sigint_detaches_every_program(tmp_path: Path) -> None:
 def test_check_reports_a_runnable_collector() -> None:
     result = subprocess.run([sys.executable, "-m", "agent", "check"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "syscalls     ok" in result.stdout
+    for collector in ("syscalls", "sched", "cgroup_cpu"):
+        assert f"  {collector:<12} ok" in result.stdout
     assert "headers" in result.stdout and "MISSING" not in result.stdout
 
 

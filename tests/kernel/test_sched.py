@@ -67,3 +67,59 @@ def test_runqueue_latency_agrees_with_schedstat(agent: AgentProcess, cgroups: Cg
         assert per_process == pytest.approx(waited, rel=0.02)
     finally:
         workload.release()
+
+
+def test_numpy2_oversubscription_shows_as_runqueue_wait_not_yields(agent: AgentProcess, cgroups: CgroupSandbox) -> None:
+    """numpy 2.x's OpenBLAS spins in user space: no syscalls, yet every pool thread waits for a CPU.
+
+    Measured here (2 vCPUs, 4 workers x 80 tasks): pool threads unset 8-10 s of run-queue wait and 7-10 s
+    preempted in 1.4-1.8 s of wall time; one thread per worker 0.4-0.5 s and 0.2-0.3 s in 0.4 s. Zero yields in both.
+    """
+    import sys
+
+    numpy_pool = Path(__file__).resolve().parents[1] / "workloads" / "numpy_pool.py"
+    measured = {}
+    for threads in ("unset", "1"):
+        group = cgroups.make(f"numpy-{threads}")
+        workload = Workload(Path(sys.executable), numpy_pool, group, 4, threads, 80)
+        try:
+            assert workload.truth["numpy"].startswith("2."), workload.truth
+            scrape = agent.scrape()
+            path = cgroups.relative(group)
+            measured[threads] = {
+                "runq": value(scrape, f"{RUNQ}_sum", path),
+                "preempted": value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted"),
+                "yields": value(scrape, "schedwatch_sched_yield_calls_total", path),
+                "seconds": workload.truth["seconds"],
+            }
+        finally:
+            workload.release()
+    bad, fixed = measured["unset"], measured["1"]
+    assert bad["yields"] == fixed["yields"] == 0, "numpy 2.x should not yield at all"
+    assert bad["runq"] > 10 * fixed["runq"], measured
+    assert bad["preempted"] > 10 * fixed["preempted"], measured
+    # Per second of wall time too: threads wait for a CPU several times over, not just for longer.
+    assert bad["runq"] / bad["seconds"] > 3 * fixed["runq"] / fixed["seconds"], measured
+
+
+def test_runqueue_latency_agrees_with_taskstats_delay_accounting(
+    agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path
+) -> None:
+    from agent import taskstats
+
+    sysctl = taskstats.DELAYACCT_SYSCTL
+    assert taskstats.delay_accounting_enabled() is not None, "this kernel has no kernel.task_delayacct"
+    previous = sysctl.read_text()
+    sysctl.write_text("1")
+    try:
+        group = cgroups.make("taskstats")
+        workload = Workload(spinner, group, 2, 1.5, 0)  # two CPU-bound threads sharing CPU 0
+        try:
+            scrape = agent.scrape()
+            through_netlink = taskstats.cpu_delay_seconds(workload.truth["tids"])
+            assert through_netlink > 1.0
+            assert value(scrape, f"{RUNQ}_sum", cgroups.relative(group)) == pytest.approx(through_netlink, rel=0.05)
+        finally:
+            workload.release()
+    finally:
+        sysctl.write_text(previous)
