@@ -17,6 +17,10 @@ from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.exporter import AgentCollector, build_registry, serve
 from agent.facts import MachineFacts, gather
+from agent.identity import IdentityResolver
+from agent.runtimes import RuntimeClient
+from agent.runtimes.containerd import ContainerdClient
+from agent.runtimes.docker import DockerClient
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,7 +87,9 @@ def run(settings: config.Settings) -> int:
         cgroup_root=str(facts.cgroup_root),
     )
     stats_fd = _enable_bpf_stats(settings, logger)
-    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root))
+    identities = build_identities(settings)
+    identities.start()
+    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root), identities)
     running: dict[str, Collector] = {}
     unavailable: dict[str, str] = {}
     for name, factory in registry().items():
@@ -105,7 +111,11 @@ def run(settings: config.Settings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     agent_collector = AgentCollector(
-        running, unavailable, facts.release, lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled())
+        running,
+        unavailable,
+        facts.release,
+        lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled()),
+        identities,
     )
     try:
         server, _thread = serve(build_registry(agent_collector), settings.listen_host, settings.listen_port)
@@ -126,9 +136,23 @@ def run(settings: config.Settings) -> int:
     stop.wait()
     logger.info("stopping")
     server.shutdown()
+    identities.stop()
     _close_all(running, stats_fd)
     logger.info("stopped")
     return 0
+
+
+def build_identities(settings: config.Settings) -> IdentityResolver:
+    """The runtime clients the settings name, behind a background resolver."""
+    clients: list[RuntimeClient] = [
+        DockerClient(path, settings.runtime_timeout, name="podman" if "podman" in str(path) else "docker")
+        for path in settings.docker_sockets
+    ]
+    if settings.containerd_socket is not None:
+        clients.append(
+            ContainerdClient(settings.containerd_socket, settings.containerd_namespaces, settings.runtime_timeout)
+        )
+    return IdentityResolver(clients)
 
 
 def _enable_bpf_stats(settings: config.Settings, logger: Any) -> int | None:
@@ -152,7 +176,7 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
     """Print what this machine allows; exit 1 when an enabled collector cannot run."""
     facts = _prepare_machine(settings)
     results: dict[str, Availability] = {}
-    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root))
+    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root), IdentityResolver([]))
     for name, factory in registry().items():
         if name not in settings.collectors:
             continue

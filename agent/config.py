@@ -29,6 +29,10 @@ class Settings:
     process_top_k: int = 0
     series_grace_seconds: float = 300.0
     bpf_stats: bool = False
+    docker_sockets: tuple[Path, ...] = ()
+    containerd_socket: Path | None = None
+    containerd_namespaces: tuple[str, ...] = ()
+    runtime_timeout: float = 1.0
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -143,6 +147,32 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         help="turn on the kernel's BPF run-time accounting while the agent runs, for the "
         "schedwatch_bpf_program_* metrics (costs every BPF program ~20 ns per run)",
     )
+    parser.add_argument(
+        "--runtime.docker-sockets",
+        dest="docker_sockets",
+        default=_env("DOCKER_SOCKETS", "/var/run/docker.sock,/run/podman/podman.sock"),
+        help="Docker-API sockets to ask for container names, comma-separated; Podman serves the same API "
+        "(default /var/run/docker.sock,/run/podman/podman.sock; empty: none)",
+    )
+    parser.add_argument(
+        "--runtime.containerd-socket",
+        dest="containerd_socket",
+        default=_env("CONTAINERD_SOCKET", "/run/containerd/containerd.sock"),
+        help="containerd's socket, for the labels the kubelet puts on containers (empty: none)",
+    )
+    parser.add_argument(
+        "--runtime.containerd-namespaces",
+        dest="containerd_namespaces",
+        default=_env("CONTAINERD_NAMESPACES", "k8s.io,moby,default"),
+        help="containerd namespaces to search, in order (default k8s.io,moby,default)",
+    )
+    parser.add_argument(
+        "--runtime.timeout",
+        dest="runtime_timeout",
+        type=_seconds,
+        default=_env("RUNTIME_TIMEOUT", "1"),
+        help="seconds one runtime lookup may take; lookups run in the background, never in a scrape (default 1)",
+    )
     parser.add_argument("--log-level", choices=log.LEVELS, default=_env("LOG_LEVEL", "info"))
     parser.add_argument("--log-format", choices=log.FORMATS, default=_env("LOG_FORMAT", "auto"))
 
@@ -163,6 +193,10 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         process_top_k=args.process_top_k,
         series_grace_seconds=args.series_grace,
         bpf_stats=args.bpf_stats,
+        docker_sockets=tuple(Path(p) for p in args.docker_sockets.split(",") if p.strip()),
+        containerd_socket=Path(args.containerd_socket) if args.containerd_socket.strip() else None,
+        containerd_namespaces=tuple(n for n in args.containerd_namespaces.split(",") if n.strip()),
+        runtime_timeout=args.runtime_timeout,
         log_level=args.log_level,
         log_format=args.log_format,
     )

@@ -12,6 +12,7 @@ from prometheus_client.core import Metric
 
 from agent import __version__, metrics
 from agent.collectors import Collector
+from agent.identity import IdentityResolver
 from agent.log import get_logger
 
 log = get_logger("exporter")
@@ -26,7 +27,9 @@ class AgentCollector:
         unavailable: dict[str, str],
         kernel_release: str,
         bpf_stats_on: Any,
+        identities: IdentityResolver,
     ) -> None:
+        self._identities = identities
         self._running = running
         self._unavailable = unavailable
         self._kernel_release = kernel_release
@@ -60,7 +63,11 @@ class AgentCollector:
             duration.add_metric([name], time.perf_counter() - started)
             for family in families:
                 _merge(merged, family)
-        return [build, stats, up, duration, *merged.values()]
+        lookups = metrics.RUNTIME_LOOKUPS.family()
+        for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
+            lookups.add_metric([runtime, result], count)
+        self._identities.forget_unwanted()
+        return [build, stats, up, duration, lookups, *merged.values()]
 
 
 def _merge(merged: dict[str, Metric], family: Metric) -> None:

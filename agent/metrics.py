@@ -10,7 +10,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-WORKLOAD_LABELS = ("container_id", "cgroup")
+WORKLOAD_LABELS = ("container_id", "container", "pod", "namespace", "cgroup")
 PROCESS_LABELS = ("pid", "comm", *WORKLOAD_LABELS)
 SELF_PROGRAM_LABELS = ("collector", "program")
 SELF_MAP_LABELS = ("collector", "map")
@@ -191,4 +191,9 @@ TRACKED_SERIES = GaugeSpec(
     "schedwatch_workloads",
     "Workload label sets the agent currently exports, per collector (bounded by map sizes and expiry).",
     ("source",),
+)
+RUNTIME_LOOKUPS = CounterSpec(
+    "schedwatch_runtime_lookups",
+    "Container identity lookups asked of each runtime API, by result (ok, not_found, error).",
+    ("runtime", "result"),
 )

@@ -45,7 +45,8 @@ class CounterTable:
     def update(self, live: Mapping[Hashable, tuple[Labels, Sequence[int]]]) -> None:
         """Record this round's values of every live source; sources absent from *live* are retired.
 
-        A source keeps the labels it was first seen with, so its counts never move between series.
+        When a known source arrives with new labels (a container whose name became known), its whole label
+        set moves to the new labels, history included, so no series ever goes backwards.
         """
         now = self._clock()
         for source in list(self._sources):
@@ -55,8 +56,11 @@ class CounterTable:
             if len(values) != self.width:
                 raise ValueError(f"expected {self.width} values, got {len(values)}")
             known = self._sources.get(source)
+            if known is not None and known[0] != labels:
+                self._move(known[0], labels)
+                known = self._sources[source]
             if known is not None:
-                labels, previous = known
+                previous = known[1]
                 if any(new < old for new, old in zip(values, previous, strict=True)):
                     # The kernel entry was recreated: keep what it had counted before.
                     self._fold(labels, previous)
@@ -65,6 +69,11 @@ class CounterTable:
             state.last_seen = now
             self._sources[source] = (labels, list(values))
         self._expire(now)
+
+    def labels_of(self, source: Hashable) -> Labels | None:
+        """The labels a live source is counted under, if it is known."""
+        known = self._sources.get(source)
+        return None if known is None else known[0]
 
     def rows(self) -> Iterator[tuple[Labels, list[int]]]:
         """(labels, totals) for every label set still exported."""
@@ -82,6 +91,16 @@ class CounterTable:
         labels, values = self._sources.pop(source)
         self._fold(labels, values)
         self._label_sets[labels].live_sources.discard(source)
+
+    def _move(self, old: Labels, new: Labels) -> None:
+        """Merge label set *old* into *new*: retired counts and live sources."""
+        moving = self._label_sets.pop(old)
+        target = self._label_sets.setdefault(new, _LabelSetState(retired=[0] * self.width))
+        target.retired = [a + b for a, b in zip(target.retired, moving.retired, strict=True)]
+        target.live_sources |= moving.live_sources
+        target.last_seen = max(target.last_seen, moving.last_seen)
+        for source in moving.live_sources:
+            self._sources[source] = (new, self._sources[source][1])
 
     def _fold(self, labels: Labels, values: Sequence[int]) -> None:
         retired = self._label_sets[labels].retired

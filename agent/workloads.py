@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
+
+from agent.runtimes import ContainerInfo
 
 MAX_LABEL_LENGTH = 200
 
@@ -20,11 +23,14 @@ class Workload:
     """Who a cgroup belongs to. ``cgroup`` is set only for what is not in a container."""
 
     container_id: str = ""
+    container: str = ""
+    pod: str = ""
+    namespace: str = ""
     cgroup: str = ""
 
-    def labels(self) -> tuple[str, str]:
+    def labels(self) -> tuple[str, str, str, str, str]:
         """Label values in the order of :data:`agent.metrics.WORKLOAD_LABELS`."""
-        return (self.container_id, self.cgroup)
+        return (self.container_id, self.container, self.pod, self.namespace, self.cgroup)
 
 
 # Counts from cgroups that were removed before the agent could see their path.
@@ -40,14 +46,32 @@ def container_id_from_path(cgroup_path: str) -> str:
     return ""
 
 
-def workload_for_cgroup(cgroup_path: str | None) -> Workload:
-    """Identity of the workload in *cgroup_path* (None: a cgroup that is gone)."""
+class Identities(Protocol):
+    """Where names come from (agent.identity.IdentityResolver); never blocks."""
+
+    def get(self, container_id: str) -> ContainerInfo | None:
+        """The container's names if known yet."""
+
+
+def workload_for_cgroup(cgroup_path: str | None, identities: Identities | None = None) -> Workload:
+    """Identity of the workload in *cgroup_path* (None: a cgroup that is gone).
+
+    Names come from *identities* once a runtime has answered; until then the container id alone.
+    """
     if cgroup_path is None:
         return REMOVED
     container_id = container_id_from_path(cgroup_path)
-    if container_id:
+    if not container_id:
+        return Workload(cgroup=bounded_label(cgroup_path))
+    info = identities.get(container_id) if identities is not None else None
+    if info is None:
         return Workload(container_id=container_id)
-    return Workload(cgroup=bounded_label(cgroup_path))
+    return Workload(
+        container_id=container_id,
+        container=bounded_label(info.container),
+        pod=bounded_label(info.pod),
+        namespace=bounded_label(info.namespace),
+    )
 
 
 def bounded_label(value: str) -> str:

@@ -15,6 +15,7 @@ from prometheus_client.core import Metric
 from agent.cgroups import CgroupPathResolver
 from agent.config import Settings
 from agent.facts import MachineFacts
+from agent.identity import IdentityResolver
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class CollectorContext:
     settings: Settings
     facts: MachineFacts
     resolver: CgroupPathResolver
+    identities: IdentityResolver
 
 
 class Collector(Protocol):

@@ -72,6 +72,7 @@ class CgroupCpuCollector:
 
     def __init__(self, context: CollectorContext) -> None:
         self._resolver = context.resolver
+        self._identities = context.identities
         self._root = context.facts.cgroup_root
         self._layout: CgroupLayout = context.facts.cgroups
         self._v2_cpu = self._root is not None and "cpu" in _v2_controllers(self._root)
@@ -95,12 +96,14 @@ class CgroupCpuCollector:
             if cgroup_id not in self._tracked and len(self._tracked) >= self._max_cgroups:
                 continue
             self._tracked.add(cgroup_id)
-            labels = workload_for_cgroup(path).labels()
+            labels = workload_for_cgroup(path, self._identities).labels()
             threads[labels] = threads.get(labels, 0) + count
             source, control = self._read(cgroup_id, path)
             if control is None:
                 continue
             limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
+            if source == ("v1", "/"):
+                continue  # not in any v1 cpu cgroup of its own: the root's counters are nobody's throttling
             if source not in live:  # several cgroup2 dirs can share one v1 cpu cgroup: count it once
                 live[source] = (labels, [control.periods, control.throttled_periods, control.throttled_ns])
         self._tracked &= set(paths)

@@ -13,7 +13,7 @@ from agent.cgroups import CgroupPathResolver
 from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
 from agent.probes.base import MapHealth
-from agent.workloads import REMOVED, Workload, workload_for_cgroup
+from agent.workloads import REMOVED, Identities, Workload, workload_for_cgroup
 
 UNRESOLVED = Workload(cgroup="(unresolved)")
 _go_float: Callable[[float], str] = floatToGoString
@@ -65,11 +65,13 @@ class CgroupTotals:
     def __init__(
         self,
         resolver: CgroupPathResolver,
+        identities: Identities,
         width: int,
         grace_seconds: float,
         forget: Callable[[list[int]], None],
     ) -> None:
         self._resolver = resolver
+        self._identities = identities
         self._forget = forget
         self._table = CounterTable(width, grace_seconds, keep_forever=frozenset({REMOVED.labels()}))
 
@@ -81,9 +83,13 @@ class CgroupTotals:
         removed = []
         for cgroup_id, vector in vectors.items():
             path = paths[cgroup_id]
+            known = self._table.labels_of(cgroup_id)
             if path is None and healthy:
                 removed.append(cgroup_id)
-            workload = workload_for_cgroup(path) if healthy else UNRESOLVED
+                if known is not None:  # a removed cgroup keeps its series until the grace period ends
+                    live[cgroup_id] = (known, vector)
+                    continue
+            workload = workload_for_cgroup(path, self._identities) if healthy else UNRESOLVED
             live[cgroup_id] = (workload.labels(), vector)
         self._table.update(live)
         if removed:
@@ -113,9 +119,9 @@ class TopProcesses:
         return sorted(active, key=lambda pid: (recent[pid], activity[pid]), reverse=True)[: self.k]
 
 
-def process_labels(pid: int, cgroup_path: str | None) -> list[str]:
+def process_labels(pid: int, cgroup_path: str | None, identities: Identities) -> list[str]:
     """Label values of a per-process series: pid, comm, then its workload's labels."""
-    return [str(pid), _comm(pid), *workload_for_cgroup(cgroup_path).labels()]
+    return [str(pid), _comm(pid), *workload_for_cgroup(cgroup_path, identities).labels()]
 
 
 def _comm(pid: int) -> str:

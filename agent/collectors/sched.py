@@ -42,8 +42,13 @@ class SchedCollector:
             ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads), context.facts.tracefs
         )
         # Vector per cgroup: off-CPU ns by reason, run-queue ns, run-queue histogram buckets.
+        self._identities = context.identities
         self._totals = CgroupTotals(
-            context.resolver, _REASONS + 1 + len(_BUCKETS), settings.series_grace_seconds, self._probe.forget_cgroups
+            context.resolver,
+            context.identities,
+            _REASONS + 1 + len(_BUCKETS),
+            settings.series_grace_seconds,
+            self._probe.forget_cgroups,
         )
         self._top = TopProcesses(settings.process_top_k)
 
@@ -84,7 +89,7 @@ class SchedCollector:
         paths = self._resolver.resolve(processes[pid].cgroup_id for pid in chosen)
         for pid in chosen:
             process = processes[pid]
-            labels = process_labels(pid, paths[process.cgroup_id])
+            labels = process_labels(pid, paths[process.cgroup_id], self._identities)
             for index, reason in enumerate(OFFCPU_REASONS):
                 offcpu.add_metric([*labels, reason], process.counts.offcpu_ns[index] / 1e9)
             runq.add_metric(labels, process.counts.runq_ns / 1e9)

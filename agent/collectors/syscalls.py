@@ -48,8 +48,13 @@ class SyscallsCollector:
             ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads), context.facts.tracefs
         )
         # Vector per cgroup: yields, futex calls by op, wait ns, wait histogram buckets.
+        self._identities = context.identities
         self._totals = CgroupTotals(
-            context.resolver, 1 + _OPS + 1 + len(_BUCKETS), settings.series_grace_seconds, self._probe.forget_cgroups
+            context.resolver,
+            context.identities,
+            1 + _OPS + 1 + len(_BUCKETS),
+            settings.series_grace_seconds,
+            self._probe.forget_cgroups,
         )
         self._top = TopProcesses(settings.process_top_k)
 
@@ -95,7 +100,7 @@ class SyscallsCollector:
         paths = self._resolver.resolve(processes[pid].cgroup_id for pid in chosen)
         for pid in chosen:
             process = processes[pid]
-            labels = process_labels(pid, paths[process.cgroup_id])
+            labels = process_labels(pid, paths[process.cgroup_id], self._identities)
             yields.add_metric(labels, process.counts.yields)
             for index, op in enumerate(FUTEX_OPS):
                 futex.add_metric([*labels, op], process.counts.futex_calls[index])

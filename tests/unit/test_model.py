@@ -32,11 +32,15 @@ def test_a_source_that_goes_away_is_folded_not_lost() -> None:
     assert rows(table) == {("a",): [12]}
 
 
-def test_a_source_keeps_the_labels_it_was_first_seen_with() -> None:
+def test_relabelled_source_takes_its_label_sets_history_along() -> None:
+    # A container first exported by id only, then by name once the runtime answered.
     table = CounterTable(width=1, grace_seconds=10)
-    table.update({1: (("a",), [5])})
-    table.update({1: (("b",), [6])})
-    assert rows(table) == {("a",): [6]}
+    table.update({1: (("id",), [5]), 2: (("id",), [1])})
+    table.update({2: (("id",), [2])})  # source 1 went away: folded into ("id",)
+    table.update({2: (("id", "name"), [3])})
+    assert rows(table) == {("id", "name"): [8]}
+    assert table.labels_of(2) == ("id", "name")
+    assert table.labels_of(1) is None
 
 
 def test_a_recreated_kernel_entry_does_not_make_the_counter_go_backwards() -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from agent.cgroups import parse_proc_cgroup
+from agent.runtimes import ContainerInfo
 from agent.workloads import MAX_LABEL_LENGTH, REMOVED, Workload, container_id_from_path, workload_for_cgroup
 
 ID = "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa00112233445566778899"
@@ -46,7 +50,7 @@ def test_not_a_container_keeps_its_cgroup_path(path: str) -> None:
 
 def test_removed_cgroup_has_one_catch_all_identity() -> None:
     assert workload_for_cgroup(None) == REMOVED
-    assert REMOVED.labels() == ("", "(removed)")
+    assert REMOVED.labels() == ("", "", "", "", "(removed)")
 
 
 def test_label_values_are_bounded() -> None:
@@ -54,3 +58,47 @@ def test_label_values_are_bounded() -> None:
     label = workload_for_cgroup(path).cgroup
     assert len(label) == MAX_LABEL_LENGTH
     assert label.endswith("/tail.service")
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "proc-cgroup"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "container_id"),
+    [
+        ("podman-cgroupfs-hybrid.txt", "3924523d9c3bcb90a174c0424c1b02cebd0730b5cefd89c7774b163e3e25cb21"),
+        # In a pod the pod's own cgroup (a bare 64-hex id) sits above the container's: the deepest one wins.
+        ("podman-pod-cgroupfs-hybrid.txt", "63205364e3141d6d4e97fb3a111131757c5e0fb3660ff095ea6ac224d1bf2933"),
+        ("containerd-ctr-k8s.io-hybrid.txt", "bc69956ec00e6bab8219c544af8ae2f02a254635e5a0d90a5e507f3b02a09daf"),
+    ],
+)
+def test_real_proc_cgroup_files(fixture: str, container_id: str) -> None:
+    paths = parse_proc_cgroup((FIXTURES / fixture).read_text())
+    assert container_id_from_path(paths[""]) == container_id  # the cgroup2 line
+    assert container_id_from_path(paths["cpu"]) == container_id  # the v1 cpu line agrees
+
+
+class Names:
+    def __init__(self, known: dict[str, ContainerInfo]) -> None:
+        self.known = known
+        self.asked: list[str] = []
+
+    def get(self, container_id: str) -> ContainerInfo | None:
+        self.asked.append(container_id)
+        return self.known.get(container_id)
+
+
+def test_names_come_from_the_runtime_once_known() -> None:
+    names = Names({ID: ContainerInfo(container="app", pod="web-7d4", namespace="shop")})
+    path = f"/kubepods.slice/kubepods-pod1.slice/cri-containerd-{ID}.scope"
+    assert workload_for_cgroup(path, names) == Workload(ID, "app", "web-7d4", "shop")
+    assert workload_for_cgroup("/docker/" + "0" * 64, names) == Workload(container_id="0" * 64)
+    assert workload_for_cgroup("/system.slice/cron.service", names) == Workload(cgroup="/system.slice/cron.service")
+    assert names.asked == [ID, "0" * 64], "only container ids are looked up"
+
+
+def test_runtime_names_are_bounded() -> None:
+    names = Names({ID: ContainerInfo(container="x" * 1000, pod='p"\n{}', namespace="")})
+    workload = workload_for_cgroup(f"/docker/{ID}", names)
+    assert len(workload.container) == MAX_LABEL_LENGTH
+    assert workload.pod == 'p"\n{}'  # any text is a safe label value; the exposition escapes it

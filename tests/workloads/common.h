@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 /* Move this process into each cgroup directory of the ':'-separated `dirs` (cgroup2 and, on hybrid
- * hosts, v1 hierarchies such as cpu) before doing anything measured. */
+ * hosts, v1 hierarchies such as cpu) before doing anything measured. "-" stays put (in a container). */
 static void join_cgroup(const char *dirs)
 {
     char list[4096], path[4200];
+    if (strcmp(dirs, "-") == 0)
+        return;
     snprintf(list, sizeof(list), "%s", dirs);
     for (char *dir = strtok(list, ":"); dir; dir = strtok(NULL, ":")) {
         snprintf(path, sizeof(path), "%s/cgroup.procs", dir);

@@ -1,0 +1,124 @@
+"""Container id -> names and Kubernetes labels, asked of the runtimes in the background, never during a scrape.
+
+A scrape only reads the cache: an id not resolved yet gets id-only labels, and is queued. A worker thread asks
+each configured runtime in turn (each call bounded by its timeout), caches the answer, and retries ids that no
+runtime knew (or whose runtime did not answer) after a back-off. Entries not asked for in a while are dropped, so
+the cache is bounded by the containers alive on the node.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent.log import get_logger
+from agent.runtimes import ContainerInfo, RuntimeClient, RuntimeUnavailable
+
+log = get_logger("identity")
+
+RETRY_SECONDS = 30.0
+FORGET_SECONDS = 600.0
+MAX_QUEUE = 4096
+
+
+@dataclass
+class _Entry:
+    info: ContainerInfo | None
+    resolved_at: float
+    last_wanted: float
+
+
+class IdentityResolver:
+    """Non-blocking cache of container identities, filled by one background worker."""
+
+    def __init__(self, clients: Sequence[RuntimeClient], clock: Callable[[], float] = time.monotonic) -> None:
+        self._clients = list(clients)
+        self._clock = clock
+        self._cache: dict[str, _Entry] = {}
+        self._pending: set[str] = set()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[str | None] = queue.Queue(MAX_QUEUE)
+        self._worker: threading.Thread | None = None
+        self._lookups: dict[tuple[str, str], int] = {}  # (runtime, ok | not_found | error) -> count
+
+    def start(self) -> None:
+        """Start the worker (no-op without clients)."""
+        if self._clients and self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="identity", daemon=True)
+            self._worker.start()
+
+    def stop(self) -> None:
+        """Stop the worker."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join(timeout=5)
+            self._worker = None
+
+    def get(self, container_id: str) -> ContainerInfo | None:
+        """The cached identity of *container_id*, or None (and a lookup is queued)."""
+        now = self._clock()
+        with self._lock:
+            entry = self._cache.get(container_id)
+            if entry is not None:
+                entry.last_wanted = now
+                stale = entry.info is None and now - entry.resolved_at > RETRY_SECONDS
+                if not stale:
+                    return entry.info
+            if container_id in self._pending or not self._clients:
+                return entry.info if entry else None
+            self._pending.add(container_id)
+        try:
+            self._queue.put_nowait(container_id)
+        except queue.Full:
+            with self._lock:
+                self._pending.discard(container_id)
+        return entry.info if entry else None
+
+    def forget_unwanted(self) -> None:
+        """Drop entries nobody asked for in FORGET_SECONDS (containers long gone)."""
+        now = self._clock()
+        with self._lock:
+            for container_id in [c for c, e in self._cache.items() if now - e.last_wanted > FORGET_SECONDS]:
+                del self._cache[container_id]
+
+    def resolve_now(self, container_id: str) -> ContainerInfo | None:
+        """Ask the runtimes synchronously (the worker's step; also for tests and `schedwatch check`)."""
+        info = None
+        for client in self._clients:
+            try:
+                info = client.inspect(container_id)
+            except RuntimeUnavailable as error:
+                self._count(client.name, "error")
+                log.debug("runtime_unavailable", runtime=client.name, error=str(error))
+                continue
+            except Exception:  # a malformed answer must not kill the worker
+                self._count(client.name, "error")
+                log.exception("runtime_failed", runtime=client.name)
+                continue
+            self._count(client.name, "ok" if info else "not_found")
+            if info is not None:
+                break
+        now = self._clock()
+        with self._lock:
+            self._cache[container_id] = _Entry(info, now, now)
+            self._pending.discard(container_id)
+        return info
+
+    def lookup_counts(self) -> dict[tuple[str, str], int]:
+        """Lookups so far by (runtime, result): ok, not_found or error."""
+        with self._lock:
+            return dict(self._lookups)
+
+    def _count(self, runtime: str, result: str) -> None:
+        with self._lock:
+            self._lookups[(runtime, result)] = self._lookups.get((runtime, result), 0) + 1
+
+    def _run(self) -> None:
+        while True:
+            container_id = self._queue.get()
+            if container_id is None:
+                return
+            self.resolve_now(container_id)

@@ -1,0 +1,63 @@
+"""containerd's own API over gRPC (containers.v1.Containers/Get): the labels the kubelet's CRI plugin sets.
+
+Messages are encoded by hand (agent.runtimes.protowire): the request is one string field, and of the reply only
+the container's labels (field 2 of Container, a map<string, string>) are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.runtimes import ContainerInfo, RuntimeUnavailable, info_from_labels
+from agent.runtimes.protowire import fields, string_field, string_map
+
+GET_CONTAINER = "/containerd.services.containers.v1.Containers/Get"
+
+
+class ContainerdClient:
+    """Container labels from containerd, searched in each configured namespace."""
+
+    name = "containerd"
+
+    def __init__(self, socket_path: Path, namespaces: Sequence[str], timeout: float = 1.0) -> None:
+        self.socket_path = socket_path
+        self.namespaces = list(namespaces)
+        self.timeout = timeout
+        self._get: Any = None
+
+    def inspect(self, container_id: str) -> ContainerInfo | None:
+        """The container's labels in the first namespace that knows it."""
+        if not self.socket_path.exists():
+            raise RuntimeUnavailable(f"containerd socket {self.socket_path} is missing")
+        import grpc
+
+        get = self._method(grpc)
+        for namespace in self.namespaces:
+            try:
+                reply = get(
+                    string_field(1, container_id), metadata=[("containerd-namespace", namespace)], timeout=self.timeout
+                )
+            except grpc.RpcError as error:
+                if error.code() == grpc.StatusCode.NOT_FOUND:
+                    continue
+                raise RuntimeUnavailable(f"containerd at {self.socket_path}: {error.code().name}") from error
+            return info_from_labels("", _labels(reply))
+        return None
+
+    def _method(self, grpc: Any) -> Any:
+        if self._get is None:
+            channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+            self._get = channel.unary_unary(
+                GET_CONTAINER, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw
+            )
+        return self._get
+
+
+def _labels(reply: bytes) -> dict[str, str]:
+    """GetContainerResponse{container = 1} -> Container{labels = 2}."""
+    for number, container in fields(reply):
+        if number == 1 and isinstance(container, bytes):
+            return string_map([entry for n, entry in fields(container) if n == 2 and isinstance(entry, bytes)])
+    return {}

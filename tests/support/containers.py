@@ -1,0 +1,190 @@
+"""Real container runtimes for the container tests: Podman (with its Docker-compatible API) and containerd."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = "docker.io/library/debian:bookworm-slim"
+RUN_DIR = Path("/run/schedwatch-test")
+
+
+def wait_for_socket(path: Path, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Until something accepts connections on the unix socket *path*."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
+        with socket.socket(socket.AF_UNIX) as sock:
+            try:
+                sock.connect(str(path))
+                return
+            except OSError:
+                time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {path}")
+
+
+class Podman:
+    """Podman set up by scripts/podman-setup.sh, its API served on a socket of the test run's own."""
+
+    def __init__(self) -> None:
+        subprocess.run([str(REPO / "scripts" / "podman-setup.sh")], check=True, capture_output=True)
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        self.socket = RUN_DIR / "podman.sock"
+        self.socket.unlink(missing_ok=True)
+        self._service = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", f"unix://{self.socket}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_socket(self.socket, self._service)
+        self.prefix = f"swtest-{uuid.uuid4().hex[:6]}"
+        self.binaries = REPO / "tests" / ".build"
+
+    def run(self, name: str, *command: str, options: tuple[str, ...] = ()) -> str:
+        """Start a detached container with the test workloads mounted at /w; returns its id."""
+        result = subprocess.run(
+            [
+                "podman",
+                "run",
+                "-d",
+                "--name",
+                f"{self.prefix}-{name}",
+                "-v",
+                f"{self.binaries}:/w:ro",
+                *options,
+                IMAGE,
+                *command,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return result.stdout.strip()
+
+    def inspect(self, container: str) -> dict[str, object]:
+        result = subprocess.run(["podman", "inspect", container], check=True, capture_output=True, text=True)
+        document: dict[str, object] = json.loads(result.stdout)[0]
+        return document
+
+    def remove(self, container: str) -> None:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", container], capture_output=True)
+
+    def close(self) -> None:
+        listing = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True)
+        for name in listing.stdout.split():
+            if name.startswith(self.prefix):
+                self.remove(name)
+        subprocess.run(["podman", "pod", "rm", "-f", "--filter", f"name={self.prefix}"], capture_output=True)
+        self._service.send_signal(signal.SIGTERM)
+        self._service.wait(10)
+
+
+class Containerd:
+    """A containerd daemon of the test run's own (own socket, root and state), driven with ctr."""
+
+    def __init__(self, image_archive: Path) -> None:
+        if shutil.which("containerd") is None:
+            raise RuntimeError("containerd is missing: scripts/podman-setup.sh installs it")
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        self.socket = RUN_DIR / "containerd.sock"
+        self.socket.unlink(missing_ok=True)
+        self._root = Path("/var/lib/schedwatch-test-containerd")
+        self._daemon = subprocess.Popen(
+            [
+                "containerd",
+                "--address",
+                str(self.socket),
+                "--root",
+                str(self._root),
+                "--state",
+                str(RUN_DIR / "containerd-state"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_socket(self.socket, self._daemon)
+        self.ctr("images", "import", str(image_archive))
+        self._tasks: list[str] = []
+
+    def ctr(self, *args: str) -> str:
+        result = subprocess.run(
+            ["ctr", "--address", str(self.socket), "-n", "k8s.io", *args], check=True, capture_output=True, text=True
+        )
+        return result.stdout
+
+    def run(self, container_id: str, labels: dict[str, str], *command: str) -> int:
+        """A detached container with the test workloads mounted at /w; returns its init pid."""
+        label_args = [arg for key, value in labels.items() for arg in ("--label", f"{key}={value}")]
+        self.ctr(
+            "run",
+            "-d",
+            *label_args,
+            "--mount",
+            f"type=bind,src={REPO / 'tests' / '.build'},dst=/w,options=rbind:ro",
+            IMAGE,
+            container_id,
+            *command,
+        )
+        self._tasks.append(container_id)
+        for line in self.ctr("task", "ls").splitlines()[1:]:
+            fields = line.split()
+            if fields[0] == container_id:
+                return int(fields[1])
+        raise RuntimeError(f"task {container_id} did not start")
+
+    def close(self) -> None:
+        for container_id in self._tasks:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.ctr("task", "kill", "-s", "SIGKILL", container_id)
+            time.sleep(0.2)
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.ctr("task", "delete", "-f", container_id)
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.ctr("containers", "delete", container_id)
+        self._daemon.send_signal(signal.SIGTERM)
+        self._daemon.wait(10)
+
+
+def export_image(path: Path) -> Path:
+    """The Podman base image as a docker-archive, for ctr to import."""
+    if not path.exists():
+        subprocess.run(
+            ["podman", "save", "--format", "docker-archive", "-o", str(path), IMAGE], check=True, capture_output=True
+        )
+    return path
+
+
+def silent_socket(path: Path) -> socket.socket:
+    """A unix socket that accepts connections and never answers: a runtime that hangs."""
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(64)
+    return server
+
+
+def container_pid(podman: Podman, container: str) -> int:
+    state = podman.inspect(container)["State"]
+    assert isinstance(state, dict)
+    return int(state["Pid"])
+
+
+def cgroup_v2_path(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    raise RuntimeError(f"pid {pid} has no cgroup2 line")
+
+
+def random_container_id() -> str:
+    return os.urandom(32).hex()
