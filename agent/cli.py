@@ -187,11 +187,34 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
             except bpf.BpfUnavailable as error:
                 availability = Availability(False, str(error), "see the compiler error above; report it")
         results[name] = availability
+    runtimes = _runtime_sockets(settings)
     if fmt == "json":
-        print(json.dumps(_report_dict(facts, results), indent=2, default=str))
+        report = _report_dict(facts, results)
+        report["runtimes"] = runtimes
+        print(json.dumps(report, indent=2, default=str))
     else:
-        print(_report_text(facts, results))
+        print(_report_text(facts, results, runtimes))
     return 0 if all(result.ok for result in results.values()) else 1
+
+
+def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
+    """Each configured runtime socket: 'listening', 'missing' or why it cannot be reached."""
+    import socket
+
+    sockets = [*settings.docker_sockets, *([settings.containerd_socket] if settings.containerd_socket else [])]
+    states = {}
+    for path in sockets:
+        if not path.exists():
+            states[str(path)] = "missing (containers are labelled by id only)"
+            continue
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.settimeout(settings.runtime_timeout)
+            try:
+                probe.connect(str(path))
+                states[str(path)] = "listening"
+            except OSError as error:
+                states[str(path)] = f"not reachable: {error.strerror or error}"
+    return states
 
 
 def _report_dict(facts: MachineFacts, results: dict[str, Availability]) -> dict[str, Any]:
@@ -205,7 +228,7 @@ def _yes(flag: bool | None) -> str:
     return {True: "yes", False: "no", None: "unknown"}[flag]
 
 
-def _report_text(facts: MachineFacts, results: dict[str, Availability]) -> str:
+def _report_text(facts: MachineFacts, results: dict[str, Availability], runtimes: dict[str, str]) -> str:
     caps = ", ".join(f"{name} {_yes(value)}" for name, value in facts.capabilities.items())
     if facts.headers is None:
         headers = f"MISSING: {facts.headers_error}"
@@ -250,6 +273,7 @@ def _report_text(facts: MachineFacts, results: dict[str, Availability]) -> str:
         f"  futex2       {', '.join(futex2) or 'none (futex(2) only)'}",
         f"  sched_switch {prev_state}",
         f"  delayacct    {delayacct}",
+        *(f"  runtime      {path}: {state}" for path, state in runtimes.items()),
         "collectors",
     ]
     factories = registry()

@@ -32,5 +32,6 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     """A logger that tags each line with the component's name."""
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger().bind(component=name)
+    # Lazy: modules create their loggers at import, before configure() runs.
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(component=name)
     return logger

@@ -99,7 +99,9 @@ def test_nothing_installed_says_what_to_install(tmp_path: Path) -> None:
 def test_merged_tree_has_both_halves_and_sets_bcc_kernel_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
+    # setenv first, so that monkeypatch restores the variable prepare_headers() sets in this process.
+    monkeypatch.setenv("BCC_KERNEL_SOURCE", "")
+    monkeypatch.delenv("BCC_KERNEL_SOURCE")
     debian_headers(tmp_path / "usr/src", "6.1.0-57")
     choice = kernel.prepare_headers(find(tmp_path), tmp_path / "state")
     merged = choice.bcc_kernel_source
