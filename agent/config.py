@@ -33,6 +33,7 @@ class Settings:
     containerd_socket: Path | None = None
     containerd_namespaces: tuple[str, ...] = ()
     runtime_timeout: float = 1.0
+    sidecar: bool = False
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -173,6 +174,13 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         default=_env("RUNTIME_TIMEOUT", "1"),
         help="seconds one runtime lookup may take; lookups run in the background, never in a scrape (default 1)",
     )
+    parser.add_argument(
+        "--sidecar",
+        action=argparse.BooleanOptionalAction,
+        default=_env_flag("SIDECAR", False),
+        help="watch only the processes of the agent's own pid namespace (a pod with shareProcessNamespace); "
+        "per-process series then carry the pod's pids",
+    )
     parser.add_argument("--log-level", choices=log.LEVELS, default=_env("LOG_LEVEL", "info"))
     parser.add_argument("--log-format", choices=log.FORMATS, default=_env("LOG_FORMAT", "auto"))
 
@@ -197,6 +205,7 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         containerd_socket=Path(args.containerd_socket) if args.containerd_socket.strip() else None,
         containerd_namespaces=tuple(n for n in args.containerd_namespaces.split(",") if n.strip()),
         runtime_timeout=args.runtime_timeout,
+        sidecar=args.sidecar,
         log_level=args.log_level,
         log_format=args.log_format,
     )

@@ -14,7 +14,8 @@
  *
  * Compile-time options (agent/probes/sched.py): MAX_CGROUPS, MAX_PROCESSES,
  * MAX_THREADS, STATE_MASK (the prev_state bits that mean "not runnable",
- * read from this kernel's tracepoint format, never from a header).
+ * read from this kernel's tracepoint format, never from a header), and
+ * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace).
  */
 #include "schedwatch.h"
 
@@ -143,12 +144,12 @@ TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
     u32 prev = args->prev_pid;
-    if (prev != 0) {  /* pid 0: the idle task */
+    if (prev != 0 && WATCHED()) {  /* pid 0: the idle task */
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;
             state->cgroup_id = bpf_get_current_cgroup_id();  /* current is still prev */
-            state->tgid = bpf_get_current_pid_tgid() >> 32;
+            state->tgid = watched_tgid();
             state->offcpu_since = now;
             state->reason = runnable ? PREEMPTED : BLOCKED;
             state->runnable_since = runnable ? now : 0;
@@ -174,6 +175,8 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
 /* A new thread: runnable from now, in the cgroup of its creator (current). */
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
+    if (!WATCHED())
+        return 0;
     u32 tid = args->pid;
     struct thread_state state = {
         .cgroup_id = bpf_get_current_cgroup_id(),
@@ -191,14 +194,14 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     u32 tid = args->pid;
     threads.delete(&tid);
 #if MAX_PROCESSES > 0
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32;
 #ifdef HAVE_GROUP_DEAD
     bool last_thread = args->group_dead;
 #else
-    bool last_thread = (u32)id == tgid;
+    u64 id = bpf_get_current_pid_tgid();
+    bool last_thread = (u32)id == id >> 32;
 #endif
-    if (last_thread)
+    u32 tgid = watched_tgid();
+    if (last_thread && tgid)
         processes.delete(&tgid);
 #endif
     return 0;

@@ -12,7 +12,7 @@
  * Compile-time options (set by agent/probes/syscalls.py):
  *   MAX_CGROUPS, MAX_PROCESSES (0 turns per-process accounting off),
  *   MAX_THREADS, HAVE_GROUP_DEAD, HAVE_FUTEX_WAITV, HAVE_FUTEX_WAIT,
- *   HAVE_FUTEX_WAKE, HAVE_FUTEX_REQUEUE.
+ *   HAVE_FUTEX_WAKE, HAVE_FUTEX_REQUEUE, and PIDNS_DEV/PIDNS_INO in sidecar mode.
  */
 #include "schedwatch.h"
 
@@ -75,7 +75,7 @@ static __always_inline struct cgroup_stats *cgroup_entry(u64 cgroup_id)
 #if MAX_PROCESSES > 0
 static __always_inline struct process_stats *process_entry(u64 cgroup_id)
 {
-    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u32 tgid = watched_tgid();
     struct process_stats zero = {};
     struct process_stats *stats = processes.lookup_or_try_init(&tgid, &zero);
     if (!stats) {
@@ -140,7 +140,7 @@ static __always_inline bool futex_op_blocks(int op)
 
 static __always_inline void futex_enter(u32 fclass, bool blocks)
 {
-    if (fclass >= FC_COUNT)
+    if (fclass >= FC_COUNT || !WATCHED())
         return;
     u64 cgroup_id = bpf_get_current_cgroup_id();
     struct cgroup_stats *cg = cgroup_entry(cgroup_id);
@@ -190,6 +190,8 @@ static __always_inline void futex_exit(void)
 
 TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield)
 {
+    if (!WATCHED())
+        return 0;
     u64 cgroup_id = bpf_get_current_cgroup_id();
     struct cgroup_stats *cg = cgroup_entry(cgroup_id);
     if (cg)
@@ -264,14 +266,14 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     u32 tid = args->pid;
     futex_start.delete(&tid);
 #if MAX_PROCESSES > 0
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32;
 #ifdef HAVE_GROUP_DEAD
     bool last_thread = args->group_dead;
 #else
-    bool last_thread = (u32)id == tgid;
+    u64 id = bpf_get_current_pid_tgid();
+    bool last_thread = (u32)id == id >> 32;
 #endif
-    if (last_thread)
+    u32 tgid = watched_tgid();
+    if (last_thread && tgid)
         processes.delete(&tgid);
 #endif
     return 0;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -10,9 +11,10 @@ from prometheus_client.utils import floatToGoString
 
 from agent import bpf, metrics
 from agent.cgroups import CgroupPathResolver
+from agent.config import Settings
 from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
-from agent.probes.base import MapHealth
+from agent.probes.base import MapHealth, ProbeLimits
 from agent.workloads import REMOVED, Identities, Workload, workload_for_cgroup
 
 UNRESOLVED = Workload(cgroup="(unresolved)")
@@ -31,6 +33,15 @@ def cumulative(labels: Sequence[str], counts: Sequence[int]) -> list[tuple[str, 
         running += count
         buckets.append((label, running))
     return buckets
+
+
+def probe_limits(settings: Settings) -> ProbeLimits:
+    """Map sizes for a probe and, in sidecar mode, the (device, inode) of the agent's own pid namespace."""
+    namespace = None
+    if settings.sidecar:
+        info = os.stat("/proc/self/ns/pid")
+        namespace = (info.st_dev, info.st_ino)
+    return ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads, namespace)
 
 
 def bpf_availability_problem(facts: MachineFacts, missing_tracepoints: list[str]) -> tuple[str, str] | None:

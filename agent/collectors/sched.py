@@ -12,11 +12,11 @@ from agent.collectors.common import (
     bpf_availability_problem,
     bucket_labels,
     cumulative,
+    probe_limits,
     process_labels,
     self_families,
 )
 from agent.facts import MachineFacts
-from agent.probes.base import ProbeLimits
 from agent.probes.sched import OFFCPU_REASONS, RUNQ_BUCKET_BOUNDS, SchedProbe, SchedSnapshot, missing_tracepoints
 
 NAME = "sched"
@@ -39,7 +39,8 @@ class SchedCollector:
         settings = context.settings
         self._resolver = context.resolver
         self._probe = SchedProbe(
-            ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads), context.facts.tracefs
+            probe_limits(settings),
+            context.facts.tracefs,
         )
         # Vector per cgroup: off-CPU ns by reason, run-queue ns, run-queue histogram buckets.
         self._identities = context.identities

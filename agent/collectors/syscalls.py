@@ -12,11 +12,11 @@ from agent.collectors.common import (
     bpf_availability_problem,
     bucket_labels,
     cumulative,
+    probe_limits,
     process_labels,
     self_families,
 )
 from agent.facts import MachineFacts
-from agent.probes.base import ProbeLimits
 from agent.probes.syscalls import (
     FUTEX_OPS,
     WAIT_BUCKET_BOUNDS,
@@ -45,7 +45,8 @@ class SyscallsCollector:
         settings = context.settings
         self._resolver = context.resolver
         self._probe = SyscallProbe(
-            ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads), context.facts.tracefs
+            probe_limits(settings),
+            context.facts.tracefs,
         )
         # Vector per cgroup: yields, futex calls by op, wait ns, wait histogram buckets.
         self._identities = context.identities

@@ -27,6 +27,7 @@ class ProbeLimits:
     max_cgroups: int = 4096
     max_processes: int = 0  # 0 turns per-process accounting off in the kernel
     max_threads: int = 65536
+    pid_namespace: tuple[int, int] | None = None  # (st_dev, st_ino) of a pid namespace to watch alone
 
 
 def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
@@ -38,6 +39,8 @@ def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str |
     }
     if "group_dead" in (kernel.tracepoint_fields("sched", "sched_process_exit", tracefs) or frozenset()):
         defines["HAVE_GROUP_DEAD"] = None
+    if limits.pid_namespace is not None:
+        defines["PIDNS_DEV"], defines["PIDNS_INO"] = (f"{n}ULL" for n in limits.pid_namespace)
     return defines
 
 

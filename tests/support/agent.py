@@ -25,12 +25,15 @@ def free_port() -> int:
 class AgentProcess:
     """`schedwatch run` on 127.0.0.1 with the given flags; logs go to a file."""
 
-    def __init__(self, log_path: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, log_path: Path, *flags: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.log_path = log_path
         self._log = log_path.open("w")
         command = [
+            *prefix,
             sys.executable,
             "-m",
             "agent",
