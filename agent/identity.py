@@ -19,7 +19,8 @@ from agent.runtimes import ContainerInfo, RuntimeClient, RuntimeUnavailable
 
 log = get_logger("identity")
 
-RETRY_SECONDS = 30.0
+RETRY_NOT_FOUND_SECONDS = 30.0  # no runtime knew the id
+RETRY_ERROR_SECONDS = 5.0  # a runtime did not answer (starting up, restarting)
 FORGET_SECONDS = 600.0
 MAX_QUEUE = 4096
 
@@ -29,6 +30,7 @@ class _Entry:
     info: ContainerInfo | None
     resolved_at: float
     last_wanted: float
+    retry_after: float = RETRY_NOT_FOUND_SECONDS
 
 
 class IdentityResolver:
@@ -64,7 +66,7 @@ class IdentityResolver:
             entry = self._cache.get(container_id)
             if entry is not None:
                 entry.last_wanted = now
-                stale = entry.info is None and now - entry.resolved_at > RETRY_SECONDS
+                stale = entry.info is None and now - entry.resolved_at > entry.retry_after
                 if not stale:
                     return entry.info
             if container_id in self._pending or not self._clients:
@@ -87,15 +89,18 @@ class IdentityResolver:
     def resolve_now(self, container_id: str) -> ContainerInfo | None:
         """Ask the runtimes synchronously (the worker's step; also for tests and `schedwatch check`)."""
         info = None
+        failed = False
         for client in self._clients:
             try:
                 info = client.inspect(container_id)
             except RuntimeUnavailable as error:
                 self._count(client.name, "error")
+                failed = True
                 log.debug("runtime_unavailable", runtime=client.name, error=str(error))
                 continue
             except Exception:  # a malformed answer must not kill the worker
                 self._count(client.name, "error")
+                failed = True
                 log.exception("runtime_failed", runtime=client.name)
                 continue
             self._count(client.name, "ok" if info else "not_found")
@@ -103,7 +108,8 @@ class IdentityResolver:
                 break
         now = self._clock()
         with self._lock:
-            self._cache[container_id] = _Entry(info, now, now)
+            retry = RETRY_ERROR_SECONDS if failed else RETRY_NOT_FOUND_SECONDS
+            self._cache[container_id] = _Entry(info, now, now, retry)
             self._pending.discard(container_id)
         return info
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 missing=()
-for package in podman runc debootstrap containerd; do
+for package in podman runc catatonit debootstrap containerd; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then

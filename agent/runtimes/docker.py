@@ -34,6 +34,8 @@ class DockerClient:
         """Name and io.kubernetes.* labels of *container_id*."""
         if not all(c in "0123456789abcdef" for c in container_id):
             return None  # never put anything but a hex id into a URL
+        if not self.socket_path.exists():
+            return None  # this runtime is not installed here
         connection = _UnixConnection(str(self.socket_path), self.timeout)
         try:
             connection.request("GET", f"/containers/{container_id}/json")

@@ -22,7 +22,7 @@ def yielded(scrape: Scrape, expected: int, **labels: str) -> bool:
     return value is not None and expected <= value <= expected + RUNC_INIT_YIELDS
 
 
-def eventually(agent: AgentProcess, check: Callable[[Scrape], bool], timeout: float = 15.0) -> Scrape:
+def eventually(agent: AgentProcess, check: Callable[[Scrape], bool], timeout: float = 30.0) -> Scrape:
     """Scrape until *check* holds (names arrive in the background); fail with the last scrape."""
     deadline = time.monotonic() + timeout
     while True:
