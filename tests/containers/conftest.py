@@ -44,6 +44,8 @@ def container_agent(
         tmp_path_factory.mktemp("agent") / "agent.log",
         "--series-grace",
         str(GRACE_SECONDS),
+        "--process-top-k",
+        "1000",
         "--runtime.docker-sockets",
         str(podman.socket),
         "--runtime.containerd-socket",
