@@ -55,6 +55,24 @@ def read_layout(mountinfo: Path = MOUNTINFO) -> CgroupLayout:
     return CgroupLayout(unified=unified, v1=v1)
 
 
+def layout_under(root: Path) -> CgroupLayout:
+    """The layout of a host's cgroup mount seen at *root* (e.g. /sys/fs/cgroup mounted into a container).
+
+    A cgroup2 root (v2 host); or a tmpfs holding v1 hierarchies and unified/ (hybrid host); or, failing both,
+    *root* itself taken as the cgroup2 tree.
+    """
+    if (root / "cgroup.controllers").exists():
+        return CgroupLayout(unified=root)
+    v1: dict[str, Path] = {}
+    if root.is_dir():
+        for hierarchy in sorted(root.iterdir()):
+            if (hierarchy / "tasks").exists():
+                for controller in hierarchy.name.split(","):
+                    v1.setdefault(controller if controller != "systemd" else "name=systemd", hierarchy)
+    unified = root / "unified"
+    return CgroupLayout(unified=unified if (unified / "cgroup.controllers").exists() else root, v1=v1)
+
+
 def _unescape(path: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as octal."""
     return path.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")

@@ -101,8 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         "--cgroup-root",
         type=Path,
         default=os.environ.get("SCHEDWATCH_CGROUP_ROOT"),
-        help="the host's cgroup2 mount (default: found in /proc/self/mountinfo; in a container "
-        "mount the host's tree and point here, e.g. /host/cgroup2)",
+        help="the host's cgroup mount, e.g. its /sys/fs/cgroup mounted into the agent's container at "
+        "/host/sys/fs/cgroup (cgroup2, or hybrid with v1 controllers and unified/); default: this process's mounts",
     )
     parser.add_argument(
         "--state-dir",

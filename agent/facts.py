@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent import kernel
-from agent.cgroups import CgroupLayout, read_layout
+from agent.cgroups import CgroupLayout, layout_under, read_layout
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def gather(cgroup_root: Path | None = None) -> MachineFacts:
         headers = kernel.find_kernel_headers(release, os.environ)
     except kernel.HeadersNotFound as error:
         headers_error = str(error)
-    layout = read_layout()
+    layout = read_layout() if cgroup_root is None else layout_under(cgroup_root)
     return MachineFacts(
         release=release,
         is_root=os.geteuid() == 0,
@@ -51,6 +51,6 @@ def gather(cgroup_root: Path | None = None) -> MachineFacts:
         headers=headers,
         headers_error=headers_error,
         cgroups=layout,
-        cgroup_root=cgroup_root or layout.unified,
+        cgroup_root=layout.unified,
         bpf_stats=kernel.bpf_stats_enabled(),
     )

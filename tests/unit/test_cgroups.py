@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.cgroups import CgroupPathResolver, read_layout
+from agent.cgroups import CgroupPathResolver, layout_under, read_layout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -56,3 +56,36 @@ def test_resolver_without_a_cgroup2_tree_is_unhealthy(tmp_path: Path) -> None:
     assert not resolver.healthy
     assert resolver.resolve([1]) == {1: None}
     assert not CgroupPathResolver(None).healthy
+
+
+def test_layout_under_a_hybrid_host_mount(tmp_path: Path) -> None:
+    for hierarchy in ("cpu,cpuacct", "cpuset", "systemd"):
+        (tmp_path / hierarchy).mkdir()
+        (tmp_path / hierarchy / "tasks").write_text("")
+    (tmp_path / "unified").mkdir()
+    (tmp_path / "unified" / "cgroup.controllers").write_text("")
+    layout = layout_under(tmp_path)
+    assert layout.mode == "hybrid"
+    assert layout.unified == tmp_path / "unified"
+    assert layout.v1 == {
+        "cpu": tmp_path / "cpu,cpuacct",
+        "cpuacct": tmp_path / "cpu,cpuacct",
+        "cpuset": tmp_path / "cpuset",
+        "name=systemd": tmp_path / "systemd",
+    }
+
+
+def test_layout_under_a_v2_host_mount(tmp_path: Path) -> None:
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids")
+    (tmp_path / "system.slice").mkdir()
+    layout = layout_under(tmp_path)
+    assert (layout.mode, layout.unified, layout.v1) == ("v2", tmp_path, {})
+
+
+def test_layout_under_this_host_root_matches_mountinfo() -> None:
+    from agent.cgroups import read_layout
+
+    mounted = read_layout()
+    if mounted.unified is not None and mounted.unified.parent == Path("/sys/fs/cgroup"):
+        assert layout_under(Path("/sys/fs/cgroup")).unified == mounted.unified
+        assert layout_under(Path("/sys/fs/cgroup")).v1["cpu"] == mounted.v1["cpu"]
