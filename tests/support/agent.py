@@ -46,6 +46,19 @@ class AgentProcess:
         ]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
+    @classmethod
+    def attach(cls, port: int, process: subprocess.Popen[bytes], log_path: Path) -> AgentProcess:
+        """An agent started some other way (e.g. in a container) whose liveness *process* reflects."""
+        agent = cls.__new__(cls)
+        agent.port, agent.url, agent.process, agent.log_path = (
+            port,
+            f"http://127.0.0.1:{port}/metrics",
+            process,
+            log_path,
+        )
+        agent._log = log_path.open("a")
+        return agent
+
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until /metrics answers; raise with the agent's log if it dies or never answers."""
         deadline = time.monotonic() + timeout

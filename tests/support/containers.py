@@ -12,6 +12,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "docker.io/library/debian:bookworm-slim"
@@ -38,8 +39,9 @@ class Podman:
 
     def __init__(self) -> None:
         subprocess.run([str(REPO / "scripts" / "podman-setup.sh")], check=True, capture_output=True)
-        RUN_DIR.mkdir(parents=True, exist_ok=True)
-        self.socket = RUN_DIR / "podman.sock"
+        # Podman's usual API socket, so that the agent's defaults (and the DaemonSet's) find it.
+        self.socket = Path("/run/podman/podman.sock")
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
         self.socket.unlink(missing_ok=True)
         self._service = subprocess.Popen(
             ["podman", "system", "service", "--time=0", f"unix://{self.socket}"],
@@ -188,3 +190,38 @@ def cgroup_v2_path(pid: int) -> str:
 
 def random_container_id() -> str:
     return os.urandom(32).hex()
+
+
+def build_agent_image(tag: str = "localhost/schedwatch:test") -> str:
+    """Build the Dockerfile with scripts/build-image.sh (Podman, base image from debootstrap); layers are cached."""
+    result = subprocess.run([str(REPO / "scripts" / "build-image.sh"), tag], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"podman build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return tag
+
+
+def daemonset_run_options(daemonset: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """`podman run` options that give a container exactly the DaemonSet's privileges and mounts, and its args."""
+    pod = daemonset["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    security = container["securityContext"]
+    options = ["--pid=host" if pod.get("hostPID") else "--pid=private", "--user", str(security.get("runAsUser", 0))]
+    if security.get("privileged"):
+        options.append("--privileged")
+    options += [f"--cap-drop={c}" for c in security["capabilities"].get("drop", [])]
+    options += [f"--cap-add={c}" for c in security["capabilities"].get("add", [])]
+    if security.get("seccompProfile", {}).get("type") == "Unconfined":
+        options += ["--security-opt", "seccomp=unconfined"]
+    if security.get("readOnlyRootFilesystem"):
+        options.append("--read-only")
+    if security.get("allowPrivilegeEscalation") is False:
+        options += ["--security-opt", "no-new-privileges"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "hostPath" in volume:
+            mode = "ro" if mount.get("readOnly") else "rw"
+            options += ["-v", f"{volume['hostPath']['path']}:{mount['mountPath']}:{mode}"]
+        elif "emptyDir" in volume:
+            options += ["--tmpfs", mount["mountPath"]]
+    return options, list(container["args"])

@@ -1,0 +1,51 @@
+"""The agent image, built here with Podman, run with exactly the DaemonSet's capabilities and mounts."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.containers.test_identity import eventually, yielded
+from tests.support.agent import AgentProcess, free_port
+from tests.support.containers import Podman, build_agent_image, daemonset_run_options
+
+DAEMONSET = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "daemonset.yaml"
+
+
+@pytest.fixture(scope="module")
+def agent_container(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    image = build_agent_image()
+    options, args = daemonset_run_options(yaml.safe_load(DAEMONSET.read_text()))
+    port = free_port()
+    # The DaemonSet listens on 0.0.0.0 in the pod's network; here the host's network stands in for it.
+    args = [a if not a.startswith("--listen=") else f"--listen=127.0.0.1:{port}" for a in args]
+    name = f"{podman.prefix}-agent"
+    subprocess.run(
+        ["podman", "run", "-d", "--name", name, "--network=host", *options, image, *args, "--series-grace=3"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    logs = tmp_path_factory.mktemp("agent-image") / "agent.log"
+    follower = subprocess.Popen(["podman", "logs", "-f", name], stdout=logs.open("w"), stderr=subprocess.STDOUT)
+    agent = AgentProcess.attach(port, follower, logs)
+    try:
+        agent.wait_ready(timeout=90)
+        yield agent
+    finally:
+        agent.process.terminate()
+        subprocess.run(["podman", "stop", "-t", "10", name], capture_output=True)
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True)
+
+
+def test_image_counts_a_yielding_container_by_id_and_name(agent_container: AgentProcess, podman: Podman) -> None:
+    scrape = agent_container.scrape()
+    for source in ("syscalls", "sched", "cgroup_cpu"):
+        assert scrape.value("schedwatch_source_up", source=source) == 1, agent_container.log()
+    container = podman.run("imaged", "sh", "-c", "/w/yielder - 30000 2 0; exec sleep 600")
+    name = f"{podman.prefix}-imaged"
+    eventually(agent_container, lambda s: yielded(s, 60_000, container_id=container, container=name))
