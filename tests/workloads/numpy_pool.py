@@ -3,7 +3,8 @@
 A multiprocessing pool of WORKERS processes doing 300x300 float64 matmuls with a little Python glue, the shape
 of the ML pipeline in the seed case. THREADS is the BLAS pool size per worker ("unset" leaves OpenBLAS to size it
 to every CPU, the disease; "1" is the fix). Prints {"pid", "seconds", "blas"} and, with HOLD, waits for stdin
-to close so the pool's processes are still in their cgroup when the agent is scraped.
+to close so the pool's processes are still in their cgroup when the agent is scraped. CGROUP_DIRS "-" stays
+put (in a container); TASKS "<N>s" keeps the pool busy for N seconds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 
 
 def join(dirs: str) -> None:
+    if dirs == "-":  # already where it should be (in a container)
+        return
     for directory in dirs.split(":"):
         with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
             procs.write(str(os.getpid()))
@@ -46,9 +49,15 @@ def main(dirs: str, workers: str, threads: str, tasks: str, hold: str) -> None:
 
     blas = [f"{i['internal_api']} {i['version']} threads={i['num_threads']}" for i in threadpool_info()]
     started = time.monotonic()
+    # TASKS: a number of tasks, or "<N>s" to keep the pool busy for N seconds.
+    deadline = started + float(tasks[:-1]) if tasks.endswith("s") else None
     with multiprocessing.get_context("fork").Pool(int(workers)) as pool:
-        for _ in pool.imap(task, range(int(tasks))):
-            pass
+        batch = 40 if deadline else int(tasks)
+        while True:
+            for _ in pool.imap(task, range(batch)):
+                pass
+            if deadline is None or time.monotonic() >= deadline:
+                break
     elapsed = time.monotonic() - started
     print(json.dumps({"pid": os.getpid(), "seconds": elapsed, "blas": blas, "numpy": np.__version__}), flush=True)
     if hold == "1":
