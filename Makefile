@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check test lint unit kernel bench clean
+.PHONY: run check stack image test lint unit kernel bench clean
 
 run:
 	scripts/setup.sh run
@@ -12,6 +12,12 @@ run:
 check:
 	scripts/setup.sh run
 	$(VENV)/bin/schedwatch check $(ARGS)
+
+stack:
+	scripts/stack.sh
+
+image:
+	scripts/build-image.sh
 
 test:
 	scripts/setup.sh test
