@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
 from collections.abc import Sequence
@@ -78,6 +79,11 @@ def _replace(facts: MachineFacts, **changes: Any) -> MachineFacts:
 def run(settings: config.Settings) -> int:
     """Load every enabled collector that can run here and serve /metrics until SIGTERM or SIGINT."""
     logger = log.get_logger("agent")
+    try:
+        tls, basic_auth = config.web_security(settings)
+    except config.ConfigError as error:
+        print(f"schedwatch: {error}", file=sys.stderr)
+        return 2
     facts = _prepare_machine(settings)
     logger.info(
         "starting",
@@ -118,12 +124,15 @@ def run(settings: config.Settings) -> int:
         identities,
     )
     try:
-        server, _thread = serve(build_registry(agent_collector), settings.listen_host, settings.listen_port)
-    except OSError as error:
+        server, _thread = serve(
+            build_registry(agent_collector), settings.listen_host, settings.listen_port, tls, basic_auth
+        )
+    except (OSError, ssl.SSLError) as error:
         _close_all(running, stats_fd)
+        reason = error.strerror or str(error)
         print(
             f"schedwatch: cannot listen on {settings.listen_host}:{settings.listen_port}: "
-            f"{error.strerror}; choose another --listen",
+            f"{reason}; choose another --listen, or check the TLS files",
             file=sys.stderr,
         )
         return 2

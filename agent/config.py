@@ -34,6 +34,10 @@ class Settings:
     containerd_namespaces: tuple[str, ...] = ()
     runtime_timeout: float = 1.0
     sidecar: bool = False
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    basic_auth_user: str = ""
+    basic_auth_password_file: Path | None = None
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -175,6 +179,33 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         help="seconds one runtime lookup may take; lookups run in the background, never in a scrape (default 1)",
     )
     parser.add_argument(
+        "--web.tls-cert-file",
+        dest="tls_cert_file",
+        type=Path,
+        default=os.environ.get("SCHEDWATCH_TLS_CERT_FILE"),
+        help="serve /metrics over TLS with this certificate (PEM), together with --web.tls-key-file",
+    )
+    parser.add_argument(
+        "--web.tls-key-file",
+        dest="tls_key_file",
+        type=Path,
+        default=os.environ.get("SCHEDWATCH_TLS_KEY_FILE"),
+        help="the TLS certificate's private key (PEM)",
+    )
+    parser.add_argument(
+        "--web.basic-auth-user",
+        dest="basic_auth_user",
+        default=_env("BASIC_AUTH_USER", ""),
+        help="require HTTP basic auth with this user, and the password in --web.basic-auth-password-file",
+    )
+    parser.add_argument(
+        "--web.basic-auth-password-file",
+        dest="basic_auth_password_file",
+        type=Path,
+        default=os.environ.get("SCHEDWATCH_BASIC_AUTH_PASSWORD_FILE"),
+        help="file holding the basic-auth password (a file, so that it never shows in `ps`)",
+    )
+    parser.add_argument(
         "--sidecar",
         action=argparse.BooleanOptionalAction,
         default=_env_flag("SIDECAR", False),
@@ -206,6 +237,38 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         containerd_namespaces=tuple(n for n in args.containerd_namespaces.split(",") if n.strip()),
         runtime_timeout=args.runtime_timeout,
         sidecar=args.sidecar,
+        tls_cert_file=args.tls_cert_file,
+        tls_key_file=args.tls_key_file,
+        basic_auth_user=args.basic_auth_user,
+        basic_auth_password_file=args.basic_auth_password_file,
         log_level=args.log_level,
         log_format=args.log_format,
     )
+
+
+class ConfigError(ValueError):
+    """Settings that parse but do not fit together; the message is one line saying what to do."""
+
+
+def web_security(settings: Settings) -> tuple[tuple[Path, Path] | None, tuple[str, str] | None]:
+    """(TLS cert and key, basic-auth user and password) from the settings, checked; raises ConfigError."""
+    tls = None
+    if (settings.tls_cert_file is None) != (settings.tls_key_file is None):
+        raise ConfigError("--web.tls-cert-file and --web.tls-key-file go together: give both or neither")
+    if settings.tls_cert_file is not None and settings.tls_key_file is not None:
+        for path in (settings.tls_cert_file, settings.tls_key_file):
+            if not path.is_file():
+                raise ConfigError(f"{path} does not exist: give a PEM file readable by the agent")
+        tls = (settings.tls_cert_file, settings.tls_key_file)
+    auth = None
+    if bool(settings.basic_auth_user) != (settings.basic_auth_password_file is not None):
+        raise ConfigError("--web.basic-auth-user and --web.basic-auth-password-file go together: give both or neither")
+    if settings.basic_auth_password_file is not None:
+        try:
+            password = settings.basic_auth_password_file.read_text().rstrip("\n")
+        except OSError as error:
+            raise ConfigError(f"cannot read {settings.basic_auth_password_file}: {error.strerror}") from error
+        if not password:
+            raise ConfigError(f"{settings.basic_auth_password_file} is empty: put the password in it")
+        auth = (settings.basic_auth_user, password)
+    return tls, auth

@@ -16,7 +16,7 @@ GRACE_SECONDS = 3.0
 
 @pytest.fixture(scope="session")
 def workload_binaries() -> None:
-    for name in ("yielder", "sleeper"):
+    for name in ("yielder", "sleeper", "futexer", "spinner"):
         build(name)
 
 

@@ -31,7 +31,7 @@ def prometheus(container_agent: AgentProcess, tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture(scope="module")
-def busy_container(podman: Podman) -> Iterator[str]:
+def busy_container(podman: Podman, workload_binaries: None) -> Iterator[str]:
     """A container that yields, waits on futexes, and spins 3 threads against half a CPU (throttled)."""
     options = ("--cpus", "0.5", *(arg for k, v in LABELS.items() for arg in ("--label", f"{k}={v}")))
     script = "/w/yielder - 200000 2 0; /w/futexer - 20 5000000 5 0; exec /w/spinner - 3 600 -1 0"
@@ -56,7 +56,9 @@ def test_every_panel_query_returns_data(
     # Wait until Prometheus has a few scrapes with the container named.
     deadline = time.monotonic() + 60
     while not prometheus.query('schedwatch_threads{container="api", pod="checkout", namespace="shop"}'):
-        assert time.monotonic() < deadline, "the container's series never reached Prometheus"
+        assert time.monotonic() < deadline, "the container's series never reached Prometheus: " + str(
+            podman_state(busy_container)
+        )
         time.sleep(1)
     time.sleep(12)  # enough points for rate() over 30 s windows
 
@@ -78,3 +80,10 @@ def test_every_panel_query_returns_data(
             if not prometheus.query(expr):
                 empty.append(f"{panel['title']}: {expr}")
     assert not empty, "panels without data:\n" + "\n".join(empty)
+
+
+def podman_state(container: str) -> str:
+    import subprocess
+
+    result = subprocess.run(["podman", "logs", container], capture_output=True, text=True)
+    return result.stdout[-1000:] + result.stderr[-1000:]
