@@ -9,8 +9,9 @@ from pathlib import Path
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-from agent import bpf, metrics
+from agent import bpf, kernel, metrics
 from agent.cgroups import CgroupPathResolver
+from agent.collectors import Availability
 from agent.config import Settings
 from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
@@ -44,26 +45,30 @@ def probe_limits(settings: Settings) -> ProbeLimits:
     return ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads, namespace)
 
 
-def bpf_availability_problem(facts: MachineFacts, missing_tracepoints: list[str]) -> tuple[str, str] | None:
-    """(reason, fix) when a BPF collector cannot run here, else None."""
+def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -> Availability:
+    """Whether a BPF collector needing the *required* tracepoints can run here; if not, why and the fix."""
     if not facts.can_load_bpf:
-        return (
+        return Availability(
+            False,
             "no right to load BPF programs",
             "run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels < 5.8)",
         )
     if facts.tracefs is None:
-        return (
+        return Availability(
+            False,
             "tracefs is not mounted",
             "mount -t tracefs tracefs /sys/kernel/tracing (schedwatch run does this itself as root)",
         )
-    if missing_tracepoints:
-        return (
-            f"kernel lacks tracepoints {', '.join(missing_tracepoints)}",
+    missing = [f"{c}:{e}" for c, e in required if not kernel.has_tracepoint(c, e, facts.tracefs)]
+    if missing:
+        return Availability(
+            False,
+            f"kernel lacks tracepoints {', '.join(missing)}",
             "use a kernel built with CONFIG_FTRACE_SYSCALLS=y and CONFIG_TRACEPOINTS=y",
         )
     if facts.headers is None:
-        return ("no kernel headers", facts.headers_error)
-    return None
+        return Availability(False, "no kernel headers", facts.headers_error)
+    return Availability(True)
 
 
 class CgroupTotals:

@@ -9,7 +9,7 @@ from agent.collectors import Availability, Collector, CollectorContext, Collecto
 from agent.collectors.common import (
     CgroupTotals,
     TopProcesses,
-    bpf_availability_problem,
+    bpf_availability,
     bucket_labels,
     cumulative,
     probe_limits,
@@ -17,7 +17,7 @@ from agent.collectors.common import (
     self_families,
 )
 from agent.facts import MachineFacts
-from agent.probes.sched import OFFCPU_REASONS, RUNQ_BUCKET_BOUNDS, SchedProbe, SchedSnapshot, missing_tracepoints
+from agent.probes.sched import OFFCPU_REASONS, REQUIRED_TRACEPOINTS, RUNQ_BUCKET_BOUNDS, SchedProbe, SchedSnapshot
 
 NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
@@ -26,8 +26,7 @@ _REASONS = len(OFFCPU_REASONS)
 
 def check(facts: MachineFacts) -> Availability:
     """The collector needs BPF rights, tracefs with the scheduler tracepoints, and kernel headers."""
-    problem = bpf_availability_problem(facts, missing_tracepoints(facts.tracefs))
-    return Availability(True) if problem is None else Availability(False, *problem)
+    return bpf_availability(facts, REQUIRED_TRACEPOINTS)
 
 
 class SchedCollector:

@@ -9,7 +9,7 @@ from agent.collectors import Availability, Collector, CollectorContext, Collecto
 from agent.collectors.common import (
     CgroupTotals,
     TopProcesses,
-    bpf_availability_problem,
+    bpf_availability,
     bucket_labels,
     cumulative,
     probe_limits,
@@ -19,10 +19,10 @@ from agent.collectors.common import (
 from agent.facts import MachineFacts
 from agent.probes.syscalls import (
     FUTEX_OPS,
+    REQUIRED_TRACEPOINTS,
     WAIT_BUCKET_BOUNDS,
     SyscallProbe,
     SyscallSnapshot,
-    missing_tracepoints,
 )
 
 NAME = "syscalls"
@@ -32,8 +32,7 @@ _OPS = len(FUTEX_OPS)
 
 def check(facts: MachineFacts) -> Availability:
     """The collector needs BPF rights, tracefs with the syscall tracepoints, and kernel headers."""
-    problem = bpf_availability_problem(facts, missing_tracepoints(facts.tracefs))
-    return Availability(True) if problem is None else Availability(False, *problem)
+    return bpf_availability(facts, REQUIRED_TRACEPOINTS)
 
 
 class SyscallsCollector:

@@ -55,11 +55,6 @@ class SchedSnapshot:
     health: MapHealth
 
 
-def missing_tracepoints(tracefs: Path | None) -> list[str]:
-    """Required tracepoints this kernel (or an unmounted tracefs) does not show."""
-    return [f"{c}:{e}" for c, e in REQUIRED_TRACEPOINTS if not kernel.has_tracepoint(c, e, tracefs)]
-
-
 def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
     """-D options for bpf/sched.bpf.c: map sizes and this kernel's prev_state encoding."""
     defines = common_defines(limits, tracefs)

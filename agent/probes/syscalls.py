@@ -61,11 +61,6 @@ class SyscallSnapshot:
     health: MapHealth
 
 
-def missing_tracepoints(tracefs: Path | None) -> list[str]:
-    """Required tracepoints this kernel (or an unmounted tracefs) does not show."""
-    return [f"{c}:{e}" for c, e in REQUIRED_TRACEPOINTS if not kernel.has_tracepoint(c, e, tracefs)]
-
-
 def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
     """-D options for bpf/syscalls.bpf.c: map sizes and the optional tracepoints present here."""
     defines = common_defines(limits, tracefs)
