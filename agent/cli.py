@@ -10,7 +10,7 @@ import ssl
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from agent import __version__, bpf, config, kernel, log, taskstats
@@ -61,19 +61,13 @@ def _prepare_machine(settings: config.Settings) -> MachineFacts:
         try:
             prepared = kernel.prepare_headers(facts.headers, settings.state_dir)
         except OSError as error:
-            return _replace(
+            return replace(
                 facts,
                 headers=None,
                 headers_error=f"cannot prepare headers in {settings.state_dir}: {error}; pass a writable --state-dir",
             )
-        facts = _replace(facts, headers=prepared)
+        facts = replace(facts, headers=prepared)
     return facts
-
-
-def _replace(facts: MachineFacts, **changes: Any) -> MachineFacts:
-    from dataclasses import replace
-
-    return replace(facts, **changes)
 
 
 def run(settings: config.Settings) -> int:

@@ -34,14 +34,14 @@ class AgentCollector:
         running: dict[str, Collector],
         unavailable: dict[str, str],
         kernel_release: str,
-        bpf_stats_on: Any,
+        bpf_stats_on: Callable[[], bool],
         identities: IdentityResolver,
     ) -> None:
         self._identities = identities
         self._running = running
         self._unavailable = unavailable
         self._kernel_release = kernel_release
-        self._bpf_stats_on = bpf_stats_on  # callable -> bool
+        self._bpf_stats_on = bpf_stats_on
         self._lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
