@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -244,3 +244,19 @@ def python() -> str:
 def environ(**extra: str) -> dict[str, str]:
     """This environment plus *extra*."""
     return {**os.environ, **extra}
+
+
+def report_suite(result: dict[str, Any], skip_ratio: Sequence[str] = ()) -> str:
+    """A suite's Markdown: the medians table against nothing attached and the floor, then per-event costs."""
+    lines = [
+        f"Median of {result['repetitions']} runs; ns per operation "
+        "(added ns over nothing attached; x the floor's added ns)",
+        "",
+        *report_table(result["medians"], "nothing attached", "empty BPF programs (floor)", skip_ratio),
+        "",
+        "Kernel accounting (--bpf-stats), ns per program run, the accounting's own cost included:",
+        "",
+    ]
+    for config, costs in result["per_event_ns"].items():
+        lines.append(f"- {config}: " + ", ".join(f"`{program}` {ns:.0f} ns" for program, ns in costs.items()))
+    return "\n".join(lines)

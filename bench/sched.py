@@ -24,7 +24,7 @@ from bench.common import (
     median,
     per_event_ns,
     python,
-    report_table,
+    report_suite,
     require,
     wait_for_line,
 )
@@ -81,15 +81,4 @@ def run(repetitions: int) -> dict[str, Any]:
 
 def report(result: dict[str, Any]) -> str:
     """A Markdown table and the per-event costs."""
-    lines = [
-        f"Median of {result['repetitions']} runs; ns per operation "
-        "(added ns over nothing attached; x the floor's added ns)",
-        "",
-        *report_table(result["medians"], "nothing attached", "empty BPF programs (floor)"),
-        "",
-        "Kernel accounting (--bpf-stats), ns per program run, the accounting's own cost included:",
-        "",
-    ]
-    for config, costs in result["per_event_ns"].items():
-        lines.append(f"- {config}: " + ", ".join(f"`{program}` {ns:.0f} ns" for program, ns in costs.items()))
-    return "\n".join(lines)
+    return report_suite(result, skip_ratio=())
