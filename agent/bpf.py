@@ -60,7 +60,10 @@ def compile_program(source_name: str, defines: dict[str, str | int | None]) -> A
     try:
         return bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
     except Exception as error:  # bcc raises bare Exception on compile and attach failures
-        raise BpfUnavailable(f"cannot load {source_name}: {error}") from error
+        raise BpfUnavailable(
+            f"cannot load {source_name}: {error}; the compiler's or verifier's output is above, and "
+            "`schedwatch check` shows which kernel headers were used (set BCC_KERNEL_SOURCE to try others)"
+        ) from error
 
 
 def program_stats(bpf: Any) -> list[ProgramStats]:

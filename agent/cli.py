@@ -188,7 +188,9 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
             try:
                 factory.start(context).close()
             except bpf.BpfUnavailable as error:
-                availability = Availability(False, str(error), "see the compiler error above; report it")
+                availability = Availability(
+                    False, str(error), "if other headers do not help, report it with `schedwatch check --format json`"
+                )
         results[name] = availability
     runtimes = _runtime_sockets(settings)
     if fmt == "json":

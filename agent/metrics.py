@@ -174,7 +174,7 @@ BPF_STATS_ENABLED = GaugeSpec(
 )
 BPF_MAP_ENTRIES = GaugeSpec(
     "schedwatch_bpf_map_entries",
-    "Entries in each bounded BPF map at scrape time.",
+    "Entries in each bounded BPF map, counted at most every 30 s (a count walks the whole map).",
     SELF_MAP_LABELS,
 )
 BPF_MAP_MAX_ENTRIES = GaugeSpec(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
 from agent import bpf, kernel, metrics
 from agent.cgroups import CgroupPathResolver
-from agent.collectors import Availability
+from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
 from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
@@ -118,6 +119,64 @@ class CgroupTotals:
 
     def __len__(self) -> int:
         return len(self._table)
+
+
+class BpfCollector:
+    """A collector over one BPF probe whose maps are keyed by cgroup id (and by process, opt-in).
+
+    Each scrape reads the probe once, folds the per-cgroup vectors into monotonic per-workload totals, and asks the
+    subclass for its families: ``cgroup_vector`` (what to keep per cgroup), ``workload_families`` (from the
+    totals) and ``process_families`` (for the processes chosen by ``chosen_processes``).
+    """
+
+    name: str
+    vector_width: int
+
+    def __init__(self, context: CollectorContext, probe: Any) -> None:
+        self._resolver = context.resolver
+        self._identities = context.identities
+        self._probe = probe
+        self._totals = CgroupTotals(
+            context.resolver,
+            context.identities,
+            self.vector_width,
+            context.settings.series_grace_seconds,
+            probe.forget_cgroups,
+        )
+        self._top = TopProcesses(context.settings.process_top_k)
+
+    def collect(self) -> list[Metric]:
+        """Read the maps once and build every family of this collector."""
+        snapshot = self._probe.read()
+        self._totals.update({cgroup_id: self.cgroup_vector(s) for cgroup_id, s in snapshot.cgroups.items()})
+        return [
+            *self.workload_families(self._totals.rows()),
+            *self.process_families(snapshot.processes),
+            *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
+        ]
+
+    def close(self) -> None:
+        """Detach the programs."""
+        self._probe.close()
+
+    def chosen_processes(self, processes: dict[int, Any], activity: dict[int, int]) -> Iterator[tuple[list[str], Any]]:
+        """(labels, process) of the top-K processes by *activity*, labelled with their workload."""
+        chosen = self._top.select(activity)
+        paths = self._resolver.resolve(processes[pid].cgroup_id for pid in chosen)
+        for pid in chosen:
+            yield process_labels(pid, paths[processes[pid].cgroup_id], self._identities), processes[pid]
+
+    def cgroup_vector(self, stats: Any) -> Sequence[int]:
+        """The counters to keep per cgroup, in a fixed order of vector_width entries."""
+        raise NotImplementedError
+
+    def workload_families(self, rows: Iterable[tuple[Labels, list[int]]]) -> list[Metric]:
+        """Families from the per-workload totals."""
+        raise NotImplementedError
+
+    def process_families(self, processes: dict[int, Any]) -> list[Metric]:
+        """Families of the per-process series (empty families when per-process accounting is off)."""
+        raise NotImplementedError
 
 
 class TopProcesses:

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.collectors.common import (
-    CgroupTotals,
-    TopProcesses,
-    bpf_availability,
-    bucket_labels,
-    cumulative,
-    probe_limits,
-    process_labels,
-    self_families,
-)
+from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
 from agent.facts import MachineFacts
-from agent.probes.sched import OFFCPU_REASONS, REQUIRED_TRACEPOINTS, RUNQ_BUCKET_BOUNDS, SchedProbe, SchedSnapshot
+from agent.model import Labels
+from agent.probes.sched import (
+    OFFCPU_REASONS,
+    REQUIRED_TRACEPOINTS,
+    RUNQ_BUCKET_BOUNDS,
+    CgroupSched,
+    ProcessSched,
+    SchedProbe,
+)
 
 NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
@@ -29,67 +30,36 @@ def check(facts: MachineFacts) -> Availability:
     return bpf_availability(facts, REQUIRED_TRACEPOINTS)
 
 
-class SchedCollector:
-    """Reads the sched probe at scrape time and keeps per-workload totals monotonic."""
+class SchedCollector(BpfCollector):
+    """Off-CPU time and run-queue latency per workload; per-cgroup vector: off-CPU ns by reason, run-queue ns,
+    run-queue histogram buckets."""
 
     name = NAME
+    vector_width = _REASONS + 1 + len(_BUCKETS)
 
     def __init__(self, context: CollectorContext) -> None:
-        settings = context.settings
-        self._resolver = context.resolver
-        self._probe = SchedProbe(
-            probe_limits(settings),
-            context.facts.tracefs,
-        )
-        # Vector per cgroup: off-CPU ns by reason, run-queue ns, run-queue histogram buckets.
-        self._identities = context.identities
-        self._totals = CgroupTotals(
-            context.resolver,
-            context.identities,
-            _REASONS + 1 + len(_BUCKETS),
-            settings.series_grace_seconds,
-            self._probe.forget_cgroups,
-        )
-        self._top = TopProcesses(settings.process_top_k)
+        super().__init__(context, SchedProbe(probe_limits(context.settings), context.facts.tracefs))
 
-    def collect(self) -> list[Metric]:
-        """Read the maps once and build every family of this collector."""
-        snapshot = self._probe.read()
-        self._totals.update(
-            {
-                cgroup_id: [*s.counts.offcpu_ns, s.counts.runq_ns, *s.runq_buckets]
-                for cgroup_id, s in snapshot.cgroups.items()
-            }
-        )
-        return [
-            *self._workload_families(),
-            *self._process_families(snapshot),
-            *self_families(NAME, snapshot.health, self._probe.program_stats(), len(self._totals)),
-        ]
+    def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
+        """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets."""
+        return [*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets]
 
-    def close(self) -> None:
-        """Detach the programs."""
-        self._probe.close()
-
-    def _workload_families(self) -> list[Metric]:
+    def workload_families(self, rows: Iterable[tuple[Labels, list[int]]]) -> list[Metric]:
+        """Off-CPU seconds by reason and the run-queue histogram per workload."""
         offcpu = metrics.OFFCPU_SECONDS.family()
         runq = metrics.RUNQUEUE_LATENCY.family()
-        for labels, row in self._totals.rows():
+        for labels, row in rows:
             for index, reason in enumerate(OFFCPU_REASONS):
                 offcpu.add_metric([*labels, reason], row[index] / 1e9)
             runq.add_metric(labels, cumulative(_BUCKETS, row[_REASONS + 1 :]), row[_REASONS] / 1e9)
         return [offcpu, runq]
 
-    def _process_families(self, snapshot: SchedSnapshot) -> list[Metric]:
+    def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:
+        """The same per live process, for those whose threads waited longest for a CPU."""
         offcpu = metrics.PROCESS_OFFCPU_SECONDS.family()
         runq = metrics.PROCESS_RUNQUEUE_WAIT_SECONDS.family()
-        processes = snapshot.processes
-        # Activity: how long its threads waited for a CPU (the contention this collector is about).
-        chosen = self._top.select({pid: p.counts.runq_ns for pid, p in processes.items()})
-        paths = self._resolver.resolve(processes[pid].cgroup_id for pid in chosen)
-        for pid in chosen:
-            process = processes[pid]
-            labels = process_labels(pid, paths[process.cgroup_id], self._identities)
+        activity = {pid: p.counts.runq_ns for pid, p in processes.items()}
+        for labels, process in self.chosen_processes(processes, activity):
             for index, reason in enumerate(OFFCPU_REASONS):
                 offcpu.add_metric([*labels, reason], process.counts.offcpu_ns[index] / 1e9)
             runq.add_metric(labels, process.counts.runq_ns / 1e9)

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.collectors.common import (
-    CgroupTotals,
-    TopProcesses,
-    bpf_availability,
-    bucket_labels,
-    cumulative,
-    probe_limits,
-    process_labels,
-    self_families,
-)
+from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
 from agent.facts import MachineFacts
+from agent.model import Labels
 from agent.probes.syscalls import (
     FUTEX_OPS,
     REQUIRED_TRACEPOINTS,
     WAIT_BUCKET_BOUNDS,
+    CgroupSyscalls,
+    ProcessSyscalls,
     SyscallProbe,
-    SyscallSnapshot,
 )
 
 NAME = "syscalls"
@@ -35,54 +30,27 @@ def check(facts: MachineFacts) -> Availability:
     return bpf_availability(facts, REQUIRED_TRACEPOINTS)
 
 
-class SyscallsCollector:
-    """Reads the syscalls probe at scrape time and keeps per-workload totals monotonic."""
+class SyscallsCollector(BpfCollector):
+    """sched_yield and futex counts per workload; per-cgroup vector: yields, futex calls by op, wait ns, buckets."""
 
     name = NAME
+    vector_width = 1 + _OPS + 1 + len(_BUCKETS)
 
     def __init__(self, context: CollectorContext) -> None:
-        settings = context.settings
-        self._resolver = context.resolver
-        self._probe = SyscallProbe(
-            probe_limits(settings),
-            context.facts.tracefs,
-        )
-        # Vector per cgroup: yields, futex calls by op, wait ns, wait histogram buckets.
-        self._identities = context.identities
-        self._totals = CgroupTotals(
-            context.resolver,
-            context.identities,
-            1 + _OPS + 1 + len(_BUCKETS),
-            settings.series_grace_seconds,
-            self._probe.forget_cgroups,
-        )
-        self._top = TopProcesses(settings.process_top_k)
+        super().__init__(context, SyscallProbe(probe_limits(context.settings), context.facts.tracefs))
 
-    def collect(self) -> list[Metric]:
-        """Read the maps once and build every family of this collector."""
-        snapshot = self._probe.read()
-        self._totals.update(
-            {
-                cgroup_id: [s.counts.yields, *s.counts.futex_calls, s.counts.futex_wait_ns, *s.wait_buckets]
-                for cgroup_id, s in snapshot.cgroups.items()
-            }
-        )
-        return [
-            *self._workload_families(),
-            *self._process_families(snapshot),
-            *self_families(NAME, snapshot.health, self._probe.program_stats(), len(self._totals)),
-        ]
+    def cgroup_vector(self, stats: CgroupSyscalls) -> Sequence[int]:
+        """Yields, futex calls by op, wait ns, wait histogram buckets."""
+        counts = stats.counts
+        return [counts.yields, *counts.futex_calls, counts.futex_wait_ns, *stats.wait_buckets]
 
-    def close(self) -> None:
-        """Detach the programs."""
-        self._probe.close()
-
-    def _workload_families(self) -> list[Metric]:
+    def workload_families(self, rows: Iterable[tuple[Labels, list[int]]]) -> list[Metric]:
+        """Yields, futex calls by op, futex wait seconds and histogram per workload."""
         yields = metrics.SCHED_YIELD_CALLS.family()
         futex = metrics.FUTEX_CALLS.family()
         wait_seconds = metrics.FUTEX_WAIT_SECONDS.family()
         wait_hist = metrics.FUTEX_WAIT_DURATION.family()
-        for labels, row in self._totals.rows():
+        for labels, row in rows:
             yields.add_metric(labels, row[0])
             for index, op in enumerate(FUTEX_OPS):
                 futex.add_metric([*labels, op], row[1 + index])
@@ -91,16 +59,13 @@ class SyscallsCollector:
             wait_hist.add_metric(labels, cumulative(_BUCKETS, row[2 + _OPS :]), wait_total)
         return [yields, futex, wait_seconds, wait_hist]
 
-    def _process_families(self, snapshot: SyscallSnapshot) -> list[Metric]:
+    def process_families(self, processes: dict[int, ProcessSyscalls]) -> list[Metric]:
+        """The same per live process, for the most active ones (yields plus futex calls)."""
         yields = metrics.PROCESS_SCHED_YIELD_CALLS.family()
         futex = metrics.PROCESS_FUTEX_CALLS.family()
         wait_seconds = metrics.PROCESS_FUTEX_WAIT_SECONDS.family()
-        processes = snapshot.processes
-        chosen = self._top.select({pid: p.counts.yields + sum(p.counts.futex_calls) for pid, p in processes.items()})
-        paths = self._resolver.resolve(processes[pid].cgroup_id for pid in chosen)
-        for pid in chosen:
-            process = processes[pid]
-            labels = process_labels(pid, paths[process.cgroup_id], self._identities)
+        activity = {pid: p.counts.yields + sum(p.counts.futex_calls) for pid, p in processes.items()}
+        for labels, process in self.chosen_processes(processes, activity):
             yields.add_metric(labels, process.counts.yields)
             for index, op in enumerate(FUTEX_OPS):
                 futex.add_metric([*labels, op], process.counts.futex_calls[index])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,16 +51,26 @@ class BpfProbe:
     source: ClassVar[str]
     drop_maps: ClassVar[tuple[str, ...]]  # names of the enum drop_reason slots, in order
 
+    # Counting a map's entries walks it key by key (a syscall each): on a node with tens of thousands of
+    # threads that is too much for every scrape, so fill levels are refreshed at most this often.
+    ENTRY_COUNT_SECONDS = 30.0
+
     def __init__(self, defines: dict[str, str | int | None]) -> None:
         self._bpf: Any = bpf.compile_program(self.source, defines)
+        self._entries: dict[str, int] = {}
+        self._entries_at = -self.ENTRY_COUNT_SECONDS
 
     def table(self, name: str) -> Any:
         """A map of the program, by name."""
         return self._bpf[name]
 
     def health(self, capacity: dict[str, int]) -> MapHealth:
-        """Entries of each map named in *capacity*, and the drop counters."""
-        entries = {name: sum(1 for _ in self._bpf[name]) for name in capacity}
+        """Entries of each map named in *capacity* (refreshed every ENTRY_COUNT_SECONDS), and the drop counters."""
+        now = time.monotonic()
+        if now - self._entries_at >= self.ENTRY_COUNT_SECONDS or capacity.keys() != self._entries.keys():
+            self._entries = {name: sum(1 for _ in self._bpf[name]) for name in capacity}
+            self._entries_at = now
+        entries = dict(self._entries)
         drops_table = self._bpf["drops"]
         drops = {name: drops_table[drops_table.Key(index)].value for index, name in enumerate(self.drop_maps)}
         return MapHealth(entries, capacity, drops)

@@ -6,8 +6,6 @@ import json
 import shutil
 import subprocess
 import threading
-import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import yaml
 
 from tests.support.agent import free_port
+from tests.support.waiting import wait_for_http
 
 
 class WebhookReceiver:
@@ -74,16 +73,7 @@ class Alertmanager:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://{self.address}/-/ready", timeout=2).read()
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    log = (workdir / "alertmanager.log").read_text()
-                    raise RuntimeError(f"alertmanager did not start: {log}") from None
-                time.sleep(0.3)
+        wait_for_http(f"http://{self.address}/-/ready", self.process, workdir / "alertmanager.log")
 
     def stop(self) -> None:
         self.process.terminate()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import yaml
 
 from tests.support.agent import free_port
+from tests.support.waiting import wait_for_http
 
 
 class Prometheus:
@@ -41,7 +41,8 @@ class Prometheus:
         if alertmanager:
             config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self._log = (workdir / "prometheus.log").open("w")
+        log = workdir / "prometheus.log"
+        self._log = log.open("w")
         self.process = subprocess.Popen(
             [
                 binary,
@@ -52,19 +53,7 @@ class Prometheus:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.process.returncode}")
-            try:
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).read()
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("prometheus did not become ready")
+        wait_for_http(f"{self.url}/-/ready", self.process, log)
 
     def api(self, path: str, **params: str) -> Any:
         """GET /api/v1/<path> and return its data; errors raise."""

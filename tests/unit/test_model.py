@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.model import CounterTable
 
 
@@ -74,9 +76,5 @@ def test_a_live_label_set_never_expires() -> None:
 
 def test_wrong_width_is_rejected() -> None:
     table = CounterTable(width=2, grace_seconds=1)
-    try:
+    with pytest.raises(ValueError, match="expected 2 values, got 1"):
         table.update({1: (("a",), [1])})
-    except ValueError as error:
-        assert "expected 2 values" in str(error)
-    else:
-        raise AssertionError("a short vector was accepted")
