@@ -21,6 +21,7 @@ from agent.facts import MachineFacts, gather
 from agent.identity import IdentityResolver
 from agent.runtimes import RuntimeClient
 from agent.runtimes.containerd import ContainerdClient
+from agent.runtimes.cri import CriClient
 from agent.runtimes.docker import DockerClient
 
 
@@ -151,6 +152,7 @@ def build_identities(settings: config.Settings) -> IdentityResolver:
         DockerClient(path, settings.runtime_timeout, name="podman" if "podman" in str(path) else "docker")
         for path in settings.docker_sockets
     ]
+    clients += [CriClient(path, settings.runtime_timeout) for path in settings.cri_sockets]
     if settings.containerd_socket is not None:
         clients.append(
             ContainerdClient(settings.containerd_socket, settings.containerd_namespaces, settings.runtime_timeout)
@@ -206,7 +208,9 @@ def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
     """Each configured runtime socket: 'listening', 'missing' or why it cannot be reached."""
     import socket
 
-    sockets = [*settings.docker_sockets, *([settings.containerd_socket] if settings.containerd_socket else [])]
+    sockets = [*settings.docker_sockets, *settings.cri_sockets]
+    if settings.containerd_socket and settings.containerd_socket not in sockets:
+        sockets.append(settings.containerd_socket)
     states = {}
     for path in sockets:
         if not path.exists():

@@ -30,6 +30,7 @@ class Settings:
     series_grace_seconds: float = 300.0
     bpf_stats: bool = False
     docker_sockets: tuple[Path, ...] = ()
+    cri_sockets: tuple[Path, ...] = ()
     containerd_socket: Path | None = None
     containerd_namespaces: tuple[str, ...] = ()
     runtime_timeout: float = 1.0
@@ -160,10 +161,18 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         "(default /var/run/docker.sock,/run/podman/podman.sock; empty: none)",
     )
     parser.add_argument(
+        "--runtime.cri-sockets",
+        dest="cri_sockets",
+        default=_env("CRI_SOCKETS", "/run/containerd/containerd.sock,/run/crio/crio.sock"),
+        help="CRI sockets (containerd, CRI-O) to ask for the kubelet's container, pod and namespace names, "
+        "comma-separated (default /run/containerd/containerd.sock,/run/crio/crio.sock; empty: none)",
+    )
+    parser.add_argument(
         "--runtime.containerd-socket",
         dest="containerd_socket",
         default=_env("CONTAINERD_SOCKET", "/run/containerd/containerd.sock"),
-        help="containerd's socket, for the labels the kubelet puts on containers (empty: none)",
+        help="containerd's socket, asked through containerd's own API for containers the CRI does not know "
+        "(created with ctr or nerdctl) (empty: none)",
     )
     parser.add_argument(
         "--runtime.containerd-namespaces",
@@ -233,6 +242,7 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         series_grace_seconds=args.series_grace,
         bpf_stats=args.bpf_stats,
         docker_sockets=tuple(Path(p) for p in args.docker_sockets.split(",") if p.strip()),
+        cri_sockets=tuple(Path(p) for p in args.cri_sockets.split(",") if p.strip()),
         containerd_socket=Path(args.containerd_socket) if args.containerd_socket.strip() else None,
         containerd_namespaces=tuple(n for n in args.containerd_namespaces.split(",") if n.strip()),
         runtime_timeout=args.runtime_timeout,

@@ -1,4 +1,4 @@
-"""The few pieces of the protobuf wire format the containerd client needs (strings, messages, maps)."""
+"""The few pieces of the protobuf wire format the runtime clients need (strings, integers, messages, maps)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,22 @@ def varint(value: int) -> bytes:
 
 def string_field(number: int, text: str) -> bytes:
     """A length-delimited field holding *text*."""
-    data = text.encode()
-    return varint(number << 3 | 2) + varint(len(data)) + data
+    return message_field(number, text.encode())
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """A varint field (integers, booleans, enums); negative values as their 64-bit two's complement."""
+    return varint(number << 3) + varint(value & 0xFFFFFFFFFFFFFFFF)
+
+
+def message_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field holding an encoded message."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def string_map_field(number: int, mapping: dict[str, str]) -> bytes:
+    """A map<string, string> field: one entry message per key."""
+    return b"".join(message_field(number, string_field(1, k) + string_field(2, v)) for k, v in mapping.items())
 
 
 def _read_varint(buffer: bytes, offset: int) -> tuple[int, int]:

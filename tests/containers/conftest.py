@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent import AgentProcess, require_root
-from tests.support.containers import Containerd, Podman, export_image
+from tests.support.containers import Containerd, Podman, build_pause_image, export_image
+from tests.support.cri import CriDriver
 from tests.support.workloads import build
 
 GRACE_SECONDS = 3.0
@@ -30,9 +31,20 @@ def podman(workload_binaries: None) -> Iterator[Podman]:
 
 @pytest.fixture(scope="session")
 def containerd(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
-    runtime = Containerd(export_image(Path("/var/tmp/schedwatch-test-debian.tar")))
+    runtime = Containerd(
+        export_image(Path("/var/tmp/schedwatch-test-debian.tar")),
+        build_pause_image(Path("/var/tmp/schedwatch-test-pause.tar")),
+    )
     yield runtime
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def cri(containerd: Containerd) -> Iterator[CriDriver]:
+    """The kubelet's side of the CRI, on the test run's containerd."""
+    driver = CriDriver(containerd.socket)
+    yield driver
+    driver.close()
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +60,8 @@ def container_agent(
         "1000",
         "--runtime.docker-sockets",
         str(podman.socket),
+        "--runtime.cri-sockets",
+        str(containerd.socket),
         "--runtime.containerd-socket",
         str(containerd.socket),
         "--state-dir",

@@ -6,9 +6,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.runtimes import ContainerInfo
+from agent.runtimes.cri import CriClient
 from tests.containers.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess
-from tests.support.containers import Containerd, Podman, container_pid, random_container_id, silent_socket
+from tests.support.containers import (
+    IMAGE,
+    REPO,
+    RUN_DIR,
+    Containerd,
+    Podman,
+    container_pid,
+    random_container_id,
+    silent_socket,
+)
+from tests.support.cri import CriDriver, Pod
 from tests.support.scrape import Scrape
 
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -16,6 +28,7 @@ YIELDS = "schedwatch_sched_yield_calls_total"
 # yields now and then on its way (more on a cold machine): the workload's own count, per process, is exact;
 # the container's may carry these few more.
 RUNC_INIT_YIELDS = 50
+BINARIES = REPO / "tests" / ".build"
 
 
 def yielded(scrape: Scrape, expected: int, **labels: str) -> bool:
@@ -140,16 +153,88 @@ def test_containerd_k8s_namespace_container_resolves_to_its_pod(
     }
 
 
+def cgroup2_dir(path: str) -> Path:
+    """The cgroup2 directory of *path* on this host (hybrid hosts mount cgroup2 at unified/)."""
+    for root in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+        if (root / "cgroup.controllers").exists():
+            return root / path.lstrip("/")
+    raise AssertionError("no cgroup2 mount on this host")
+
+
+def test_kubelet_pods_made_through_the_cri_name_container_pod_and_namespace(
+    container_agent: AgentProcess, cri: CriDriver
+) -> None:
+    # One pod per QoS class, each where the kubelet's cgroupfs driver puts it, each yielding a different count.
+    started = []
+    for qos, count in (("guaranteed", 1111), ("burstable", 2222), ("besteffort", 3333)):
+        pod = Pod(f"pool-{qos}-7d9f", "ml-team", qos)
+        cri.run_pod(pod)
+        command = ["sh", "-c", f"/w/yielder - {count} 1 0 && exec sleep 600"]
+        container_id = cri.start_container(pod, "trainer", IMAGE, command, mounts={str(BINARIES): "/w"})
+        assert (cgroup2_dir(pod.cgroup_parent) / container_id / "cgroup.procs").exists()
+        started.append((pod, container_id, count))
+    for pod, container_id, count in started:
+        scrape = eventually(
+            container_agent, lambda s, n=count, c=container_id, p=pod.name: yielded(s, n, container_id=c, pod=p)
+        )
+        assert labels_of(scrape, YIELDS, container_id) == {
+            "container_id": container_id,
+            "container": "trainer",
+            "pod": pod.name,
+            "namespace": "ml-team",
+            "cgroup": "",
+        }
+        # The sandbox's own cgroup (the pause process) is the pod's infrastructure: container "POD".
+        sandbox_series = eventually(container_agent, lambda s, sandbox=pod.sandbox_id: bool(series_of(s, sandbox)))
+        assert {(labels["container"], labels["pod"]) for labels in series_of(sandbox_series, pod.sandbox_id)} == {
+            ("POD", pod.name)
+        }
+    assert (scrape.value("schedwatch_runtime_lookups_total", runtime="cri:containerd", result="ok") or 0) >= 6
+
+
+def test_cri_container_without_kubelet_labels_gets_its_pod_from_the_sandbox(
+    container_agent: AgentProcess, cri: CriDriver
+) -> None:
+    pod = Pod("batch-0", "etl")
+    cri.run_pod(pod)
+    command = ["sh", "-c", "/w/yielder - 777 1 0 && exec sleep 600"]
+    container_id = cri.start_container(pod, "loader", IMAGE, command, {str(BINARIES): "/w"}, kubelet_labels=False)
+    scrape = eventually(container_agent, lambda s: yielded(s, 777, container_id=container_id, pod="batch-0"))
+    assert labels_of(scrape, YIELDS, container_id)["container"] == "loader"
+    assert labels_of(scrape, YIELDS, container_id)["namespace"] == "etl"
+
+
+def test_cri_client_speaks_both_api_versions_and_knows_unknown_ids(containerd: Containerd, cri: CriDriver) -> None:
+    pod = Pod("versions-0", "default")
+    cri.run_pod(pod)
+    container_id = cri.start_container(pod, "idle", IMAGE, ["sleep", "600"])
+    expected = ContainerInfo(container="idle", pod="versions-0", namespace="default")
+    for versions in (("runtime.v1",), ("runtime.v1alpha2",), ("runtime.v0", "runtime.v1")):
+        client = CriClient(containerd.socket, timeout=5, api_versions=versions)
+        assert client.inspect(container_id) == expected, versions
+        assert client.inspect(pod.sandbox_id) == ContainerInfo(container="POD", pod="versions-0", namespace="default")
+        assert client.inspect(random_container_id()) is None
+    assert CriClient(RUN_DIR / "no-such-runtime.sock").inspect(container_id) is None
+
+
+def series_of(scrape: Scrape, container_id: str) -> list[dict[str, str]]:
+    """Label sets of every workload series of *container_id*, whatever the metric."""
+    return [dict(labels) for (_, labels) in scrape.samples if ("container_id", container_id) in labels]
+
+
 def test_runtime_that_never_answers_does_not_slow_scrapes(podman: Podman, tmp_path: Path) -> None:
+    # One socket that accepts and never answers stands in for each kind of runtime API (HTTP, CRI, containerd).
     hanging = silent_socket(Path("/run/schedwatch-test/hanging.sock"))
     agent = AgentProcess(
         tmp_path / "agent.log",
         "--runtime.docker-sockets",
         "/run/schedwatch-test/hanging.sock",
+        "--runtime.cri-sockets",
+        "/run/schedwatch-test/hanging.sock",
         "--runtime.containerd-socket",
-        "",
+        "/run/schedwatch-test/hanging.sock",
         "--runtime.timeout",
-        "5",
+        "1.5",
         "--state-dir",
         str(tmp_path),
     )
@@ -157,7 +242,7 @@ def test_runtime_that_never_answers_does_not_slow_scrapes(podman: Podman, tmp_pa
         agent.wait_ready()
         container = podman.run("unnamed", "sh", "-c", "/w/yielder - 500 1 0 && exec sleep 600")
         durations = []
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + 6
         scrape = agent.scrape()
         while time.monotonic() < deadline:
             started = time.monotonic()
@@ -173,6 +258,10 @@ def test_runtime_that_never_answers_does_not_slow_scrapes(podman: Podman, tmp_pa
             "cgroup": "",
         }
         assert yielded(scrape, 500, container_id=container)
+        for runtime in ("docker", "cri:hanging", "containerd"):  # each was asked, and each timed out
+            assert (scrape.value("schedwatch_runtime_lookups_total", runtime=runtime, result="error") or 0) >= 1, (
+                runtime
+            )
     finally:
         assert agent.stop() == 0
         hanging.close()

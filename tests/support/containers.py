@@ -17,6 +17,22 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "docker.io/library/debian:bookworm-slim"
 RUN_DIR = Path("/run/schedwatch-test")
+PAUSE_IMAGE = "localhost/schedwatch-pause:test"
+# restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, so the sandbox may not lower its OOM score.
+CONTAINERD_CONFIG = """version = 2
+root = "{root}"
+state = "{state}"
+[grpc]
+  address = "{socket}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+"""
 
 
 def wait_for_socket(path: Path, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -92,30 +108,31 @@ class Podman:
 
 
 class Containerd:
-    """A containerd daemon of the test run's own (own socket, root and state), driven with ctr."""
+    """A containerd daemon of the test run's own (own socket, root, state and config), driven with ctr and its CRI.
 
-    def __init__(self, image_archive: Path) -> None:
+    The CRI plugin runs with a local pause image (no registry here) and host-network pods (no CNI needed).
+    """
+
+    def __init__(self, image_archive: Path, pause_archive: Path) -> None:
         if shutil.which("containerd") is None:
             raise RuntimeError("containerd is missing: scripts/podman-setup.sh installs it")
         RUN_DIR.mkdir(parents=True, exist_ok=True)
         self.socket = RUN_DIR / "containerd.sock"
         self.socket.unlink(missing_ok=True)
-        self._root = Path("/var/lib/schedwatch-test-containerd")
-        self._daemon = subprocess.Popen(
-            [
-                "containerd",
-                "--address",
-                str(self.socket),
-                "--root",
-                str(self._root),
-                "--state",
-                str(RUN_DIR / "containerd-state"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        config = RUN_DIR / "containerd.toml"
+        config.write_text(
+            CONTAINERD_CONFIG.format(
+                root="/var/lib/schedwatch-test-containerd",
+                state=RUN_DIR / "containerd-state",
+                socket=self.socket,
+                pause=PAUSE_IMAGE,
+            )
         )
+        self._log = (RUN_DIR / "containerd.log").open("w")
+        self._daemon = subprocess.Popen(["containerd", "--config", str(config)], stdout=self._log, stderr=self._log)
         wait_for_socket(self.socket, self._daemon)
         self.ctr("images", "import", str(image_archive))
+        self.ctr("images", "import", str(pause_archive))
         self._tasks: list[str] = []
 
     def ctr(self, *args: str) -> str:
@@ -155,15 +172,29 @@ class Containerd:
                 self.ctr("containers", "delete", container_id)
         self._daemon.send_signal(signal.SIGTERM)
         self._daemon.wait(10)
+        self._log.close()
 
 
-def export_image(path: Path) -> Path:
-    """The Podman base image as a docker-archive, for ctr to import."""
+def export_image(path: Path, image: str = IMAGE) -> Path:
+    """A Podman image as a docker-archive, for ctr to import."""
     if not path.exists():
         subprocess.run(
-            ["podman", "save", "--format", "docker-archive", "-o", str(path), IMAGE], check=True, capture_output=True
+            ["podman", "save", "--format", "docker-archive", "-o", str(path), image], check=True, capture_output=True
         )
     return path
+
+
+def build_pause_image(path: Path) -> Path:
+    """A pod sandbox image (the base image, sleeping forever) as a docker-archive: the kubelet's pause stand-in."""
+    subprocess.run(
+        ["podman", "build", "--pull=never", "-t", PAUSE_IMAGE, "-f", "-", str(REPO / "tests" / "workloads")],
+        input=f'FROM {IMAGE}\nCMD ["sleep", "infinity"]\n',
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    path.unlink(missing_ok=True)
+    return export_image(path, PAUSE_IMAGE)
 
 
 def silent_socket(path: Path) -> socket.socket:

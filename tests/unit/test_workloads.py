@@ -70,6 +70,15 @@ FIXTURES = Path(__file__).parent / "fixtures" / "proc-cgroup"
         # In a pod the pod's own cgroup (a bare 64-hex id) sits above the container's: the deepest one wins.
         ("podman-pod-cgroupfs-hybrid.txt", "63205364e3141d6d4e97fb3a111131757c5e0fb3660ff095ea6ac224d1bf2933"),
         ("containerd-ctr-k8s.io-hybrid.txt", "bc69956ec00e6bab8219c544af8ae2f02a254635e5a0d90a5e507f3b02a09daf"),
+        # Made through containerd's CRI as the kubelet (cgroupfs driver) makes them: /kubepods/burstable/pod<uid>/<id>.
+        (
+            "containerd-cri-kubepods-burstable-hybrid.txt",
+            "c226197d77daeb74fcee517f102be7a427c9583b27d2b9f017842f2d0f565d97",
+        ),
+        (
+            "containerd-cri-kubepods-burstable-sandbox-hybrid.txt",
+            "26e321fc2d95d1d8d26c74a06977ec47745402d86c03bda59db74be0ff3d42eb",
+        ),
     ],
 )
 def test_real_proc_cgroup_files(fixture: str, container_id: str) -> None:
