@@ -259,6 +259,28 @@ def sched_switch_blocked_mask(root: Path | None = None) -> int | None:
     return None if expression is None else _evaluate_integer_expression(expression)
 
 
+def sched_switch_dead_mask(root: Path | None = None) -> int | None:
+    """The prev_state bits sched_switch reports for a task's last switch-out after it exited ("X" and "Z").
+
+    Read from the ``__print_flags`` table of the tracepoint's print format, like the blocked mask.
+    """
+    root = root or tracefs_root()
+    if root is None:
+        return None
+    try:
+        text = (root / "events" / "sched" / "sched_switch" / "format").read_text()
+    except OSError:
+        return None
+    import re
+
+    bits = [
+        int(value, 16)
+        for value, letter in re.findall(r'\{\s*(0x[0-9a-fA-F]+)\s*,\s*"([A-Z])"\s*\}', text)
+        if letter in ("X", "Z")
+    ]
+    return sum(set(bits)) or None
+
+
 def _balanced_parentheses(text: str, start: int) -> str | None:
     if start >= len(text) or text[start] != "(":
         return None

@@ -14,7 +14,8 @@
  *
  * Compile-time options (agent/probes/sched.py): MAX_CGROUPS, MAX_PROCESSES,
  * MAX_THREADS, STATE_MASK (the prev_state bits that mean "not runnable",
- * read from this kernel's tracepoint format, never from a header), and
+ * read from this kernel's tracepoint format, never from a header), DEAD_MASK
+ * (the bits of a task's last switch-out after it exited, from the same format), and
  * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace).
  */
 #include "schedwatch.h"
@@ -144,7 +145,11 @@ TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
     u32 prev = args->prev_pid;
-    if (prev != 0 && WATCHED()) {  /* pid 0: the idle task */
+    if (args->prev_state & DEAD_MASK) {
+        /* An exited thread leaves the CPU for good (after sched_process_exit):
+         * no state for it, or dead threads would fill the map. */
+        threads.delete(&prev);
+    } else if (prev != 0 && WATCHED()) {  /* pid 0: the idle task */
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;

@@ -19,6 +19,7 @@ REQUIRED_TRACEPOINTS = (
     ("sched", "sched_process_exit"),
 )
 FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
+FALLBACK_DEAD_MASK = 0x30  # EXIT_DEAD | EXIT_ZOMBIE as reported since Linux 4.14
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str 
     """-D options for bpf/sched.bpf.c: map sizes and this kernel's prev_state encoding."""
     defines = common_defines(limits, tracefs)
     defines["STATE_MASK"] = hex(kernel.sched_switch_blocked_mask(tracefs) or FALLBACK_BLOCKED_MASK)
+    defines["DEAD_MASK"] = hex(kernel.sched_switch_dead_mask(tracefs) or FALLBACK_DEAD_MASK)
     return defines
 
 
