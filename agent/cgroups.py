@@ -58,8 +58,8 @@ def read_layout(mountinfo: Path = MOUNTINFO) -> CgroupLayout:
 def layout_under(root: Path) -> CgroupLayout:
     """The layout of a host's cgroup mount seen at *root* (e.g. /sys/fs/cgroup mounted into a container).
 
-    A cgroup2 root (v2 host); or a tmpfs holding v1 hierarchies and unified/ (hybrid host); or, failing both,
-    *root* itself taken as the cgroup2 tree.
+    A cgroup2 root (v2 host); or a tmpfs holding v1 hierarchies and unified/ (hybrid host), or v1 hierarchies
+    alone (v1 host); or, failing all, *root* itself taken as the cgroup2 tree.
     """
     if (root / "cgroup.controllers").exists():
         return CgroupLayout(unified=root)
@@ -70,7 +70,9 @@ def layout_under(root: Path) -> CgroupLayout:
                 for controller in hierarchy.name.split(","):
                     v1.setdefault(controller if controller != "systemd" else "name=systemd", hierarchy)
     unified = root / "unified"
-    return CgroupLayout(unified=unified if (unified / "cgroup.controllers").exists() else root, v1=v1)
+    if (unified / "cgroup.controllers").exists():
+        return CgroupLayout(unified=unified, v1=v1)
+    return CgroupLayout(unified=None if v1 else root, v1=v1)  # v1 only; or nothing recognisable: take root
 
 
 def _unescape(path: str) -> str:
@@ -255,9 +257,9 @@ def parse_proc_cgroup(text: str) -> dict[str, str]:
     return paths
 
 
-def count_threads(root: Path, relative: str) -> int | None:
-    """Threads directly in a cgroup2 directory (cgroup.threads); None if it is gone."""
-    text = _read(root / relative.lstrip("/") / "cgroup.threads")
+def count_threads(root: Path, relative: str, threads_file: str = "cgroup.threads") -> int | None:
+    """Threads directly in a cgroup directory (cgroup.threads; `tasks` in v1); None if it is gone."""
+    text = _read(root / relative.lstrip("/") / threads_file)
     return None if text is None else len(text.split())
 
 

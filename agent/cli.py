@@ -16,9 +16,11 @@ from typing import Any
 from agent import __version__, bpf, config, kernel, log, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
+from agent.collectors.common import PROCESS_KEYS
 from agent.exporter import AgentCollector, build_registry, serve
 from agent.facts import MachineFacts, gather
 from agent.identity import IdentityResolver
+from agent.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.runtimes import RuntimeClient
 from agent.runtimes.containerd import ContainerdClient
 from agent.runtimes.cri import CriClient
@@ -90,7 +92,7 @@ def run(settings: config.Settings) -> int:
     stats_fd = _enable_bpf_stats(settings, logger)
     identities = build_identities(settings)
     identities.start()
-    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root), identities)
+    context = build_context(settings, facts, identities)
     running: dict[str, Collector] = {}
     unavailable: dict[str, str] = {}
     for name, factory in registry().items():
@@ -146,6 +148,20 @@ def run(settings: config.Settings) -> int:
     return 0
 
 
+def build_context(settings: config.Settings, facts: MachineFacts, identities: IdentityResolver) -> CollectorContext:
+    """What every collector gets: settings, facts, the cgroup2 tree, the workload key space, names."""
+    resolver = CgroupPathResolver(facts.cgroup_root)
+    return CollectorContext(settings, facts, resolver, workload_keys(settings, facts, resolver), identities)
+
+
+def workload_keys(settings: config.Settings, facts: MachineFacts, resolver: CgroupPathResolver) -> KeySpace:
+    """By cgroup2 id where a cgroup2 tree is visible (or asked for), else by process."""
+    by_process = settings.workloads_by == "process" or (settings.workloads_by == "auto" and facts.cgroup_root is None)
+    if by_process:
+        return ProcessKeys(facts.cgroups, max(settings.max_cgroups, PROCESS_KEYS))
+    return CgroupKeys(resolver)
+
+
 def build_identities(settings: config.Settings) -> IdentityResolver:
     """The runtime clients the settings name, behind a background resolver."""
     clients: list[RuntimeClient] = [
@@ -181,7 +197,7 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
     """Print what this machine allows; exit 1 when an enabled collector cannot run."""
     facts = _prepare_machine(settings)
     results: dict[str, Availability] = {}
-    context = CollectorContext(settings, facts, CgroupPathResolver(facts.cgroup_root), IdentityResolver([]))
+    context = build_context(settings, facts, IdentityResolver([]))
     for name, factory in registry().items():
         if name not in settings.collectors:
             continue
@@ -196,11 +212,11 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
         results[name] = availability
     runtimes = _runtime_sockets(settings)
     if fmt == "json":
-        report = _report_dict(facts, results)
+        report = _report_dict(facts, results, context.keys)
         report["runtimes"] = runtimes
         print(json.dumps(report, indent=2, default=str))
     else:
-        print(_report_text(facts, results, runtimes))
+        print(_report_text(facts, results, runtimes, context.keys))
     return 0 if all(result.ok for result in results.values()) else 1
 
 
@@ -226,9 +242,10 @@ def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
     return states
 
 
-def _report_dict(facts: MachineFacts, results: dict[str, Availability]) -> dict[str, Any]:
+def _report_dict(facts: MachineFacts, results: dict[str, Availability], keys: KeySpace) -> dict[str, Any]:
     report = asdict(facts)
     report["cgroups"] = {"mode": facts.cgroups.mode, "unified": facts.cgroups.unified, "v1": facts.cgroups.v1}
+    report["workloads_by"] = "process" if keys.per_process else "cgroup"
     report["collectors"] = {name: asdict(result) for name, result in results.items()}
     return report
 
@@ -237,7 +254,9 @@ def _yes(flag: bool | None) -> str:
     return {True: "yes", False: "no", None: "unknown"}[flag]
 
 
-def _report_text(facts: MachineFacts, results: dict[str, Availability], runtimes: dict[str, str]) -> str:
+def _report_text(
+    facts: MachineFacts, results: dict[str, Availability], runtimes: dict[str, str], keys: KeySpace
+) -> str:
     caps = ", ".join(f"{name} {_yes(value)}" for name, value in facts.capabilities.items())
     if facts.headers is None:
         headers = f"MISSING: {facts.headers_error}"
@@ -247,8 +266,12 @@ def _report_text(facts: MachineFacts, results: dict[str, Availability], runtimes
     cgroups = f"{layout.mode}; cgroup2 at {layout.unified or 'not mounted'}"
     if layout.v1:
         cgroups += f"; v1 controllers {', '.join(sorted(layout.v1))}"
-    if facts.cgroup_root is None:
-        cgroups += " — no cgroup2 tree: workloads cannot be told apart; mount cgroup2 or pass --cgroup-root"
+    if keys.per_process:
+        workloads = "by process, placed by /proc/PID/cgroup" + (
+            " (no cgroup2 tree here)" if facts.cgroup_root is None else " (asked for with --workloads-by)"
+        )
+    else:
+        workloads = "by cgroup2 id, placed in the cgroup2 tree"
     if facts.bpf_stats:
         stats = "on"
     else:
@@ -278,6 +301,7 @@ def _report_text(facts: MachineFacts, results: dict[str, Availability], runtimes
         f"  tracefs      {facts.tracefs or 'NOT MOUNTED: mount -t tracefs tracefs /sys/kernel/tracing'}",
         f"  headers      {headers}",
         f"  cgroups      {cgroups}",
+        f"  workloads    {workloads}",
         f"  bpf stats    {stats}",
         f"  futex2       {', '.join(futex2) or 'none (futex(2) only)'}",
         f"  sched_switch {prev_state}",

@@ -35,6 +35,7 @@ class Settings:
     containerd_namespaces: tuple[str, ...] = ()
     runtime_timeout: float = 1.0
     sidecar: bool = False
+    workloads_by: str = "auto"
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     basic_auth_user: str = ""
@@ -116,10 +117,18 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         help="where the agent keeps its own files, e.g. a merged kernel-headers tree (default /run/schedwatch)",
     )
     parser.add_argument(
+        "--workloads-by",
+        dest="workloads_by",
+        choices=("auto", "cgroup", "process"),
+        default=_env("WORKLOADS_BY", "auto"),
+        help="what the kernel maps are keyed by: cgroup (cgroup2 id) or process (placed by /proc/PID/cgroup, for "
+        "hosts without cgroup2); auto: cgroup where cgroup2 is mounted, else process (default auto)",
+    )
+    parser.add_argument(
         "--max-cgroups",
         type=_positive_int,
         default=_env("MAX_CGROUPS", "4096"),
-        help="capacity of the per-cgroup BPF maps (default 4096)",
+        help="capacity of the per-cgroup BPF maps (default 4096; at least 16384 when keyed by process)",
     )
     parser.add_argument(
         "--max-processes",
@@ -247,6 +256,7 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         containerd_namespaces=tuple(n for n in args.containerd_namespaces.split(",") if n.strip()),
         runtime_timeout=args.runtime_timeout,
         sidecar=args.sidecar,
+        workloads_by=args.workloads_by,
         tls_cert_file=args.tls_cert_file,
         tls_key_file=args.tls_key_file,
         basic_auth_user=args.basic_auth_user,

@@ -15,8 +15,9 @@
  * Compile-time options (agent/probes/sched.py): MAX_CGROUPS, MAX_PROCESSES,
  * MAX_THREADS, STATE_MASK (the prev_state bits that mean "not runnable",
  * read from this kernel's tracepoint format, never from a header), DEAD_MASK
- * (the bits of a task's last switch-out after it exited, from the same format), and
- * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace).
+ * (the bits of a task's last switch-out after it exited, from the same format),
+ * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace), and
+ * KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h).
  */
 #include "schedwatch.h"
 
@@ -27,7 +28,7 @@ enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
 #define RUNQ_BUCKETS 10
 
 struct thread_state {
-    u64 cgroup_id;       /* cgroup the thread last ran in */
+    u64 cgroup_id;       /* workload key (cgroup, or process) it last ran in */
     u64 offcpu_since;    /* when it left the CPU; 0 while running or unknown */
     u64 runnable_since;  /* when it became runnable; 0 unless waiting for a CPU */
     u32 tgid;
@@ -53,12 +54,36 @@ BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
 #endif
 BPF_ARRAY(drops, u64, DROP_REASONS);
+#ifdef KEY_BY_PROCESS
+BPF_RINGBUF_OUTPUT(new_processes, 8);
+#endif
 
 static __always_inline void count_drop(int reason)
 {
     u64 *slot = drops.lookup(&reason);
     if (slot)
         __sync_fetch_and_add(slot, 1);
+}
+
+/* The totals of workload `key`, created if new (and, keyed by process,
+ * announced to the agent); NULL, counted as a drop, when the map is full. */
+static __always_inline struct cgroup_sched *cgroup_entry(u64 key)
+{
+    struct cgroup_sched *stats = cgroups.lookup(&key);
+    if (stats)
+        return stats;
+    struct cgroup_sched zero = {};
+    if (cgroups.insert(&key, &zero) == 0) {
+#ifdef KEY_BY_PROCESS
+        u32 tgid = key;
+        if (new_processes.ringbuf_output(&tgid, sizeof(tgid), 0))
+            count_drop(DROP_ANNOUNCEMENT);
+#endif
+    }
+    stats = cgroups.lookup(&key);
+    if (!stats)
+        count_drop(DROP_CGROUP_MAP);
+    return stats;
 }
 
 static __always_inline u32 runq_bucket(u64 ns)
@@ -108,11 +133,8 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
     state->offcpu_since = 0;
     state->runnable_since = 0;
 
-    struct cgroup_sched zero = {};
-    struct cgroup_sched *cg = cgroups.lookup_or_try_init(&cgroup_id, &zero);
-    if (!cg) {
-        count_drop(DROP_CGROUP_MAP);
-    } else {
+    struct cgroup_sched *cg = cgroup_entry(cgroup_id);
+    if (cg) {
         if (offcpu)
             __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);
         if (did_wait) {
@@ -153,7 +175,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;
-            state->cgroup_id = bpf_get_current_cgroup_id();  /* current is still prev */
+            state->cgroup_id = workload_key();  /* current is still prev */
             state->tgid = watched_tgid();
             state->offcpu_since = now;
             state->reason = runnable ? PREEMPTED : BLOCKED;
@@ -177,14 +199,14 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
     return 0;
 }
 
-/* A new thread: runnable from now, in the cgroup of its creator (current). */
+/* A new thread: runnable from now, in the workload of its creator (current). */
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
     if (!WATCHED())
         return 0;
     u32 tid = args->pid;
     struct thread_state state = {
-        .cgroup_id = bpf_get_current_cgroup_id(),
+        .cgroup_id = workload_key(),
         .runnable_since = bpf_ktime_get_ns(),
         .tgid = 0,  /* unknown until it first leaves a CPU: new thread or new process */
         .reason = BLOCKED,
@@ -198,7 +220,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
     threads.delete(&tid);
-#if MAX_PROCESSES > 0
+#if MAX_PROCESSES > 0 || defined(KEY_BY_PROCESS)
 #ifdef HAVE_GROUP_DEAD
     bool last_thread = args->group_dead;
 #else
@@ -206,8 +228,25 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     bool last_thread = (u32)id == id >> 32;
 #endif
     u32 tgid = watched_tgid();
-    if (last_thread && tgid)
-        processes.delete(&tgid);
+    if (!last_thread || !tgid)
+        return 0;
+#if MAX_PROCESSES > 0
+    processes.delete(&tgid);
+#endif
+#ifdef KEY_BY_PROCESS
+    /* Move the dead process's totals to an exited key (kept where the map is
+     * full: the agent then finds the process gone and folds them all the same). */
+    u64 live = tgid;
+    struct cgroup_sched *stats = cgroups.lookup(&live);
+    if (stats) {
+        struct cgroup_sched last = *stats;
+        u64 exited = exited_key(tgid);
+        if (cgroups.update(&exited, &last) == 0)
+            cgroups.delete(&live);
+        else
+            count_drop(DROP_CGROUP_MAP);
+    }
+#endif
 #endif
     return 0;
 }

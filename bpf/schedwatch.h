@@ -9,12 +9,14 @@
 #define SCHEDWATCH_H
 
 /* Slots of the per-program `drops` array: events that could not be
- * accounted because a bounded map was full. Exported, never silent. */
+ * accounted because a bounded map (or the announcement ring) was full.
+ * Exported, never silent. */
 enum drop_reason {
     DROP_CGROUP_MAP = 0,
     DROP_PROCESS_MAP = 1,
     DROP_THREAD_MAP = 2,
-    DROP_REASONS = 3,
+    DROP_ANNOUNCEMENT = 3,
+    DROP_REASONS = 4,
 };
 
 /* Sidecar mode (PIDNS_DEV/PIDNS_INO set by the agent): only tasks of the agent's
@@ -34,6 +36,38 @@ static __always_inline u32 watched_tgid(void)
     return bpf_get_current_pid_tgid() >> 32;
 }
 #define WATCHED() (1)
+#endif
+
+/* The key of the per-workload totals (the `cgroups` map of each program).
+ *
+ * Normally the task's cgroup2 id. With KEY_BY_PROCESS (hosts without cgroup2,
+ * where every task is in the cgroup2 root) it is the process (tgid), and the
+ * agent places each process by /proc/PID/cgroup. Each program then announces
+ * a new key on its `new_processes` ring, so the agent reads /proc while the
+ * process lives, and moves a dead process's entry to an exited key (flag,
+ * exit time in microseconds, 31 bits, tgid), so a new process reusing the pid
+ * starts from zero and the agent can tell apart, in exit order, several
+ * processes that had one pid between two scrapes.
+ *
+ * Map operations stay in each program's own file: bcc rewrites them only there.
+ */
+#ifdef KEY_BY_PROCESS
+#define EXITED_KEY_FLAG (1ULL << 63)
+
+static __always_inline u64 workload_key(void)
+{
+    return watched_tgid();
+}
+
+static __always_inline u64 exited_key(u32 tgid)
+{
+    return EXITED_KEY_FLAG | (((bpf_ktime_get_ns() >> 10) & 0x7fffffffULL) << 32) | tgid;
+}
+#else
+static __always_inline u64 workload_key(void)
+{
+    return bpf_get_current_cgroup_id();
+}
 #endif
 
 #endif

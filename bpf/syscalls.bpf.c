@@ -12,7 +12,8 @@
  * Compile-time options (set by agent/probes/syscalls.py):
  *   MAX_CGROUPS, MAX_PROCESSES (0 turns per-process accounting off),
  *   MAX_THREADS, HAVE_GROUP_DEAD, HAVE_FUTEX_WAITV, HAVE_FUTEX_WAIT,
- *   HAVE_FUTEX_WAKE, HAVE_FUTEX_REQUEUE, and PIDNS_DEV/PIDNS_INO in sidecar mode.
+ *   HAVE_FUTEX_WAKE, HAVE_FUTEX_REQUEUE, PIDNS_DEV/PIDNS_INO in sidecar mode,
+ *   and KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h).
  */
 #include "schedwatch.h"
 
@@ -41,7 +42,7 @@ struct cgroup_stats {
 };
 
 struct process_stats {
-    u64 cgroup_id;
+    u64 cgroup_id;  /* the workload key it last counted under */
     u64 yields;
     u64 futex_calls[FC_COUNT];
     u64 futex_wait_ns;
@@ -55,6 +56,9 @@ BPF_HASH(processes, u32, struct process_stats, MAX_PROCESSES);
  * (0: none). Entries are deleted when the thread exits. */
 BPF_HASH(futex_start, u32, u64, MAX_THREADS);
 BPF_ARRAY(drops, u64, DROP_REASONS);
+#ifdef KEY_BY_PROCESS
+BPF_RINGBUF_OUTPUT(new_processes, 8);
+#endif
 
 static __always_inline void count_drop(int reason)
 {
@@ -63,17 +67,29 @@ static __always_inline void count_drop(int reason)
         __sync_fetch_and_add(slot, 1);
 }
 
-static __always_inline struct cgroup_stats *cgroup_entry(u64 cgroup_id)
+/* The totals of workload `key`, created if new (and, keyed by process,
+ * announced to the agent); NULL, counted as a drop, when the map is full. */
+static __always_inline struct cgroup_stats *cgroup_entry(u64 key)
 {
+    struct cgroup_stats *stats = cgroups.lookup(&key);
+    if (stats)
+        return stats;
     struct cgroup_stats zero = {};
-    struct cgroup_stats *stats = cgroups.lookup_or_try_init(&cgroup_id, &zero);
+    if (cgroups.insert(&key, &zero) == 0) {
+#ifdef KEY_BY_PROCESS
+        u32 tgid = key;
+        if (new_processes.ringbuf_output(&tgid, sizeof(tgid), 0))
+            count_drop(DROP_ANNOUNCEMENT);
+#endif
+    }
+    stats = cgroups.lookup(&key);
     if (!stats)
         count_drop(DROP_CGROUP_MAP);
     return stats;
 }
 
 #if MAX_PROCESSES > 0
-static __always_inline struct process_stats *process_entry(u64 cgroup_id)
+static __always_inline struct process_stats *process_entry(u64 workload)
 {
     u32 tgid = watched_tgid();
     struct process_stats zero = {};
@@ -82,7 +98,7 @@ static __always_inline struct process_stats *process_entry(u64 cgroup_id)
         count_drop(DROP_PROCESS_MAP);
         return 0;
     }
-    stats->cgroup_id = cgroup_id;
+    stats->cgroup_id = workload;
     return stats;
 }
 #endif
@@ -142,12 +158,12 @@ static __always_inline void futex_enter(u32 fclass, bool blocks)
 {
     if (fclass >= FC_COUNT || !WATCHED())
         return;
-    u64 cgroup_id = bpf_get_current_cgroup_id();
-    struct cgroup_stats *cg = cgroup_entry(cgroup_id);
+    u64 key = workload_key();
+    struct cgroup_stats *cg = cgroup_entry(key);
     if (cg)
         __sync_fetch_and_add(&cg->futex_calls[fclass], 1);
 #if MAX_PROCESSES > 0
-    struct process_stats *proc = process_entry(cgroup_id);
+    struct process_stats *proc = process_entry(key);
     if (proc)
         __sync_fetch_and_add(&proc->futex_calls[fclass], 1);
 #endif
@@ -173,8 +189,8 @@ static __always_inline void futex_exit(void)
     u64 waited = bpf_ktime_get_ns() - *start;
     *start = 0;
 
-    u64 cgroup_id = bpf_get_current_cgroup_id();
-    struct cgroup_stats *cg = cgroup_entry(cgroup_id);
+    u64 key = workload_key();
+    struct cgroup_stats *cg = cgroup_entry(key);
     if (cg) {
         __sync_fetch_and_add(&cg->futex_wait_ns, waited);
         u32 bucket = wait_bucket(waited);
@@ -182,7 +198,7 @@ static __always_inline void futex_exit(void)
             __sync_fetch_and_add(&cg->futex_wait_buckets[bucket], 1);
     }
 #if MAX_PROCESSES > 0
-    struct process_stats *proc = process_entry(cgroup_id);
+    struct process_stats *proc = process_entry(key);
     if (proc)
         __sync_fetch_and_add(&proc->futex_wait_ns, waited);
 #endif
@@ -192,12 +208,12 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield)
 {
     if (!WATCHED())
         return 0;
-    u64 cgroup_id = bpf_get_current_cgroup_id();
-    struct cgroup_stats *cg = cgroup_entry(cgroup_id);
+    u64 key = workload_key();
+    struct cgroup_stats *cg = cgroup_entry(key);
     if (cg)
         __sync_fetch_and_add(&cg->yields, 1);
 #if MAX_PROCESSES > 0
-    struct process_stats *proc = process_entry(cgroup_id);
+    struct process_stats *proc = process_entry(key);
     if (proc)
         __sync_fetch_and_add(&proc->yields, 1);
 #endif
@@ -265,7 +281,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
     futex_start.delete(&tid);
-#if MAX_PROCESSES > 0
+#if MAX_PROCESSES > 0 || defined(KEY_BY_PROCESS)
 #ifdef HAVE_GROUP_DEAD
     bool last_thread = args->group_dead;
 #else
@@ -273,8 +289,25 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     bool last_thread = (u32)id == id >> 32;
 #endif
     u32 tgid = watched_tgid();
-    if (last_thread && tgid)
-        processes.delete(&tgid);
+    if (!last_thread || !tgid)
+        return 0;
+#if MAX_PROCESSES > 0
+    processes.delete(&tgid);
+#endif
+#ifdef KEY_BY_PROCESS
+    /* Move the dead process's totals to an exited key (kept where the map is
+     * full: the agent then finds the process gone and folds them all the same). */
+    u64 live = tgid;
+    struct cgroup_stats *stats = cgroups.lookup(&live);
+    if (stats) {
+        struct cgroup_stats last = *stats;
+        u64 exited = exited_key(tgid);
+        if (cgroups.update(&exited, &last) == 0)
+            cgroups.delete(&live);
+        else
+            count_drop(DROP_CGROUP_MAP);
+    }
+#endif
 #endif
     return 0;
 }

@@ -16,6 +16,7 @@ from agent.cgroups import CgroupPathResolver
 from agent.config import Settings
 from agent.facts import MachineFacts
 from agent.identity import IdentityResolver
+from agent.placement import KeySpace
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class CollectorContext:
 
     settings: Settings
     facts: MachineFacts
-    resolver: CgroupPathResolver
+    resolver: CgroupPathResolver  # cgroup2 ids -> paths (the cgroup2 tree, for cgroup_cpu)
+    keys: KeySpace  # what the BPF maps are keyed by, and how to place each key
     identities: IdentityResolver
 
 

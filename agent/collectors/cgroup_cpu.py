@@ -2,7 +2,8 @@
 
 cgroup2 files are used where the cpu controller is enabled there; on hybrid hosts (cpu controller in the v1
 hierarchy) each cgroup2 directory is matched to its v1 cpu and cpuset cgroups through the same relative path or,
-failing that, through /proc/PID/cgroup of one of its processes.
+failing that, through /proc/PID/cgroup of one of its processes. On hosts without cgroup2 the v1 cpu hierarchy
+itself is walked.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from prometheus_client.core import Metric
 from agent import metrics
 from agent.cgroups import (
     CgroupLayout,
+    CgroupPathResolver,
     CpuControl,
     count_threads,
     first_process,
@@ -34,20 +36,26 @@ NAME = "cgroup_cpu"
 
 
 def check(facts: MachineFacts) -> Availability:
-    """Needs the cgroup2 tree (to name workloads) and a cpu controller in some hierarchy."""
-    if facts.cgroup_root is None or not (facts.cgroup_root / "cgroup.procs").exists():
+    """Needs a cgroup tree to walk (cgroup2, or the v1 cpu hierarchy) and a cpu controller in some hierarchy."""
+    tree = _tree(facts)
+    if tree is None or not (tree / "cgroup.procs").exists():
         return Availability(
             False,
-            "the cgroup2 tree is not visible",
-            "mount cgroup2 (in a container: the host's tree) and pass --cgroup-root",
+            "no cgroup tree is visible (neither cgroup2 nor a v1 cpu hierarchy)",
+            "mount the cgroup hierarchies (in a container: the host's /sys/fs/cgroup) and pass --cgroup-root",
         )
-    if "cpu" not in facts.cgroups.v1 and "cpu" not in _v2_controllers(facts.cgroup_root):
+    if "cpu" not in facts.cgroups.v1 and "cpu" not in _v2_controllers(tree):
         return Availability(
             False,
             "no cpu controller in any cgroup hierarchy",
             "enable it: echo +cpu > <cgroup2 root>/cgroup.subtree_control",
         )
     return Availability(True)
+
+
+def _tree(facts: MachineFacts) -> Path | None:
+    """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 cpu hierarchy."""
+    return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.v1.get("cpu")
 
 
 def _v2_controllers(root: Path) -> set[str]:
@@ -71,11 +79,18 @@ class CgroupCpuCollector:
     name = NAME
 
     def __init__(self, context: CollectorContext) -> None:
-        self._resolver = context.resolver
         self._identities = context.identities
-        self._root = context.facts.cgroup_root
         self._layout: CgroupLayout = context.facts.cgroups
-        self._v2_cpu = self._root is not None and "cpu" in _v2_controllers(self._root)
+        if context.facts.cgroup_root is not None:
+            self._root: Path | None = context.facts.cgroup_root
+            self._resolver = context.resolver
+            self._threads_file = "cgroup.threads"
+            self._v2_cpu = "cpu" in _v2_controllers(self._root)
+        else:  # no cgroup2: the v1 cpu hierarchy's directories are the workloads (their paths mirror cgroup2's)
+            self._root = self._layout.v1.get("cpu")
+            self._resolver = CgroupPathResolver(self._root)
+            self._threads_file = "tasks"
+            self._v2_cpu = False
         self._cpus = online_cpus()
         self._max_cgroups = context.settings.max_cgroups
         self._tracked: set[int] = set()
@@ -90,7 +105,7 @@ class CgroupCpuCollector:
         limits: dict[Labels, float] = {}
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
         for cgroup_id, path in paths.items():
-            count = count_threads(self._root, path)
+            count = count_threads(self._root, path, self._threads_file)
             if count is None or (count == 0 and cgroup_id not in self._tracked):
                 continue
             if cgroup_id not in self._tracked and len(self._tracked) >= self._max_cgroups:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,16 @@ from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
 from agent import bpf, kernel, metrics
-from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
 from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
+from agent.placement import KeySpace, Placement, ProcessKeys
 from agent.probes.base import MapHealth, ProbeLimits
 from agent.workloads import REMOVED, Identities, Workload, workload_for_cgroup
 
 UNRESOLVED = Workload(cgroup="(unresolved)")
+PROCESS_KEYS = 16384
 _go_float: Callable[[float], str] = floatToGoString
 
 
@@ -37,13 +39,17 @@ def cumulative(labels: Sequence[str], counts: Sequence[int]) -> list[tuple[str, 
     return buckets
 
 
-def probe_limits(settings: Settings) -> ProbeLimits:
-    """Map sizes for a probe and, in sidecar mode, the (device, inode) of the agent's own pid namespace."""
+def probe_limits(settings: Settings, keys: KeySpace) -> ProbeLimits:
+    """Map sizes and key space for a probe and, in sidecar mode, the (device, inode) of the agent's pid namespace.
+
+    Keyed by process, the per-workload map holds one entry per process: it gets at least PROCESS_KEYS entries.
+    """
     namespace = None
     if settings.sidecar:
         info = os.stat("/proc/self/ns/pid")
         namespace = (info.st_dev, info.st_ino)
-    return ProbeLimits(settings.max_cgroups, settings.max_processes, settings.max_threads, namespace)
+    workloads = max(settings.max_cgroups, PROCESS_KEYS) if keys.per_process else settings.max_cgroups
+    return ProbeLimits(workloads, settings.max_processes, settings.max_threads, namespace, keys.per_process)
 
 
 def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -> Availability:
@@ -73,45 +79,75 @@ def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -
 
 
 class CgroupTotals:
-    """Per-workload totals fed by a kernel map keyed by cgroup id.
+    """Per-workload totals fed by a kernel map keyed by workload key (cgroup id, or process).
 
-    Resolves each id to its workload, keeps the totals monotonic (agent.model), and frees the kernel
-    entries of removed cgroups once their final values are folded in.
+    Places each key (agent.placement), keeps the totals monotonic (agent.model), and frees the kernel entries
+    of gone cgroups and exited processes once their final values are folded in. A process that moves to another
+    cgroup (keyed by process) leaves what it counted so far where it was, and counts on from there in its new place.
     """
 
     def __init__(
         self,
-        resolver: CgroupPathResolver,
+        keys: KeySpace,
         identities: Identities,
         width: int,
         grace_seconds: float,
         forget: Callable[[list[int]], None],
     ) -> None:
-        self._resolver = resolver
+        self._keys = keys
         self._identities = identities
         self._forget = forget
         self._table = CounterTable(width, grace_seconds, keep_forever=frozenset({REMOVED.labels()}))
+        self._moves: dict[Hashable, _Moved] = {}  # per process source: where it was and what it had counted there
 
     def update(self, vectors: dict[int, Sequence[int]]) -> None:
-        """This scrape's counter vector of every cgroup id in the kernel map."""
-        paths = self._resolver.resolve(vectors)
-        healthy = self._resolver.healthy
+        """This scrape's counter vector of every key in the kernel map."""
+        placements = self._keys.place(vectors)
+        healthy = self._keys.healthy
+        by_source: dict[Hashable, tuple[Placement, Sequence[int]]] = {}
+        final = []
+        for key, vector in vectors.items():
+            placement = placements[key]
+            if placement.final:
+                final.append(key)
+            seen = by_source.get(placement.source)
+            if seen is not None:  # a process's live and exited entries, both read mid-move
+                vector = [max(a, b) for a, b in zip(seen[1], vector, strict=True)]
+                placement = seen[0] if placement.path is None else placement
+            by_source[placement.source] = (placement, vector)
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
-        removed = []
-        for cgroup_id, vector in vectors.items():
-            path = paths[cgroup_id]
-            known = self._table.labels_of(cgroup_id)
-            if path is None and healthy:
-                removed.append(cgroup_id)
-                if known is not None:  # a removed cgroup keeps its series until the grace period ends
-                    live[cgroup_id] = (known, vector)
-                    continue
-            workload = workload_for_cgroup(path, self._identities) if healthy else UNRESOLVED
-            live[cgroup_id] = (workload.labels(), vector)
+        for source, (placement, vector) in by_source.items():
+            table_source, counted = self._follow_moves(source, placement.path, vector)
+            if placement.path is None and healthy:
+                # Gone before it was placed: keep its series until the grace period ends, if it had one.
+                labels = self._table.labels_of(table_source) or REMOVED.labels()
+            elif healthy:
+                labels = workload_for_cgroup(placement.path, self._identities).labels()
+            else:
+                labels = UNRESOLVED.labels()
+            live[table_source] = (labels, counted)
+        self._moves = {source: moved for source, moved in self._moves.items() if source in by_source}
         self._table.update(live)
-        if removed:
-            self._forget(removed)
-            self._resolver.forget(removed)
+        if final:
+            self._forget(final)
+            self._keys.forget(final)
+
+    def _follow_moves(self, source: Hashable, path: str | None, vector: Sequence[int]) -> tuple[Hashable, list[int]]:
+        """The table source and values of *source* now: after a move, a new source counting from the move on."""
+        moved = self._moves.get(source)
+        if not self._keys.per_process or path is None:
+            base = moved.base if moved else None
+        elif moved is None:
+            self._moves[source] = moved = _Moved(path, 0, None, list(vector))
+            base = None
+        else:
+            if path != moved.path:  # the old table source is retired with what it counted until the last scrape
+                moved.path, moved.generation, moved.base = path, moved.generation + 1, moved.last
+            base = moved.base
+            moved.last = list(vector)
+        generation = moved.generation if moved else 0
+        counted = list(vector) if base is None else [now - then for now, then in zip(vector, base, strict=True)]
+        return (source if generation == 0 else (source, generation)), counted
 
     def rows(self) -> Iterator[tuple[Labels, list[int]]]:
         """(workload labels, totals) of every exported workload."""
@@ -119,6 +155,14 @@ class CgroupTotals:
 
     def __len__(self) -> int:
         return len(self._table)
+
+
+@dataclass
+class _Moved:
+    path: str
+    generation: int
+    base: list[int] | None  # the counts at the last move, subtracted from what the kernel says
+    last: list[int]
 
 
 class BpfCollector:
@@ -133,11 +177,13 @@ class BpfCollector:
     vector_width: int
 
     def __init__(self, context: CollectorContext, probe: Any) -> None:
-        self._resolver = context.resolver
+        self._keys = context.keys
         self._identities = context.identities
         self._probe = probe
+        if isinstance(context.keys, ProcessKeys):
+            probe.announce_to(context.keys.announce)
         self._totals = CgroupTotals(
-            context.resolver,
+            context.keys,
             context.identities,
             self.vector_width,
             context.settings.series_grace_seconds,
@@ -162,9 +208,9 @@ class BpfCollector:
     def chosen_processes(self, processes: dict[int, Any], activity: dict[int, int]) -> Iterator[tuple[list[str], Any]]:
         """(labels, process) of the top-K processes by *activity*, labelled with their workload."""
         chosen = self._top.select(activity)
-        paths = self._resolver.resolve(processes[pid].cgroup_id for pid in chosen)
+        places = self._keys.place({processes[pid].cgroup_id for pid in chosen})
         for pid in chosen:
-            yield process_labels(pid, paths[processes[pid].cgroup_id], self._identities), processes[pid]
+            yield process_labels(pid, places[processes[pid].cgroup_id].path, self._identities), processes[pid]
 
     def cgroup_vector(self, stats: Any) -> Sequence[int]:
         """The counters to keep per cgroup, in a fixed order of vector_width entries."""

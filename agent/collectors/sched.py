@@ -38,7 +38,7 @@ class SchedCollector(BpfCollector):
     vector_width = _REASONS + 1 + len(_BUCKETS)
 
     def __init__(self, context: CollectorContext) -> None:
-        super().__init__(context, SchedProbe(probe_limits(context.settings), context.facts.tracefs))
+        super().__init__(context, SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs))
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets."""

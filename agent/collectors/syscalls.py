@@ -37,7 +37,7 @@ class SyscallsCollector(BpfCollector):
     vector_width = 1 + _OPS + 1 + len(_BUCKETS)
 
     def __init__(self, context: CollectorContext) -> None:
-        super().__init__(context, SyscallProbe(probe_limits(context.settings), context.facts.tracefs))
+        super().__init__(context, SyscallProbe(probe_limits(context.settings, context.keys), context.facts.tracefs))
 
     def cgroup_vector(self, stats: CgroupSyscalls) -> Sequence[int]:
         """Yields, futex calls by op, wait ns, wait histogram buckets."""

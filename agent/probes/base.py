@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from agent import bpf, kernel
+
+ANNOUNCEMENT_POLL_MS = 100  # how long the announcement listener waits per poll, so that close() is prompt
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class ProbeLimits:
     max_processes: int = 0  # 0 turns per-process accounting off in the kernel
     max_threads: int = 65536
     pid_namespace: tuple[int, int] | None = None  # (st_dev, st_ino) of a pid namespace to watch alone
+    key_by_process: bool = False  # per-workload maps keyed by process (hosts without cgroup2)
 
 
 def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
@@ -42,11 +47,17 @@ def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str |
         defines["HAVE_GROUP_DEAD"] = None
     if limits.pid_namespace is not None:
         defines["PIDNS_DEV"], defines["PIDNS_INO"] = (f"{n}ULL" for n in limits.pid_namespace)
+    if limits.key_by_process:
+        defines["KEY_BY_PROCESS"] = None
     return defines
 
 
 class BpfProbe:
-    """A compiled, attached BPF program with a `cgroups` map keyed by cgroup id and a `drops` array."""
+    """A compiled, attached BPF program with a per-workload `cgroups` map and a `drops` array.
+
+    Keyed by process (KEY_BY_PROCESS), the program also announces each new process on its `new_processes`
+    ring: :meth:`announce_to` hands each announced pid to a callback from a thread of its own.
+    """
 
     source: ClassVar[str]
     drop_maps: ClassVar[tuple[str, ...]]  # names of the enum drop_reason slots, in order
@@ -59,6 +70,23 @@ class BpfProbe:
         self._bpf: Any = bpf.compile_program(self.source, defines)
         self._entries: dict[str, int] = {}
         self._entries_at = -self.ENTRY_COUNT_SECONDS
+        self._listener: threading.Thread | None = None
+        self._closing = threading.Event()
+
+    def announce_to(self, callback: Callable[[int], None]) -> None:
+        """Call *callback* with the pid of each new process the program announces (KEY_BY_PROCESS only)."""
+
+        def on_event(_cpu: int, data: Any, _size: int) -> None:
+            callback(ctypes.cast(data, ctypes.POINTER(ctypes.c_uint32)).contents.value)
+
+        self._bpf["new_processes"].open_ring_buffer(on_event)
+
+        def poll() -> None:
+            while not self._closing.is_set():
+                self._bpf.ring_buffer_poll(ANNOUNCEMENT_POLL_MS)
+
+        self._listener = threading.Thread(target=poll, name=f"{self.source}-announcements", daemon=True)
+        self._listener.start()
 
     def table(self, name: str) -> Any:
         """A map of the program, by name."""
@@ -88,4 +116,7 @@ class BpfProbe:
 
     def close(self) -> None:
         """Detach every program and free the maps."""
+        self._closing.set()
+        if self._listener is not None:
+            self._listener.join(timeout=5)
         self._bpf.cleanup()

@@ -68,7 +68,7 @@ class SchedProbe(BpfProbe):
     """The loaded sched program."""
 
     source = "sched.bpf.c"
-    drop_maps = ("cgroups", "processes", "threads")  # enum drop_reason order
+    drop_maps = ("cgroups", "processes", "threads", "new_processes")  # enum drop_reason order
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits

@@ -74,7 +74,7 @@ class SyscallProbe(BpfProbe):
     """The loaded syscalls program. Reading it never blocks the kernel side."""
 
     source = "syscalls.bpf.c"
-    drop_maps = ("cgroups", "processes", "futex_start")  # enum drop_reason order
+    drop_maps = ("cgroups", "processes", "futex_start", "new_processes")  # enum drop_reason order
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.agent import AgentProcess
+from tests.support.agent import AgentProcess, agent_map_entries
 from tests.support.scrape import Scrape
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -126,24 +124,6 @@ def test_runqueue_latency_agrees_with_taskstats_delay_accounting(
             workload.release()
     finally:
         sysctl.write_text(previous)
-
-
-def agent_map_entries(agent: AgentProcess, name: str) -> int:
-    """Entries of the agent's BPF map *name*, counted by bpftool (not by the agent)."""
-    bpftool = shutil.which("bpftool")
-    assert bpftool, "bpftool is missing: apt-get install bpftool"
-    counts = []
-    for fdinfo in Path(f"/proc/{agent.process.pid}/fdinfo").iterdir():
-        lines = dict(line.split(":", 1) for line in fdinfo.read_text().splitlines() if ":" in line)
-        if "map_id" not in lines:
-            continue
-        map_id = lines["map_id"].strip()
-        shown = json.loads(subprocess.run([bpftool, "-j", "map", "show", "id", map_id], capture_output=True).stdout)
-        if shown.get("name") == name:
-            dumped = subprocess.run([bpftool, "-j", "map", "dump", "id", map_id], capture_output=True, check=True)
-            counts.append(len(json.loads(dumped.stdout)))
-    assert counts, f"the agent holds no map named {name}"
-    return sum(counts)
 
 
 def test_exited_threads_leave_no_state_behind(agent: AgentProcess) -> None:

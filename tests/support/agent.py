@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -98,3 +100,37 @@ def require_root() -> None:
     """Kernel tests need root; say so loudly instead of skipping."""
     if os.geteuid() != 0:
         raise RuntimeError("kernel tests need root and a BPF-capable kernel: run `sudo make test`")
+
+
+def agent_map_keys(agent: AgentProcess, name: str) -> list[int]:
+    """Keys of the agent's BPF maps called *name* (one per program that has one), read by bpftool."""
+    bpftool = shutil.which("bpftool")
+    assert bpftool, "bpftool is missing: apt-get install bpftool"
+    keys: list[int] = []
+    found = False
+    for fdinfo in Path(f"/proc/{agent.process.pid}/fdinfo").iterdir():
+        lines = dict(line.split(":", 1) for line in fdinfo.read_text().splitlines() if ":" in line)
+        if "map_id" not in lines:
+            continue
+        map_id = lines["map_id"].strip()
+        shown = json.loads(subprocess.run([bpftool, "-j", "map", "show", "id", map_id], capture_output=True).stdout)
+        if shown.get("name") == name:
+            dumped = subprocess.run([bpftool, "-j", "map", "dump", "id", map_id], capture_output=True, check=True)
+            found = True
+            for entry in json.loads(dumped.stdout):
+                keys.append(_map_key(entry))
+    assert found, f"the agent holds no map named {name}"
+    return keys
+
+
+def agent_map_entries(agent: AgentProcess, name: str) -> int:
+    """Entries of the agent's BPF maps called *name*, counted by bpftool (not by the agent)."""
+    return len(agent_map_keys(agent, name))
+
+
+def _map_key(entry: dict[str, object]) -> int:
+    """An integer key from bpftool's JSON: raw bytes (hex strings, little endian), or BTF-formatted."""
+    key = entry["key"]
+    if isinstance(key, list):
+        return int.from_bytes(bytes(int(str(b), 16) for b in key), "little")
+    return int(str(key))

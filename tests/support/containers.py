@@ -102,7 +102,11 @@ class Podman:
         for name in listing.stdout.split():
             if name.startswith(self.prefix):
                 self.remove(name)
-        subprocess.run(["podman", "pod", "rm", "-f", "--filter", f"name={self.prefix}"], capture_output=True)
+        pods = subprocess.run(
+            ["podman", "pod", "ps", "-q", "--filter", f"name={self.prefix}"], capture_output=True, text=True
+        ).stdout.split()
+        if pods:
+            subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", *pods], check=True, capture_output=True)
         self._service.send_signal(signal.SIGTERM)
         self._service.wait(10)
 

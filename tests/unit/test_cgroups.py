@@ -90,3 +90,19 @@ def test_layout_under_this_host_root_matches_mountinfo() -> None:
     assert seen.unified == mounted.unified
     assert seen.v1.keys() == mounted.v1.keys()
     assert all(seen.v1[c].resolve() == mounted.v1[c].resolve() for c in mounted.v1)
+
+
+def test_v1_only_layout_of_the_development_vm_without_cgroup2() -> None:
+    layout = read_layout(FIXTURES / "mountinfo-v1-only-firecracker.txt")
+    assert (layout.mode, layout.unified) == ("v1", None)
+    assert layout.v1["cpu"] == Path("/sys/fs/cgroup/cpu")
+    assert layout.v1["name=systemd"] == Path("/sys/fs/cgroup/systemd")
+
+
+def test_layout_under_a_v1_host_mount(tmp_path: Path) -> None:
+    for hierarchy in ("cpu,cpuacct", "memory", "systemd"):
+        (tmp_path / hierarchy).mkdir()
+        (tmp_path / hierarchy / "tasks").write_text("")
+    layout = layout_under(tmp_path)
+    assert (layout.mode, layout.unified) == ("v1", None)
+    assert layout.v1["cpu"] == tmp_path / "cpu,cpuacct"

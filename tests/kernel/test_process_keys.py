@@ -1,0 +1,141 @@
+"""Workloads keyed by process, for hosts without cgroup2: exact counts, exits, reused pids, a v1-only host.
+
+On a host without cgroup2 every task sits in the cgroup2 root, so the kernel keys its totals by process and the
+agent places each process by /proc/PID/cgroup. Here the same code runs on this hybrid host with
+--workloads-by process, and, for a real v1-only view, in a mount namespace where cgroup2 is unmounted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.placement import PID_MASK
+from tests.kernel.conftest import GRACE_SECONDS
+from tests.support.agent import AgentProcess, agent_map_keys, require_root
+from tests.support.workloads import CgroupSandbox, Workload
+
+YIELDS = "schedwatch_sched_yield_calls_total"
+# Alive for this long: placed by its announcement well before it exits, yet never seen by a scrape.
+SHORT_LIFE = 0.3
+
+
+def start_agent(log: Path, state: Path, *flags: str, prefix: tuple[str, ...] = ()) -> AgentProcess:
+    agent = AgentProcess(log, "--series-grace", str(GRACE_SECONDS), "--state-dir", str(state), *flags, prefix=prefix)
+    try:
+        agent.wait_ready()
+    except RuntimeError:
+        agent.stop()
+        raise
+    return agent
+
+
+@pytest.fixture(scope="module")
+def process_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    require_root()
+    work = tmp_path_factory.mktemp("process-agent")
+    agent = start_agent(work / "agent.log", work, "--workloads-by", "process", "--process-top-k", "100")
+    yield agent
+    assert agent.stop() == 0, agent.log()
+
+
+def yields_in(scrape_of: AgentProcess, cgroup: str) -> float:
+    return scrape_of.scrape().value(YIELDS, cgroup=cgroup, container_id="") or 0.0
+
+
+def short_lived(binary: Path, group: Path | str, *args: int) -> int:
+    """Run a workload that exits SHORT_LIFE seconds after its work; its pid."""
+    workload = Workload(binary, group, *args)
+    time.sleep(SHORT_LIFE)
+    assert workload.release() == 0
+    return workload.pid
+
+
+def test_exited_processes_are_counted_exactly_in_their_cgroups(
+    process_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    first, second = cgroups.make("keys-a"), cgroups.make("keys-b")
+    pids = {short_lived(yielder, first, 500, 2) for _ in range(6)}  # 1,000 each
+    pids |= {short_lived(yielder, second, 700, 1) for _ in range(4)}
+    a, b = cgroups.relative(first), cgroups.relative(second)
+    assert (yields_in(process_agent, a), yields_in(process_agent, b)) == (6000, 2800)
+    # Their kernel entries were moved at exit, folded in, and deleted: nothing left of them, nothing counted twice.
+    left = [key for key in agent_map_keys(process_agent, "cgroups") if key & PID_MASK in pids]
+    assert not left, [hex(key) for key in left]
+    assert (yields_in(process_agent, a), yields_in(process_agent, b)) == (6000, 2800)
+
+
+def test_a_reused_pid_starts_from_zero_in_its_own_cgroup(
+    process_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    first, second = cgroups.make("reuse-a"), cgroups.make("reuse-b")
+    process_agent.scrape()
+    pid = short_lived(yielder, first, 1000, 1)
+    reused = False
+    for _ in range(20):  # the next pid is a machine-wide counter: ask for ours back, retry if someone took it
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        workload = Workload(yielder, second, 2000, 1)
+        time.sleep(SHORT_LIFE)
+        workload.release()
+        if workload.pid == pid:
+            reused = True
+            break
+    assert reused, f"could not get pid {pid} again"
+    a, b = cgroups.relative(first), cgroups.relative(second)
+    yields_b = yields_in(process_agent, b)
+    assert yields_in(process_agent, a) == 1000
+    assert yields_b % 2000 == 0 and yields_b >= 2000  # every attempt's 2,000 in b, none in a
+
+
+def test_offcpu_time_is_placed_by_process_too(
+    process_agent: AgentProcess, cgroups: CgroupSandbox, sleeper: Path
+) -> None:
+    group = cgroups.make("keys-sleep")
+    workload = Workload(sleeper, group, 20, 10_000_000)
+    try:
+        scrape = process_agent.scrape()
+        blocked = scrape.value("schedwatch_offcpu_seconds_total", cgroup=cgroups.relative(group), reason="blocked")
+        slept = workload.truth["slept_ns"] / 1e9
+        # Keyed by process, everything the process did counts where it is placed, including the wait in its
+        # write to cgroup.procs when it joined (an RCU grace period; keyed by cgroup that counts in the parent's).
+        assert slept <= blocked <= slept + 0.05
+    finally:
+        workload.release()
+
+
+@pytest.fixture(scope="module")
+def v1_only_agent(tmp_path_factory: pytest.TempPathFactory, cgroups: CgroupSandbox) -> Iterator[AgentProcess]:
+    """The agent in a mount namespace without cgroup2: it sees the v1 hierarchies alone, as on a v1-only host."""
+    if not cgroups.v1:
+        raise RuntimeError("this test needs v1 cgroup hierarchies next to cgroup2 (a hybrid host)")
+    work = tmp_path_factory.mktemp("v1-agent")
+    unmount = f'umount {cgroups.root} && exec "$@"'
+    agent = start_agent(work / "agent.log", work, prefix=("unshare", "-m", "sh", "-c", unmount, "sh"))
+    yield agent
+    assert agent.stop() == 0, agent.log()
+
+
+def test_v1_only_host_names_workloads_by_their_v1_cgroups(
+    v1_only_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    relative = f"/{cgroups.name}-v1only"
+    joined = [cgroups.make_v1(hierarchy, relative) for hierarchy in ("name=systemd", "cpu")]
+    (joined[1] / "cpu.cfs_period_us").write_text("100000")
+    (joined[1] / "cpu.cfs_quota_us").write_text("50000")
+    workload = Workload(yielder, ":".join(str(d) for d in joined), 3000, 2)
+    try:
+        scrape = v1_only_agent.scrape()
+        assert scrape.value(YIELDS, cgroup=relative, container_id="") == 6000
+        # cgroup_cpu walks the v1 cpu hierarchy when there is no cgroup2.
+        assert scrape.value("schedwatch_cpu_limit_cores", cgroup=relative) == 0.5
+        assert scrape.value("schedwatch_threads", cgroup=relative) == 1
+    finally:
+        workload.release()
+    pid = workload.pid
+    with contextlib.suppress(FileNotFoundError):
+        assert not Path(f"/proc/{pid}").exists()
+    assert v1_only_agent.scrape().value(YIELDS, cgroup=relative, container_id="") == 6000
