@@ -138,6 +138,7 @@ def run(settings: config.Settings) -> int:
         address=f"{settings.listen_host}:{server.server_port}",
         collectors=sorted(running),
         unavailable=sorted(unavailable),
+        workloads_by="process" if context.keys.per_process else "cgroup",
     )
     stop.wait()
     logger.info("stopping")

@@ -7,14 +7,13 @@
   time in microseconds in bits 32-62, tgid in the low 32 bits). A process is placed by its line of
   /proc/PID/cgroup, read again at every scrape while it lives and whenever one of the programs announces a new key
   of it (a process often joins its cgroup just after it starts: runc's init, the test workloads), and remembered
-  by (pid, start time), so a reused pid never inherits another process's place. Exited keys are placed where
-  their process was last seen (several processes that had one pid between two scrapes, in exit order), and are
-  final.
+  by (pid, start time), so a reused pid never inherits another process's place. An exited key is placed where
+  the last process with its pid that started before the exit was last seen, and is final.
 """
 
 from __future__ import annotations
 
-import collections
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -26,7 +25,7 @@ from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_proc_cgroup
 
 EXITED_KEY_FLAG = 1 << 63
 PID_MASK = 0xFFFFFFFF
-EXIT_SPAN = 1 << 31  # exit times are microseconds modulo this: 36 minutes, far longer than between two scrapes
+EXIT_SPAN = 1 << 31  # exit times are boot-clock microseconds modulo this: 36 minutes, far more than a scrape interval
 # v1 hierarchies to place a process by, best first: systemd's own tree names services and scopes exactly.
 V1_PREFERENCE = ("name=systemd", "cpu", "cpuacct", "memory", "pids")
 
@@ -87,17 +86,34 @@ class CgroupKeys:
 
 @dataclass
 class _Seen:
-    start: int | None  # start time in clock ticks after boot; None: gone before it was read
+    """One process seen with a pid."""
+
+    start_us: int  # boot-clock start, from /proc (10 ms steps); or when announced, if never read
     path: str | None
-    read_at: float = 0.0
+    read_at: float  # agent clock, of the last /proc read
+    running: bool = True
+    gone_at: float = 0.0  # agent clock, when it was found gone
+    # When it was surely running: its first announcement (precise: after its start, before its exit), else start.
+    since_us: int = -1
+    announced: bool = False
+
+    def __post_init__(self) -> None:
+        if self.since_us < 0:
+            self.since_us = self.start_us
 
 
 class ProcessKeys:
-    """Keys are processes (live: the tgid; exited: EXITED_KEY_FLAG | exit time << 32 | tgid)."""
+    """Keys are processes (live: the tgid; exited: EXITED_KEY_FLAG | exit time << 32 | tgid).
+
+    Every process seen with a pid is remembered with when it was surely running (its announcement); an exited
+    key belongs to the last of them that was running before the exit. Nothing is consumed by placing, so each
+    BPF collector places its own exited keys in any order; processes known gone are forgotten RETAIN_SECONDS later.
+    """
 
     per_process = True
 
     REREAD_SECONDS = 1.0  # both BPF collectors place the same processes in one scrape: read each cgroup file once
+    RETAIN_SECONDS = 300.0  # longer than any scrape interval: every collector has placed its exited keys by then
 
     def __init__(
         self,
@@ -105,13 +121,16 @@ class ProcessKeys:
         max_processes: int,
         proc: Path = Path("/proc"),
         clock: Callable[[], float] = time.monotonic,
+        boot_clock_us: Callable[[], int] = lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1000,
     ) -> None:
         self._proc = proc
         self._clock = clock
+        self._boot_clock_us = boot_clock_us
+        self._ticks = os.sysconf("SC_CLK_TCK")
         self._hierarchies = ("",) if layout.unified is not None else (*V1_PREFERENCE, *sorted(layout.v1))
-        self._max_processes = max_processes
-        # Per pid, the processes seen with it, oldest first: an exited key is the oldest one's.
-        self._seen: dict[int, collections.deque[_Seen]] = {}
+        self._max_entries = 2 * max_processes  # the kernel map bounds keys; this bounds what is remembered
+        self._seen: dict[int, list[_Seen]] = {}  # per pid, by start
+        self._entries = 0
         self._lock = threading.Lock()
 
     @property
@@ -119,102 +138,110 @@ class ProcessKeys:
         """True when /proc can be read."""
         return (self._proc / "self" / "stat").exists()
 
-    def announce(self, pid: int) -> None:
-        """A new process appeared in the kernel's maps: place it now, while it lives (listener thread)."""
+    def announce(self, pid: int, boot_ns: int) -> None:
+        """The kernel saw a new process (at *boot_ns*): place it now, while it lives (listener thread)."""
+        announced_us = boot_ns // 1000
         with self._lock:
-            self._live(pid, announced=True)
+            seen = self._live(pid, reread=True)
+            if seen is None:  # born and gone before it could be read: remember it, unplaced
+                if not any(s.since_us == announced_us for s in self._seen.get(pid, ())):
+                    now = self._clock()
+                    gone = _Seen(announced_us, None, now, running=False, gone_at=now, announced=True)
+                    self._remember(pid, gone)
+            elif not seen.announced or announced_us < seen.since_us:
+                seen.since_us, seen.announced = announced_us, True
+                self._seen[pid].sort(key=lambda s: s.since_us)
 
     def place(self, keys: Iterable[int]) -> dict[int, Placement]:
-        """Live keys by /proc; exited keys, in exit order, as the processes seen with their pid, oldest first."""
+        """Live keys by /proc; exited keys as the last process with their pid that started before they exited."""
         placements = {}
-        exited: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)  # pid -> (exit time, key)
-        stale: dict[int, int] = {}  # pid -> live key of a process that is gone
         with self._lock:
+            now_us = self._boot_clock_us()
             for key in keys:
                 pid = key & PID_MASK
-                if key & EXITED_KEY_FLAG:
-                    exited[pid].append((_exit_time(key), key))
-                    continue
-                live = self._live(pid, announced=False)
+                live = None if key & EXITED_KEY_FLAG else self._live(pid, reread=False)
                 if live is not None:
-                    placements[key] = Placement((pid, live.start), live.path, False)
-                else:
-                    stale[pid] = key
-            for pid, dead in exited.items():
-                history = list(self._seen.get(pid, ()))
-                for index, key in enumerate(_in_exit_order(dead)):
-                    seen = history[index] if index < len(history) else None
-                    placements[key] = Placement(_source(pid, seen, key), seen.path if seen else None, True)
-            for pid, key in stale.items():
-                if pid in exited:  # read while the kernel moved it: the same process as its newest exited key
-                    placements[key] = placements[_in_exit_order(exited[pid])[-1]]
-                else:  # its entry could not be moved (the map was full)
-                    seen = self._oldest(pid)
-                    placements[key] = Placement(_source(pid, seen, key), seen.path if seen else None, True)
+                    placements[key] = Placement((pid, live.start_us), live.path, False)
+                    continue
+                # Exited; or a live key of a process that is gone (read mid-move, or not moved: the map was full).
+                exited_us = _full_exit_time(key, now_us) if key & EXITED_KEY_FLAG else now_us
+                seen = self._owner(pid, exited_us)
+                if seen is None:
+                    placements[key] = Placement(key, None, True)
+                    continue
+                if seen.running:
+                    seen.running, seen.gone_at = False, self._clock()
+                placements[key] = Placement((pid, seen.start_us), seen.path, True)
+            self._prune()
         return placements
 
     def forget(self, keys: Iterable[int]) -> None:
-        """The final keys' processes were the oldest seen with their pids: drop one per process."""
-        processes: dict[int, int] = collections.Counter()
-        stale = set()
-        for key in keys:
-            if key & EXITED_KEY_FLAG:
-                processes[key & PID_MASK] += 1
-            else:
-                stale.add(key & PID_MASK)
-        for pid in stale:
-            processes[pid] = processes[pid] or 1  # a live key read mid-move is the same process as its exited key
-        with self._lock:
-            for pid, count in processes.items():
-                history = self._seen.get(pid)
-                for _ in range(min(count, len(history or ()))):
-                    assert history is not None
-                    history.popleft()
-                if not history:
-                    self._seen.pop(pid, None)
+        """Nothing to do at once: other collectors may still place exited keys of the same processes."""
 
     def __len__(self) -> int:
         with self._lock:
-            return sum(len(history) for history in self._seen.values())
+            return self._entries
 
-    def _oldest(self, pid: int) -> _Seen | None:
-        history = self._seen.get(pid)
-        return history[0] if history else None
+    def _owner(self, pid: int, exited_us: int) -> _Seen | None:
+        """The last process seen with *pid* that was running before *exited_us*."""
+        owner = None
+        for seen in self._seen.get(pid, ()):
+            if seen.since_us <= exited_us:
+                owner = seen
+        return owner
 
-    def _live(self, pid: int, announced: bool) -> _Seen | None:
-        """The running process with *pid*, its place read again (it may have moved); None if it is not running."""
+    def _live(self, pid: int, reread: bool) -> _Seen | None:
+        """The running process with *pid*, its place read again (it may have moved); None if none runs."""
         now = self._clock()
-        history = self._seen.setdefault(pid, collections.deque())
-        newest = history[-1] if history else None
-        start = self._start_time(pid)
-        fresh = newest is not None and now - newest.read_at < self.REREAD_SECONDS
-        if start is not None and newest is not None and newest.start == start and fresh and not announced:
-            return newest
-        if start is None:
-            if announced and (newest is None or newest.start is not None):
-                history.append(_Seen(None, None, now))  # born and gone before it could be read: keep its turn
-            elif not history:
-                del self._seen[pid]
+        history = self._seen.get(pid, [])
+        start_us = self._start_us(pid)
+        if start_us is None:
             return None
-        path = self._path(pid)
-        if newest is not None and newest.start == start:
-            if path is not None:  # None: it exited between the two reads; keep where it was
-                newest.path = path
-            newest.read_at = now
+        newest = next((seen for seen in reversed(history) if seen.running and seen.start_us == start_us), None)
+        if newest is not None:
+            if reread or now - newest.read_at >= self.REREAD_SECONDS:
+                path = self._path(pid)
+                if path is not None:  # None: it exited between the two reads; keep where it was
+                    newest.path = path
+                newest.read_at = now
             return newest
-        seen = _Seen(start, path, now)
-        if len(self._seen) <= 2 * self._max_processes:  # the kernel map bounds keys; so does this cache
-            history.append(seen)
+        for older in history:  # a new process has this pid: the ones before it are gone
+            if older.running:
+                older.running, older.gone_at = False, now
+        seen = _Seen(start_us, self._path(pid), now)
+        self._remember(pid, seen)
         return seen
 
-    def _start_time(self, pid: int) -> int | None:
+    def _remember(self, pid: int, seen: _Seen) -> None:
+        if self._entries >= self._max_entries:
+            self._prune(force=True)
+            if self._entries >= self._max_entries:
+                return
+        history = self._seen.setdefault(pid, [])
+        history.append(seen)
+        history.sort(key=lambda s: s.since_us)
+        self._entries += 1
+
+    def _prune(self, force: bool = False) -> None:
+        """Forget processes gone for RETAIN_SECONDS (when full: every gone one)."""
+        cutoff = self._clock() - (0.0 if force else self.RETAIN_SECONDS)
+        for pid in list(self._seen):
+            history = self._seen[pid]
+            kept = [seen for seen in history if seen.running or seen.gone_at > cutoff]
+            self._entries -= len(history) - len(kept)
+            if kept:
+                self._seen[pid] = kept
+            else:
+                del self._seen[pid]
+
+    def _start_us(self, pid: int) -> int | None:
         try:
             stat = (self._proc / str(pid) / "stat").read_text()
         except OSError:
             return None
         # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
         fields = stat[stat.rfind(")") + 2 :].split()
-        return int(fields[19]) if len(fields) > 19 else None
+        return int(fields[19]) * 1_000_000 // self._ticks if len(fields) > 19 else None
 
     def _path(self, pid: int) -> str | None:
         try:
@@ -227,18 +254,7 @@ class ProcessKeys:
         return next(iter(paths.values()), None)
 
 
-def _exit_time(key: int) -> int:
-    return (key >> 32) & (EXIT_SPAN - 1)
-
-
-def _in_exit_order(dead: list[tuple[int, int]]) -> list[int]:
-    """Keys of one pid's dead processes by exit time, minding that the 31-bit microsecond clock wraps."""
-    times = [time for time, _ in dead]
-    wrapped = max(times) - min(times) > EXIT_SPAN // 2
-    return [
-        key for _, key in sorted(dead, key=lambda d: d[0] + (EXIT_SPAN if wrapped and d[0] < EXIT_SPAN // 2 else 0))
-    ]
-
-
-def _source(pid: int, seen: _Seen | None, key: int) -> Hashable:
-    return (pid, seen.start) if seen is not None and seen.start is not None else key
+def _full_exit_time(key: int, now_us: int) -> int:
+    """The boot-clock exit time of an exited key, from its 31 low bits of microseconds (the latest before now)."""
+    low = (key >> 32) & (EXIT_SPAN - 1)
+    return now_us - ((now_us - low) % EXIT_SPAN)

@@ -75,8 +75,8 @@ static __always_inline struct cgroup_sched *cgroup_entry(u64 key)
     struct cgroup_sched zero = {};
     if (cgroups.insert(&key, &zero) == 0) {
 #ifdef KEY_BY_PROCESS
-        u32 tgid = key;
-        if (new_processes.ringbuf_output(&tgid, sizeof(tgid), 0))
+        struct announcement news = {.tgid = key, .boot_ns = bpf_ktime_get_boot_ns()};
+        if (new_processes.ringbuf_output(&news, sizeof(news), 0))
             count_drop(DROP_ANNOUNCEMENT);
 #endif
     }

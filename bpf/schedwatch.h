@@ -45,9 +45,9 @@ static __always_inline u32 watched_tgid(void)
  * agent places each process by /proc/PID/cgroup. Each program then announces
  * a new key on its `new_processes` ring, so the agent reads /proc while the
  * process lives, and moves a dead process's entry to an exited key (flag,
- * exit time in microseconds, 31 bits, tgid), so a new process reusing the pid
- * starts from zero and the agent can tell apart, in exit order, several
- * processes that had one pid between two scrapes.
+ * exit time, tgid), so a new process reusing the pid starts from zero. Times
+ * are boot-clock microseconds, /proc's clock for process start times, so the
+ * agent can tell which of the processes that had one pid an exited key is.
  *
  * Map operations stay in each program's own file: bcc rewrites them only there.
  */
@@ -59,9 +59,16 @@ static __always_inline u64 workload_key(void)
     return watched_tgid();
 }
 
+/* A new key, announced on the program's `new_processes` ring. */
+struct announcement {
+    u32 tgid;
+    u32 unused;
+    u64 boot_ns;
+};
+
 static __always_inline u64 exited_key(u32 tgid)
 {
-    return EXITED_KEY_FLAG | (((bpf_ktime_get_ns() >> 10) & 0x7fffffffULL) << 32) | tgid;
+    return EXITED_KEY_FLAG | (((bpf_ktime_get_boot_ns() / 1000) & 0x7fffffffULL) << 32) | tgid;
 }
 #else
 static __always_inline u64 workload_key(void)

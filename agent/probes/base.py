@@ -16,6 +16,12 @@ from agent import bpf, kernel
 ANNOUNCEMENT_POLL_MS = 100  # how long the announcement listener waits per poll, so that close() is prompt
 
 
+class _Announcement(ctypes.Structure):
+    """struct announcement of bpf/schedwatch.h."""
+
+    _fields_ = [("tgid", ctypes.c_uint32), ("unused", ctypes.c_uint32), ("boot_ns", ctypes.c_uint64)]
+
+
 @dataclass(frozen=True)
 class MapHealth:
     """Fill level and capacity of each bounded map, and events dropped because one was full."""
@@ -73,11 +79,12 @@ class BpfProbe:
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
 
-    def announce_to(self, callback: Callable[[int], None]) -> None:
-        """Call *callback* with the pid of each new process the program announces (KEY_BY_PROCESS only)."""
+    def announce_to(self, callback: Callable[[int, int], None]) -> None:
+        """Call *callback* with (pid, boot-clock ns) of each new process the program announces (KEY_BY_PROCESS)."""
 
         def on_event(_cpu: int, data: Any, _size: int) -> None:
-            callback(ctypes.cast(data, ctypes.POINTER(ctypes.c_uint32)).contents.value)
+            news = ctypes.cast(data, ctypes.POINTER(_Announcement)).contents
+            callback(news.tgid, news.boot_ns)
 
         self._bpf["new_processes"].open_ring_buffer(on_event)
 

@@ -222,6 +222,49 @@ def series_of(scrape: Scrape, container_id: str) -> list[dict[str, str]]:
     return [dict(labels) for (_, labels) in scrape.samples if ("container_id", container_id) in labels]
 
 
+def test_v1_only_host_names_podman_and_kubelet_containers(
+    podman: Podman, containerd: Containerd, cri: CriDriver, tmp_path: Path
+) -> None:
+    # The agent in a mount namespace without cgroup2 sees a v1-only host: it keys by process and places each
+    # process by its v1 cgroups, where runc puts containers just as it does on real v1 hosts.
+    cgroup2 = cgroup2_dir("/")
+    agent = AgentProcess(
+        tmp_path / "agent.log",
+        "--runtime.docker-sockets",
+        str(podman.socket),
+        "--runtime.cri-sockets",
+        str(containerd.socket),
+        "--state-dir",
+        str(tmp_path),
+        prefix=("unshare", "-m", "sh", "-c", f'umount {cgroup2} && exec "$@"', "sh"),
+    )
+    try:
+        agent.wait_ready()
+        assert '"workloads_by": "process"' in agent.log()
+        container = podman.run("v1only", "sh", "-c", "/w/yielder - 3000 2 0; /w/yielder - 1000 1 0; exec sleep 600")
+        name = str(podman.inspect(container)["Name"])
+        pod = Pod("legacy-0", "ops")
+        cri.run_pod(pod)
+        command = ["sh", "-c", "/w/yielder - 1500 2 0 && exec sleep 600"]
+        in_pod = cri.start_container(pod, "batch", IMAGE, command, mounts={str(BINARIES): "/w"})
+        scrape = eventually(
+            agent,
+            lambda s: (
+                yielded(s, 7000, container_id=container, container=name)
+                and yielded(s, 3000, container_id=in_pod, pod="legacy-0")
+            ),
+        )
+        assert labels_of(scrape, YIELDS, in_pod) == {
+            "container_id": in_pod,
+            "container": "batch",
+            "pod": "legacy-0",
+            "namespace": "ops",
+            "cgroup": "",
+        }
+    finally:
+        assert agent.stop() == 0, agent.log()
+
+
 def test_runtime_that_never_answers_does_not_slow_scrapes(podman: Podman, tmp_path: Path) -> None:
     # One socket that accepts and never answers stands in for each kind of runtime API (HTTP, CRI, containerd).
     hanging = silent_socket(Path("/run/schedwatch-test/hanging.sock"))
