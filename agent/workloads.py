@@ -11,10 +11,13 @@ from agent.runtimes import ContainerInfo
 MAX_LABEL_LENGTH = 200
 
 # One cgroup path component that names a container: a 64-hex id, bare (Docker and
-# Kubernetes with the cgroupfs driver) or wrapped by a runtime's systemd scope.
+# Kubernetes with the cgroupfs driver), wrapped by a runtime's systemd scope, or in
+# the "slice:runtime:id" form runc's systemd driver leaves in v1 hierarchies that
+# systemd does not manage (and some runtimes' cgroupfs fallbacks on v2).
 # Conmon scopes ("libpod-conmon-<id>", "crio-conmon-<id>") are the monitor, not the container.
 _CONTAINER_COMPONENT = re.compile(
-    r"^(?:docker-|cri-containerd-|crio-|libpod-|containerd-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$"
+    r"^(?:[^/:]+\.slice:(?:cri-containerd|crio|docker|containerd|libpod):)?"
+    r"(?:docker-|cri-containerd-|crio-|libpod-|containerd-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$"
 )
 
 

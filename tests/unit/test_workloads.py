@@ -25,6 +25,10 @@ ID = "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa00112233445566778899"
         f"/libpod_parent/libpod-{ID}",  # Podman, cgroupfs manager
         f"/machine.slice/libpod-{ID}.scope/container",  # Podman with a nested container cgroup
         f"/system.slice/docker-{ID}.scope/init.scope",  # systemd running inside the container
+        f"/kubepods-besteffort-pod0125ec2f_b64a.slice:cri-containerd:{ID}",  # runc's systemd driver, unmanaged v1
+        f"/system.slice/containerd.service/kubepods-pod87a1.slice:cri-containerd:{ID}",
+        "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice"  # kind: the kubelet in a container
+        f"/kubelet-kubepods-besteffort-pod1e59.slice/cri-containerd-{ID}.scope",
     ],
 )
 def test_container_id_found_in_every_runtime_layout(path: str) -> None:
@@ -40,6 +44,8 @@ def test_container_id_found_in_every_runtime_layout(path: str) -> None:
         "/user.slice/user-1000.slice/session-3.scope",
         f"/machine.slice/libpod-conmon-{ID}.scope",  # the container's monitor, not the container
         f"/kubepods.slice/crio-conmon-{ID}.scope",
+        f"/kubepods-pod1.slice:crio-conmon:{ID}",
+        "/system/etcd",  # Talos: containerd's system containers are named, not hex
         f"/system.slice/docker-{ID[:-1]}.scope",  # 63 hex digits
     ],
 )
@@ -85,6 +91,31 @@ def test_real_proc_cgroup_files(fixture: str, container_id: str) -> None:
     paths = parse_proc_cgroup((FIXTURES / fixture).read_text())
     assert container_id_from_path(paths[""]) == container_id  # the cgroup2 line
     assert container_id_from_path(paths["cpu"]) == container_id  # the v1 cpu line agrees
+
+
+@pytest.mark.parametrize(
+    ("fixture", "container_id"),
+    [
+        ("containerd-systemd-v1-besteffort.txt", "ee4b20e90ac7f42a10bd004d05646b13d8ab5e2c5e7cbc01abf8006bac016459"),
+        ("containerd-systemd-v1-burstable.txt", "6ef14b5a76df7b5d24285e3a04ccbc6fd323620272b3787b5dc440fc1b75d294"),
+        (
+            "docker-systemd-v1-kubepods-burstable.txt",
+            "d0b3604b67ac7930dd34ba3a796627e3e4717d12309e90a4afe3f38b6816ac98",
+        ),
+        ("crio-systemd-v1-kubepods-burstable.txt", "00601ecc8806271163e6f8e8456d1614817bc5e6d7fa19025fea6fb0b373e7bb"),
+        ("crio-systemd-v1-host-process.txt", "5eed917563583925ffdbd40a64efb2aaffe58638e57add8becaf460fe74f5b1c"),
+    ],
+)
+def test_proc_cgroup_files_from_other_hosts(fixture: str, container_id: str) -> None:
+    """Every hierarchy that places the process in a container names the same container (fixtures/README.md)."""
+    lines = (FIXTURES / fixture).read_text().splitlines()
+    named = {container_id_from_path(line.split(":", 2)[2]) for line in lines}
+    assert named - {""} == {container_id}
+
+
+def test_a_v1_host_service_is_its_cgroup() -> None:
+    paths = parse_proc_cgroup((FIXTURES / "centos7-v1-system-slice.txt").read_text())
+    assert workload_for_cgroup(paths["name=systemd"]) == Workload(cgroup="/system.slice")
 
 
 class Names:
