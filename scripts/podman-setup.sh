@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Podman on this kind of host (hybrid cgroups, no registry), for the container tests:
+# Podman (and Docker, containerd) on this kind of host (hybrid cgroups, no registry), for the container tests:
 #   - runc and the cgroupfs manager (crun refuses the hybrid layout; there is no systemd);
 #   - a base image docker.io/library/debian:bookworm-slim built locally with debootstrap.
 # Idempotent; run as root. Needs Debian's package mirror only.
 set -euo pipefail
 
 missing=()
-for package in podman runc catatonit debootstrap containerd; do
+for package in podman runc catatonit debootstrap containerd docker.io; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent import AgentProcess, require_root
-from tests.support.containers import Containerd, Podman, build_pause_image, export_image
+from tests.support.containers import Containerd, Docker, Podman, build_pause_image, export_image
 from tests.support.cri import CriDriver
 from tests.support.workloads import build
 
@@ -35,6 +35,13 @@ def containerd(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iter
         export_image(Path("/var/tmp/schedwatch-test-debian.tar")),
         build_pause_image(Path("/var/tmp/schedwatch-test-pause.tar")),
     )
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(scope="session")
+def docker(podman: Podman) -> Iterator[Docker]:
+    runtime = Docker(export_image(Path("/var/tmp/schedwatch-test-debian.tar")))
     yield runtime
     runtime.close()
 

@@ -1,4 +1,4 @@
-"""Real container runtimes for the container tests: Podman (with its Docker-compatible API) and containerd."""
+"""Real container runtimes for the container tests: Podman (with its Docker-compatible API), Docker, containerd."""
 
 from __future__ import annotations
 
@@ -176,6 +176,76 @@ class Containerd:
                 self.ctr("containers", "delete", container_id)
         self._daemon.send_signal(signal.SIGTERM)
         self._daemon.wait(10)
+        self._log.close()
+
+
+class Docker:
+    """A Docker daemon of the test run's own (Debian's docker.io: own socket, data root; no network set-up)."""
+
+    def __init__(self, image_archive: Path) -> None:
+        if shutil.which("dockerd") is None:
+            raise RuntimeError("dockerd is missing: scripts/podman-setup.sh installs docker.io")
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        self.socket = RUN_DIR / "docker.sock"
+        self.socket.unlink(missing_ok=True)
+        self._log = (RUN_DIR / "dockerd.log").open("w")
+        self._daemon = subprocess.Popen(
+            [
+                "dockerd",
+                "--host",
+                f"unix://{self.socket}",
+                "--data-root",
+                "/var/lib/schedwatch-test-docker",
+                "--exec-root",
+                str(RUN_DIR / "docker-exec"),
+                "--pidfile",
+                str(RUN_DIR / "docker.pid"),
+                "--iptables=false",
+                "--ip6tables=false",
+                "--bridge=none",
+            ],
+            stdout=self._log,
+            stderr=self._log,
+        )
+        wait_for_socket(self.socket, self._daemon)
+        self.docker("load", "-i", str(image_archive))
+        self.prefix = f"swtest-{uuid.uuid4().hex[:6]}"
+        self._containers: list[str] = []
+
+    def docker(self, *args: str) -> str:
+        result = subprocess.run(
+            ["/usr/bin/docker", "-H", f"unix://{self.socket}", *args], check=True, capture_output=True, text=True
+        )
+        return result.stdout.strip()
+
+    def run(self, name: str, labels: dict[str, str], *command: str) -> str:
+        """A detached container with the test workloads mounted at /w; returns its id."""
+        label_args = [arg for key, value in labels.items() for arg in ("--label", f"{key}={value}")]
+        container = self.docker(
+            "run",
+            "-d",
+            "--network",
+            "none",
+            "--ulimit",
+            "nofile=20000:20000",  # root here may not raise limits (no CAP_SYS_RESOURCE)
+            "--name",
+            f"{self.prefix}-{name}",
+            *label_args,
+            "-v",
+            f"{REPO / 'tests' / '.build'}:/w:ro",
+            IMAGE,
+            *command,
+        )
+        self._containers.append(container)
+        return container
+
+    def close(self) -> None:
+        if self._containers:
+            subprocess.run(
+                ["/usr/bin/docker", "-H", f"unix://{self.socket}", "rm", "-f", *self._containers], capture_output=True
+            )
+        self._daemon.send_signal(signal.SIGTERM)
+        self._daemon.wait(30)
         self._log.close()
 
 

@@ -76,6 +76,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "proc-cgroup"
         # In a pod the pod's own cgroup (a bare 64-hex id) sits above the container's: the deepest one wins.
         ("podman-pod-cgroupfs-hybrid.txt", "63205364e3141d6d4e97fb3a111131757c5e0fb3660ff095ea6ac224d1bf2933"),
         ("containerd-ctr-k8s.io-hybrid.txt", "bc69956ec00e6bab8219c544af8ae2f02a254635e5a0d90a5e507f3b02a09daf"),
+        ("docker-cgroupfs-hybrid.txt", "31f05cc547ce94c78c2dbe5a0fc8c245bee095e1eb627dd22461e71eac927a5d"),
         # Made through containerd's CRI as the kubelet (cgroupfs driver) makes them: /kubepods/burstable/pod<uid>/<id>.
         (
             "containerd-cri-kubepods-burstable-hybrid.txt",
