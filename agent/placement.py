@@ -26,6 +26,7 @@ from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_proc_cgroup
 EXITED_KEY_FLAG = 1 << 63
 PID_MASK = 0xFFFFFFFF
 EXIT_SPAN = 1 << 31  # exit times are boot-clock microseconds modulo this: 36 minutes, far more than a scrape interval
+SAME_EXIT_US = 100_000  # each program moves a dying process's entry within microseconds of the other
 # v1 hierarchies to place a process by, best first: systemd's own tree names services and scopes exactly.
 V1_PREFERENCE = ("name=systemd", "cpu", "cpuacct", "memory", "pids")
 
@@ -59,6 +60,19 @@ class KeySpace(Protocol):
     def forget(self, keys: Iterable[int]) -> None:
         """Drop what is cached for final keys whose kernel entries were deleted."""
 
+    def sync(self) -> None:
+        """Take in whatever the kernel announced and the agent has not handled yet (before a scrape's place)."""
+
+
+class Announcer(Protocol):
+    """A BPF program announcing new process keys on a ring (agent.probes.base.BpfProbe)."""
+
+    def request_drain(self) -> None:
+        """Ask for every pending announcement to be handled."""
+
+    def wait_drained(self, timeout: float = 1.0) -> None:
+        """Until they have been."""
+
 
 class CgroupKeys:
     """Keys are cgroup2 ids."""
@@ -83,6 +97,9 @@ class CgroupKeys:
         """Forget removed cgroups' ids."""
         self._resolver.forget(keys)
 
+    def sync(self) -> None:
+        """Nothing is announced for cgroups."""
+
 
 @dataclass
 class _Seen:
@@ -93,6 +110,7 @@ class _Seen:
     read_at: float  # agent clock, of the last /proc read
     running: bool = True
     gone_at: float = 0.0  # agent clock, when it was found gone
+    exited_us: int = -1  # boot-clock exit, from its first exited key
     # When it was surely running: its first announcement (precise: after its start, before its exit), else start.
     since_us: int = -1
     announced: bool = False
@@ -131,6 +149,7 @@ class ProcessKeys:
         self._max_entries = 2 * max_processes  # the kernel map bounds keys; this bounds what is remembered
         self._seen: dict[int, list[_Seen]] = {}  # per pid, by start
         self._entries = 0
+        self._announcers: list[Announcer] = []
         self._lock = threading.Lock()
 
     @property
@@ -157,7 +176,8 @@ class ProcessKeys:
         placements = {}
         with self._lock:
             now_us = self._boot_clock_us()
-            for key in keys:
+            # Live keys first, then exits in time order: a process's own exit is placed before a later one's.
+            for key in sorted(keys, key=lambda k: (bool(k & EXITED_KEY_FLAG), _full_exit_time(k, now_us))):
                 pid = key & PID_MASK
                 live = None if key & EXITED_KEY_FLAG else self._live(pid, reread=False)
                 if live is not None:
@@ -166,6 +186,11 @@ class ProcessKeys:
                 # Exited; or a live key of a process that is gone (read mid-move, or not moved: the map was full).
                 exited_us = _full_exit_time(key, now_us) if key & EXITED_KEY_FLAG else now_us
                 seen = self._owner(pid, exited_us)
+                if seen is not None and key & EXITED_KEY_FLAG:
+                    if seen.exited_us < 0:
+                        seen.exited_us = exited_us
+                    elif exited_us > seen.exited_us + SAME_EXIT_US:
+                        seen = None  # it exited earlier: this is a later process whose announcement was lost
                 if seen is None:
                     placements[key] = Placement(key, None, True)
                     continue
@@ -177,6 +202,17 @@ class ProcessKeys:
 
     def forget(self, keys: Iterable[int]) -> None:
         """Nothing to do at once: other collectors may still place exited keys of the same processes."""
+
+    def add_announcer(self, announcer: Announcer) -> None:
+        """A program whose announcement ring :meth:`sync` drains."""
+        self._announcers.append(announcer)
+
+    def sync(self) -> None:
+        """Handle every pending announcement of every program, so no exited key is placed before its process."""
+        for announcer in self._announcers:
+            announcer.request_drain()
+        for announcer in self._announcers:
+            announcer.wait_drained()
 
     def __len__(self) -> int:
         with self._lock:

@@ -182,6 +182,7 @@ class BpfCollector:
         self._probe = probe
         if isinstance(context.keys, ProcessKeys):
             probe.announce_to(context.keys.announce)
+            context.keys.add_announcer(probe)
         self._totals = CgroupTotals(
             context.keys,
             context.identities,
@@ -193,6 +194,7 @@ class BpfCollector:
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
+        self._keys.sync()
         snapshot = self._probe.read()
         self._totals.update({cgroup_id: self.cgroup_vector(s) for cgroup_id, s in snapshot.cgroups.items()})
         return [

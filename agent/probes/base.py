@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 from agent import bpf, kernel
 
-ANNOUNCEMENT_POLL_MS = 100  # how long the announcement listener waits per poll, so that close() is prompt
+# How long the announcement listener waits per poll: a scrape that drains the ring waits at most this long for it.
+ANNOUNCEMENT_POLL_MS = 20
 
 
 class _Announcement(ctypes.Structure):
@@ -78,6 +79,9 @@ class BpfProbe:
         self._entries_at = -self.ENTRY_COUNT_SECONDS
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
+        # Only the listener thread touches the ring (libbpf's consumer is not thread-safe): a scrape asks it to drain.
+        self._drain_wanted = threading.Event()
+        self._drained = threading.Event()
 
     def announce_to(self, callback: Callable[[int, int], None]) -> None:
         """Call *callback* with (pid, boot-clock ns) of each new process the program announces (KEY_BY_PROCESS)."""
@@ -91,6 +95,10 @@ class BpfProbe:
         def poll() -> None:
             while not self._closing.is_set():
                 self._bpf.ring_buffer_poll(ANNOUNCEMENT_POLL_MS)
+                if self._drain_wanted.is_set():
+                    self._drain_wanted.clear()
+                    self._bpf.ring_buffer_consume()
+                    self._drained.set()
 
         self._listener = threading.Thread(target=poll, name=f"{self.source}-announcements", daemon=True)
         self._listener.start()
@@ -120,6 +128,17 @@ class BpfProbe:
     def program_stats(self) -> list[bpf.ProgramStats]:
         """Kernel accounting of each attached program."""
         return bpf.program_stats(self._bpf)
+
+    def request_drain(self) -> None:
+        """Ask the listener to hand every announcement in the ring to the callback (see :meth:`wait_drained`)."""
+        if self._listener is not None:
+            self._drained.clear()
+            self._drain_wanted.set()
+
+    def wait_drained(self, timeout: float = 1.0) -> None:
+        """Until the listener has drained the ring (at most one poll interval), or *timeout*."""
+        if self._listener is not None:
+            self._drained.wait(timeout)
 
     def close(self) -> None:
         """Detach every program and free the maps."""

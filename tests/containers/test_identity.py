@@ -275,7 +275,11 @@ def test_v1_only_host_names_podman_and_kubelet_containers(
     try:
         agent.wait_ready()
         assert '"workloads_by": "process"' in agent.log()
-        container = podman.run("v1only", "sh", "-c", "/w/yielder - 3000 2 0; /w/yielder - 1000 1 0; exec sleep 600")
+        # The second yielder lives on for 0.3 s after its yields: long enough to be placed by its announcement
+        # however busy the machine (one that exits sooner may be counted as "(removed)": counted, not placed).
+        container = podman.run(
+            "v1only", "sh", "-c", "/w/yielder - 3000 2 0; (sleep 0.3) | /w/yielder - 1000 1 1; exec sleep 600"
+        )
         name = str(podman.inspect(container)["Name"])
         pod = Pod("legacy-0", "ops")
         cri.run_pod(pod)

@@ -131,6 +131,18 @@ def test_two_processes_that_had_one_pid_between_scrapes_are_told_apart(tmp_path:
     assert (places[exited(100, 55.0)].path, places[exited(100, 61.0)].path) == ("/first", "/second")
 
 
+def test_a_later_exit_is_not_given_to_a_process_that_already_exited(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/host"))
+    keys.announce(100, 50_000_000_000)
+    proc.stop(100)
+    # Its exit at 60 s, and another process's at 75 s whose announcement never arrived (the ring was full).
+    places = keys.place([exited(100, 75.0), exited(100, 60.0)])
+    assert places[exited(100, 60.0)].path == "/host"
+    assert places[exited(100, 75.0)].path is None
+
+
 def test_exit_times_are_unwrapped_from_31_bits_of_microseconds(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     proc.start(100, 1000, v1_cgroup("/early"))  # started at 10 s
