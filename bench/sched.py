@@ -55,6 +55,10 @@ def configs() -> list[Config]:
             ),
         ),
         Config("schedwatch, sched collector", start=lambda: Agent(*SCHED_ONLY)),
+        Config(
+            "schedwatch, sched collector, keyed by process (hosts without cgroup2)",
+            start=lambda: Agent(*SCHED_ONLY, "--workloads-by", "process"),
+        ),
         Config("schedwatch, all collectors", start=lambda: Agent()),
         Config("runqlat-bpfcc", start=lambda: bcc_tool("runqlat-bpfcc", ready="Tracing run queue latency")),
         Config(
@@ -75,7 +79,12 @@ def run(repetitions: int) -> dict[str, Any]:
         "repetitions": repetitions,
         "samples": samples,
         "medians": medians,
-        "per_event_ns": {"schedwatch": per_event_ns(SCHED_ONLY, workloads, PROGRAMS)},
+        "per_event_ns": {
+            "schedwatch": per_event_ns(SCHED_ONLY, workloads, PROGRAMS),
+            "schedwatch --workloads-by process": per_event_ns(
+                (*SCHED_ONLY, "--workloads-by", "process"), workloads, PROGRAMS
+            ),
+        },
     }
 
 

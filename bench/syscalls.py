@@ -62,6 +62,10 @@ def configs() -> list[Config]:
             "schedwatch, syscalls collector, --process-top-k 20",
             start=lambda: Agent(*SYSCALLS_ONLY, "--process-top-k", "20"),
         ),
+        Config(
+            "schedwatch, syscalls collector, keyed by process (hosts without cgroup2)",
+            start=lambda: Agent(*SYSCALLS_ONLY, "--workloads-by", "process"),
+        ),
         Config("schedwatch, all collectors", start=lambda: Agent()),
         Config("syscount-bpfcc", start=lambda: bcc_tool("syscount-bpfcc", ready="Tracing syscalls")),
         Config("perf trace -s", wrap=["perf", "trace", "-s", "-o", "/dev/null", "--"], divisor=20),
@@ -84,6 +88,9 @@ def run(repetitions: int) -> dict[str, Any]:
         "schedwatch": per_event_ns(SYSCALLS_ONLY, workloads[:2], PROGRAMS),
         "schedwatch --process-top-k 20": per_event_ns(
             (*SYSCALLS_ONLY, "--process-top-k", "20"), workloads[:2], PROGRAMS
+        ),
+        "schedwatch --workloads-by process": per_event_ns(
+            (*SYSCALLS_ONLY, "--workloads-by", "process"), workloads[:2], PROGRAMS
         ),
     }
     return {"repetitions": repetitions, "samples": samples, "medians": medians, "per_event_ns": per_event}
