@@ -244,12 +244,8 @@ def sched_switch_blocked_mask(root: Path | None = None) -> int | None:
     (runnable, "+" when preempted). The encoding has changed across kernel versions, so it is read
     from the running kernel rather than assumed.
     """
-    root = root or tracefs_root()
-    if root is None:
-        return None
-    try:
-        text = (root / "events" / "sched" / "sched_switch" / "format").read_text()
-    except OSError:
+    text = _sched_switch_format(root)
+    if text is None:
         return None
     marker = "REC->prev_state & "
     start = text.find(marker)
@@ -259,20 +255,24 @@ def sched_switch_blocked_mask(root: Path | None = None) -> int | None:
     return None if expression is None else _evaluate_integer_expression(expression)
 
 
+def _sched_switch_format(root: Path | None) -> str | None:
+    root = root or tracefs_root()
+    if root is None:
+        return None
+    try:
+        return (root / "events" / "sched" / "sched_switch" / "format").read_text()
+    except OSError:
+        return None
+
+
 def sched_switch_dead_mask(root: Path | None = None) -> int | None:
     """The prev_state bits sched_switch reports for a task's last switch-out after it exited ("X" and "Z").
 
     Read from the ``__print_flags`` table of the tracepoint's print format, like the blocked mask.
     """
-    root = root or tracefs_root()
-    if root is None:
+    text = _sched_switch_format(root)
+    if text is None:
         return None
-    try:
-        text = (root / "events" / "sched" / "sched_switch" / "format").read_text()
-    except OSError:
-        return None
-    import re
-
     bits = [
         int(value, 16)
         for value, letter in re.findall(r'\{\s*(0x[0-9a-fA-F]+)\s*,\s*"([A-Z])"\s*\}', text)
