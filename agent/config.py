@@ -108,7 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         type=Path,
         default=os.environ.get("SCHEDWATCH_CGROUP_ROOT"),
         help="the host's cgroup mount, e.g. its /sys/fs/cgroup mounted into the agent's container at "
-        "/host/sys/fs/cgroup (cgroup2, or hybrid with v1 controllers and unified/); default: this process's mounts",
+        "/host/sys/fs/cgroup (cgroup2; hybrid, v1 controllers and unified/; or v1 controllers alone); "
+        "default: this process's mounts",
     )
     parser.add_argument(
         "--state-dir",
