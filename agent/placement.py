@@ -172,7 +172,7 @@ class ProcessKeys:
                 self._seen[pid].sort(key=lambda s: s.since_us)
 
     def place(self, keys: Iterable[int]) -> dict[int, Placement]:
-        """Live keys by /proc; exited keys as the last process with their pid that started before they exited."""
+        """Live keys by /proc; an exited key as the last process with its pid that was running before the exit."""
         placements = {}
         with self._lock:
             now_us = self._boot_clock_us()
@@ -259,10 +259,18 @@ class ProcessKeys:
         self._entries += 1
 
     def _prune(self, force: bool = False) -> None:
-        """Forget processes gone for RETAIN_SECONDS (when full: every gone one)."""
-        cutoff = self._clock() - (0.0 if force else self.RETAIN_SECONDS)
+        """Forget processes gone for RETAIN_SECONDS (when full: every gone one).
+
+        A live process's key is placed at every scrape, so an entry not read for that long belongs to a process
+        whose exit was never placed (its exited key was dropped from a full map): it is checked, and dropped too.
+        """
+        now = self._clock()
+        cutoff = now - (0.0 if force else self.RETAIN_SECONDS)
         for pid in list(self._seen):
             history = self._seen[pid]
+            for seen in history:
+                if seen.running and seen.read_at < cutoff and self._start_us(pid) != seen.start_us:
+                    seen.running, seen.gone_at = False, cutoff
             kept = [seen for seen in history if seen.running or seen.gone_at > cutoff]
             self._entries -= len(history) - len(kept)
             if kept:

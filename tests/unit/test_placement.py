@@ -169,6 +169,19 @@ def test_gone_processes_are_forgotten_after_the_retention(tmp_path: Path) -> Non
     assert len(keys) == 0
 
 
+def test_a_process_whose_exit_never_came_is_forgotten_once_gone(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    now = [0.0]
+    keys = process_keys(tmp_path, clock=lambda: now[0])
+    proc.start(100, 5000, v1_cgroup("/a"))
+    proc.start(200, 5000, v1_cgroup("/b"))
+    keys.place([100, 200])
+    proc.stop(100)  # its exited key never arrives (dropped from a full map)
+    now[0] = ProcessKeys.RETAIN_SECONDS + 1
+    keys.place([200])
+    assert len(keys) == 1  # 200 still runs and is kept
+
+
 def test_totals_follow_a_process_from_live_to_exited_key_without_double_counting(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     proc.start(100, 5000, v1_cgroup("/a"))
