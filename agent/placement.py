@@ -108,6 +108,7 @@ class _Seen:
     start_us: int  # boot-clock start, from /proc (10 ms steps); or when announced, if never read
     path: str | None
     read_at: float  # agent clock, of the last /proc read
+    read_by_scrape: bool = False  # that read was a scrape's (an announcement's may predate joining its cgroup)
     running: bool = True
     gone_at: float = 0.0  # agent clock, when it was found gone
     exited_us: int = -1  # boot-clock exit, from its first exited key
@@ -130,7 +131,7 @@ class ProcessKeys:
 
     per_process = True
 
-    REREAD_SECONDS = 1.0  # both BPF collectors place the same processes in one scrape: read each cgroup file once
+    REREAD_SECONDS = 1.0  # both BPF collectors place the same processes in one scrape: one cgroup read serves both
     RETAIN_SECONDS = 300.0  # longer than any scrape interval: every collector has placed its exited keys by then
 
     def __init__(
@@ -235,16 +236,17 @@ class ProcessKeys:
             return None
         newest = next((seen for seen in reversed(history) if seen.running and seen.start_us == start_us), None)
         if newest is not None:
-            if reread or now - newest.read_at >= self.REREAD_SECONDS:
+            fresh = newest.read_by_scrape and now - newest.read_at < self.REREAD_SECONDS
+            if reread or not fresh:
                 path = self._path(pid)
                 if path is not None:  # None: it exited between the two reads; keep where it was
                     newest.path = path
-                newest.read_at = now
+                newest.read_at, newest.read_by_scrape = now, not reread
             return newest
         for older in history:  # a new process has this pid: the ones before it are gone
             if older.running:
                 older.running, older.gone_at = False, now
-        seen = _Seen(start_us, self._path(pid), now)
+        seen = _Seen(start_us, self._path(pid), now, read_by_scrape=not reread)
         self._remember(pid, seen)
         return seen
 

@@ -182,6 +182,17 @@ def test_a_process_whose_exit_never_came_is_forgotten_once_gone(tmp_path: Path) 
     assert len(keys) == 1  # 200 still runs and is kept
 
 
+def test_a_scrape_right_after_an_announcement_reads_the_place_again(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path, clock=lambda: 5.0)  # the same instant
+    proc.start(100, 5000, v1_cgroup("/parent"))
+    keys.announce(100, 50_000_000_000)  # seen first before it joined its cgroup
+    (tmp_path / "100" / "cgroup").write_text(v1_cgroup("/own"))
+    assert keys.place([100])[100].path == "/own"
+    (tmp_path / "100" / "cgroup").write_text(v1_cgroup("/moved"))
+    assert keys.place([100])[100].path == "/own"  # the other collector, same scrape: the read is shared
+
+
 def test_totals_follow_a_process_from_live_to_exited_key_without_double_counting(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     proc.start(100, 5000, v1_cgroup("/a"))
