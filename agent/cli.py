@@ -8,7 +8,7 @@ import os
 import signal
 import ssl
 import sys
-import threading
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -25,6 +25,8 @@ from agent.runtimes import RuntimeClient
 from agent.runtimes.containerd import ContainerdClient
 from agent.runtimes.cri import CriClient
 from agent.runtimes.docker import DockerClient
+
+STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,9 +112,11 @@ def run(settings: config.Settings) -> int:
             unavailable[name] = str(error)
             logger.error("collector_failed_to_start", collector=name, error=str(error))
 
-    stop = threading.Event()
+    # The handler only records the signal: it may run again while it runs (a process group's SIGTERM and a
+    # shell's trap arrive together), so it must take no lock; the main thread looks for it between naps.
+    stop_signals: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda received, _frame: stop_signals.append(received))
     agent_collector = AgentCollector(
         running,
         unavailable,
@@ -140,7 +144,8 @@ def run(settings: config.Settings) -> int:
         unavailable=sorted(unavailable),
         workloads_by="process" if context.keys.per_process else "cgroup",
     )
-    stop.wait()
+    while not stop_signals:
+        time.sleep(STOP_POLL_SECONDS)
     logger.info("stopping")
     server.shutdown()
     identities.stop()

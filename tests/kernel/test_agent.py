@@ -150,3 +150,14 @@ def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
         f"schedwatch: cannot listen on 127.0.0.1:{port}: Address already in use; choose another --listen"
         in result.stderr
     )
+
+
+def test_a_burst_of_stop_signals_still_stops_the_agent(tmp_path: Path) -> None:
+    # `kill` of a process group and a shell's trap deliver SIGTERM twice, close together: the second one lands
+    # while the first one's handler runs. The agent must stop all the same.
+    agent = AgentProcess(tmp_path / "agent.log", "--state-dir", str(tmp_path))
+    agent.wait_ready()
+    for _ in range(200):
+        agent.process.send_signal(signal.SIGTERM)
+    assert agent.process.wait(30) == 0, agent.log()
+    assert '"event": "stopped"' in agent.log()
