@@ -47,7 +47,11 @@ def test_stack_scrapes_the_agent_and_loads_the_rules(tmp_path: Path) -> None:
         assert get("http://127.0.0.1:9093/api/v2/status")["cluster"]  # Alertmanager answers
     finally:
         os.killpg(stack.pid, signal.SIGTERM)
-        stack.wait(60)
+        try:
+            stack.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(stack.pid, signal.SIGKILL)  # leave nothing behind for the tests that follow
+            raise AssertionError("the stack did not stop within 60 s of SIGTERM") from None
     for port in (17953, 9090, 9093):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
