@@ -16,7 +16,7 @@ from typing import Any
 from agent import __version__, bpf, config, kernel, log, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
-from agent.collectors.common import PROCESS_KEYS
+from agent.collectors.common import workload_map_size
 from agent.exporter import AgentCollector, build_registry, serve
 from agent.facts import MachineFacts, gather
 from agent.identity import IdentityResolver
@@ -95,6 +95,12 @@ def run(settings: config.Settings) -> int:
     identities = build_identities(settings)
     identities.start()
     context = build_context(settings, facts, identities)
+    if not context.keys.per_process and facts.cgroup_root is None:
+        logger.warning(
+            "no_cgroup2_tree",
+            consequence='every workload is labelled cgroup="(unresolved)"',
+            fix="use --workloads-by auto (or process), or pass the host's tree with --cgroup-root",
+        )
     running: dict[str, Collector] = {}
     unavailable: dict[str, str] = {}
     for name, factory in registry().items():
@@ -164,7 +170,7 @@ def workload_keys(settings: config.Settings, facts: MachineFacts, resolver: Cgro
     """By cgroup2 id where a cgroup2 tree is visible (or asked for), else by process."""
     by_process = settings.workloads_by == "process" or (settings.workloads_by == "auto" and facts.cgroup_root is None)
     if by_process:
-        return ProcessKeys(facts.cgroups, max(settings.max_cgroups, PROCESS_KEYS))
+        return ProcessKeys(facts.cgroups, workload_map_size(settings, per_process=True))
     return CgroupKeys(resolver)
 
 
@@ -275,6 +281,11 @@ def _report_text(
     if keys.per_process:
         workloads = "by process, placed by /proc/PID/cgroup" + (
             " (no cgroup2 tree here)" if facts.cgroup_root is None else " (asked for with --workloads-by)"
+        )
+    elif facts.cgroup_root is None:
+        workloads = (
+            'by cgroup2 id, but no cgroup2 tree is visible: every workload would be "(unresolved)" — '
+            "use --workloads-by auto (or process), or pass the host's tree with --cgroup-root"
         )
     else:
         workloads = "by cgroup2 id, placed in the cgroup2 tree"

@@ -251,10 +251,10 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         process_top_k=args.process_top_k,
         series_grace_seconds=args.series_grace,
         bpf_stats=args.bpf_stats,
-        docker_sockets=tuple(Path(p) for p in args.docker_sockets.split(",") if p.strip()),
-        cri_sockets=tuple(Path(p) for p in args.cri_sockets.split(",") if p.strip()),
-        containerd_socket=Path(args.containerd_socket) if args.containerd_socket.strip() else None,
-        containerd_namespaces=tuple(n for n in args.containerd_namespaces.split(",") if n.strip()),
+        docker_sockets=tuple(Path(p) for p in _items(args.docker_sockets)),
+        cri_sockets=tuple(Path(p) for p in _items(args.cri_sockets)),
+        containerd_socket=Path(args.containerd_socket.strip()) if args.containerd_socket.strip() else None,
+        containerd_namespaces=_items(args.containerd_namespaces),
         runtime_timeout=args.runtime_timeout,
         sidecar=args.sidecar,
         workloads_by=args.workloads_by,
@@ -265,6 +265,11 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         log_level=args.log_level,
         log_format=args.log_format,
     )
+
+
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated flag value: its non-empty items, stripped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 class ConfigError(ValueError):

@@ -281,23 +281,36 @@ class ProcessKeys:
                 del self._seen[pid]
 
     def _start_us(self, pid: int) -> int | None:
-        try:
-            stat = (self._proc / str(pid) / "stat").read_text()
-        except OSError:
+        stat = _read_proc_file(f"{self._proc}/{pid}/stat")
+        if stat is None:
             return None
         # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
         fields = stat[stat.rfind(")") + 2 :].split()
         return int(fields[19]) * 1_000_000 // self._ticks if len(fields) > 19 else None
 
     def _path(self, pid: int) -> str | None:
-        try:
-            paths = parse_proc_cgroup((self._proc / str(pid) / "cgroup").read_text())
-        except OSError:
+        text = _read_proc_file(f"{self._proc}/{pid}/cgroup")
+        if text is None:
             return None
+        paths = parse_proc_cgroup(text)
         for hierarchy in self._hierarchies:
             if hierarchy in paths:
                 return paths[hierarchy]
         return next(iter(paths.values()), None)
+
+
+def _read_proc_file(path: str) -> str | None:
+    """A small /proc file, read with one system call (a scrape reads two per live process); None if gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 65536).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _full_exit_time(key: int, now_us: int) -> int:

@@ -48,8 +48,13 @@ def probe_limits(settings: Settings, keys: KeySpace) -> ProbeLimits:
     if settings.sidecar:
         info = os.stat("/proc/self/ns/pid")
         namespace = (info.st_dev, info.st_ino)
-    workloads = max(settings.max_cgroups, PROCESS_KEYS) if keys.per_process else settings.max_cgroups
+    workloads = workload_map_size(settings, keys.per_process)
     return ProbeLimits(workloads, settings.max_processes, settings.max_threads, namespace, keys.per_process)
+
+
+def workload_map_size(settings: Settings, per_process: bool) -> int:
+    """Capacity of the per-workload maps: --max-cgroups, and at least PROCESS_KEYS when keyed by process."""
+    return max(settings.max_cgroups, PROCESS_KEYS) if per_process else settings.max_cgroups
 
 
 def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -> Availability:

@@ -15,6 +15,7 @@ from agent import bpf, kernel
 
 # How long the announcement listener waits per poll: a scrape that drains the ring waits at most this long for it.
 ANNOUNCEMENT_POLL_MS = 20
+DRAIN_TIMEOUT_SECONDS = 0.2  # a scrape never waits longer than this for the listener
 
 
 class _Announcement(ctypes.Structure):
@@ -131,13 +132,13 @@ class BpfProbe:
 
     def request_drain(self) -> None:
         """Ask the listener to hand every announcement in the ring to the callback (see :meth:`wait_drained`)."""
-        if self._listener is not None:
+        if self._listener is not None and self._listener.is_alive():
             self._drained.clear()
             self._drain_wanted.set()
 
-    def wait_drained(self, timeout: float = 1.0) -> None:
-        """Until the listener has drained the ring (at most one poll interval), or *timeout*."""
-        if self._listener is not None:
+    def wait_drained(self, timeout: float = DRAIN_TIMEOUT_SECONDS) -> None:
+        """Until the listener has drained the ring (one poll interval), or *timeout*; at once if it is gone."""
+        if self._listener is not None and self._listener.is_alive():
             self._drained.wait(timeout)
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtimes import ContainerInfo, RuntimeUnavailable, info_from_labels
-from agent.runtimes.protowire import fields, string_field, string_map
+from agent.runtimes.protowire import message, string_field, string_map_of
 
 GET_CONTAINER = "/containerd.services.containers.v1.Containers/Get"
 
@@ -43,7 +43,8 @@ class ContainerdClient:
                 if error.code() == grpc.StatusCode.NOT_FOUND:
                     continue
                 raise RuntimeUnavailable(f"containerd at {self.socket_path}: {error.code().name}") from error
-            return info_from_labels("", _labels(reply))
+            # GetContainerResponse{container = 1} -> Container{labels = 2}
+            return info_from_labels("", string_map_of(message(reply, 1), 2))
         return None
 
     def _method(self, grpc: Any) -> Any:
@@ -53,11 +54,3 @@ class ContainerdClient:
                 GET_CONTAINER, request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw
             )
         return self._get
-
-
-def _labels(reply: bytes) -> dict[str, str]:
-    """GetContainerResponse{container = 1} -> Container{labels = 2}."""
-    for number, container in fields(reply):
-        if number == 1 and isinstance(container, bytes):
-            return string_map([entry for n, entry in fields(container) if n == 2 and isinstance(entry, bytes)])
-    return {}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtimes import POD_NAME, POD_NAMESPACE, ContainerInfo, RuntimeUnavailable, info_from_labels
-from agent.runtimes.protowire import fields, message_field, string_field, string_map
+from agent.runtimes.protowire import fields, message, message_field, string, string_field, string_map_of
 
 API_VERSIONS = ("runtime.v1", "runtime.v1alpha2")
 SANDBOX_CONTAINER_NAME = "POD"
@@ -45,11 +45,11 @@ class CriClient:
         if not self.socket_path.exists():
             return None  # this runtime is not installed here
         try:
-            status = _message(self._call("ContainerStatus", string_field(1, container_id)), 1)
+            status = message(self._call("ContainerStatus", string_field(1, container_id)), 1)
         except _NotFound:
             return self._sandbox(container_id)
-        name = _string(_message(status, 2), 1)
-        info = info_from_labels(name, _labels(status, 12))
+        name = string(message(status, 2), 1)
+        info = info_from_labels(name, string_map_of(status, 12))
         if info.pod and info.namespace:
             return info
         pod, namespace = self._pod_of_container(container_id)
@@ -57,15 +57,15 @@ class CriClient:
 
     def _sandbox(self, sandbox_id: str) -> ContainerInfo | None:
         try:
-            status = _message(self._call("PodSandboxStatus", string_field(1, sandbox_id)), 1)
+            status = message(self._call("PodSandboxStatus", string_field(1, sandbox_id)), 1)
         except _NotFound:
             return None
-        metadata = _message(status, 2)
-        labels = _labels(status, 7)
+        metadata = message(status, 2)
+        labels = string_map_of(status, 7)
         return ContainerInfo(
             container=SANDBOX_CONTAINER_NAME,
-            pod=_string(metadata, 1) or labels.get(POD_NAME, ""),
-            namespace=_string(metadata, 3) or labels.get(POD_NAMESPACE, ""),
+            pod=string(metadata, 1) or labels.get(POD_NAME, ""),
+            namespace=string(metadata, 3) or labels.get(POD_NAMESPACE, ""),
         )
 
     def _pod_of_container(self, container_id: str) -> tuple[str, str]:
@@ -73,7 +73,7 @@ class CriClient:
         reply = self._call("ListContainers", message_field(1, string_field(1, container_id)))
         for number, container in fields(reply):
             if number == 1 and isinstance(container, bytes):
-                sandbox_id = _string(container, 2)
+                sandbox_id = string(container, 2)
                 if sandbox_id:
                     info = self._sandbox(sandbox_id)
                     if info is not None:
@@ -108,18 +108,3 @@ def _says_not_found(error: Any) -> bool:
     """Some runtimes answer an unknown id with UNKNOWN and a message instead of NOT_FOUND."""
     details = str(error.details() or "").lower()
     return "not found" in details or "could not find" in details
-
-
-def _message(buffer: bytes, number: int) -> bytes:
-    for n, value in fields(buffer):
-        if n == number and isinstance(value, bytes):
-            return value
-    return b""
-
-
-def _string(buffer: bytes, number: int) -> str:
-    return _message(buffer, number).decode(errors="replace")
-
-
-def _labels(buffer: bytes, number: int) -> dict[str, str]:
-    return string_map([entry for n, entry in fields(buffer) if n == number and isinstance(entry, bytes)])

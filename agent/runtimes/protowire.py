@@ -87,3 +87,21 @@ def string_map(entries: list[bytes]) -> dict[str, str]:
                     value = data.decode(errors="replace")
         result[key] = value
     return result
+
+
+def message(buffer: bytes, number: int) -> bytes:
+    """The first length-delimited field *number* of *buffer* (a message, a string); b"" if absent."""
+    for n, value in fields(buffer):
+        if n == number and isinstance(value, bytes):
+            return value
+    return b""
+
+
+def string(buffer: bytes, number: int) -> str:
+    """The string field *number* of *buffer*; "" if absent."""
+    return message(buffer, number).decode(errors="replace")
+
+
+def string_map_of(buffer: bytes, number: int) -> dict[str, str]:
+    """The map<string, string> field *number* of *buffer*."""
+    return string_map([entry for n, entry in fields(buffer) if n == number and isinstance(entry, bytes)])

@@ -74,10 +74,6 @@ def container_agent(
         "--state-dir",
         str(tmp_path_factory.mktemp("state")),
     )
-    try:
-        agent.wait_ready()
-    except RuntimeError:
-        agent.stop()
-        raise
+    agent.wait_ready()
     yield agent
     assert agent.stop() == 0, agent.log()

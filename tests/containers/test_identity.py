@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.cgroups import read_layout
 from agent.runtimes import ContainerInfo
 from agent.runtimes.cri import CriClient
 from tests.containers.conftest import GRACE_SECONDS
@@ -15,7 +16,6 @@ from tests.support.containers import (
     REPO,
     RUN_DIR,
     Containerd,
-    Docker,
     Podman,
     container_pid,
     random_container_id,
@@ -155,44 +155,10 @@ def test_containerd_k8s_namespace_container_resolves_to_its_pod(
 
 
 def cgroup2_dir(path: str) -> Path:
-    """The cgroup2 directory of *path* on this host (hybrid hosts mount cgroup2 at unified/)."""
-    for root in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
-        if (root / "cgroup.controllers").exists():
-            return root / path.lstrip("/")
-    raise AssertionError("no cgroup2 mount on this host")
-
-
-def test_docker_containers_named_by_docker_and_by_the_kubelets_labels(docker: Docker, tmp_path: Path) -> None:
-    agent = AgentProcess(
-        tmp_path / "agent.log", "--runtime.docker-sockets", str(docker.socket), "--state-dir", str(tmp_path)
-    )
-    try:
-        agent.wait_ready()
-        plain = docker.run("plain", {}, "sh", "-c", "/w/yielder - 2500 2 0 && exec sleep 600")
-        # What dockershim (or cri-dockerd) puts on the containers it makes for the kubelet.
-        kubelet_labels = {
-            "io.kubernetes.pod.name": "web-5d8f",
-            "io.kubernetes.pod.namespace": "shop",
-            "io.kubernetes.container.name": "nginx",
-        }
-        in_pod = docker.run("k8s_nginx_web", kubelet_labels, "sh", "-c", "/w/yielder - 1234 1 0 && exec sleep 600")
-        scrape = eventually(
-            agent,
-            lambda s: (
-                yielded(s, 5000, container_id=plain, container=f"{docker.prefix}-plain")
-                and yielded(s, 1234, container_id=in_pod, pod="web-5d8f")
-            ),
-        )
-        assert labels_of(scrape, YIELDS, in_pod) == {
-            "container_id": in_pod,
-            "container": "nginx",
-            "pod": "web-5d8f",
-            "namespace": "shop",
-            "cgroup": "",
-        }
-        assert scrape.value("schedwatch_runtime_lookups_total", runtime="docker", result="ok") == 2
-    finally:
-        assert agent.stop() == 0, agent.log()
+    """The cgroup2 directory of *path* on this host."""
+    unified = read_layout().unified
+    assert unified is not None, "no cgroup2 mount on this host"
+    return unified / path.lstrip("/")
 
 
 def test_kubelet_pods_made_through_the_cri_name_container_pod_and_namespace(

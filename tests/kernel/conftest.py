@@ -36,11 +36,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
         "--state-dir",
         str(tmp_path_factory.mktemp("state")),
     )
-    try:
-        process.wait_ready()
-    except RuntimeError:
-        process.stop()
-        raise
+    process.wait_ready()
     yield process
     code = process.stop()
     assert code == 0, f"agent exited with {code} on SIGTERM:\n{process.log()}"

@@ -62,7 +62,7 @@ class AgentProcess:
         return agent
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until /metrics answers; raise with the agent's log if it dies or never answers."""
+        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -72,7 +72,9 @@ class AgentProcess:
                 return
             except OSError:
                 time.sleep(0.2)
-        raise RuntimeError(f"agent did not serve {self.url} within {timeout}s:\n{self.log()}")
+        log = self.log()
+        self.stop()
+        raise RuntimeError(f"agent did not serve {self.url} within {timeout}s:\n{log}")
 
     def scrape(self) -> Scrape:
         """One scrape of the live agent."""
@@ -80,7 +82,8 @@ class AgentProcess:
 
     def log(self) -> str:
         """Everything the agent logged so far."""
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text()
 
     def stop(self, timeout: float = 30.0) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from agent.runtimes.protowire import fields, message_field, string_field, string_map_field, varint_field
+from agent.runtimes.protowire import message_field, string, string_field, string_map_field, varint_field
 
 SERVICE = "/runtime.v1.RuntimeService/"
 NAMESPACE_MODE_NODE = 2
@@ -70,7 +70,7 @@ class CriDriver:
     def run_pod(self, pod: Pod) -> str:
         """RunPodSandbox; returns the sandbox id (also stored on *pod*)."""
         reply = self._call("RunPodSandbox", message_field(1, pod.config()))
-        pod.sandbox_id = _first_string(reply, 1)
+        pod.sandbox_id = _required(string(reply, 1), "RunPodSandbox")
         self._pods.append(pod)
         return pod.sandbox_id
 
@@ -93,7 +93,7 @@ class CriDriver:
             )
         config += string_map_field(9, labels)
         request = string_field(1, pod.sandbox_id) + message_field(2, config) + message_field(3, pod.config())
-        container_id = _first_string(self._call("CreateContainer", request), 1)
+        container_id = _required(string(self._call("CreateContainer", request), 1), "CreateContainer")
         self._created.append(container_id)
         self._call("StartContainer", string_field(1, container_id))
         return container_id
@@ -125,8 +125,7 @@ def remove_pod_cgroups(pod: Pod) -> None:
                 pod_dir.rmdir()
 
 
-def _first_string(reply: bytes, number: int) -> str:
-    for n, value in fields(reply):
-        if n == number and isinstance(value, bytes):
-            return value.decode()
-    raise ValueError(f"field {number} missing from the runtime's reply")
+def _required(value: str, call: str) -> str:
+    if not value:
+        raise ValueError(f"{call} answered without an id")
+    return value

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from agent import config
 from agent.cli import main
 from tests.support.agent import REPO
 
@@ -59,3 +62,12 @@ def test_version() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
+
+
+def test_comma_separated_flags_are_stripped_and_may_be_empty() -> None:
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser, ["syscalls"])
+    args = parser.parse_args(["--runtime.cri-sockets", " /a.sock , ,/b.sock ", "--runtime.docker-sockets", ""])
+    settings = config.from_args(args, ["syscalls"])
+    assert settings.cri_sockets == (Path("/a.sock"), Path("/b.sock"))
+    assert settings.docker_sockets == ()
