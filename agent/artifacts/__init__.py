@@ -1,0 +1,22 @@
+"""Parsers of the artifacts people already collected before schedwatch was on the machine.
+
+One module per foreign format (``perf trace -s``, ``strace -c``, ``top``, ``pidstat``, ``mpstat``, ``vmstat``),
+each turning a pasted text into frozen records (:mod:`agent.artifacts.results`); :mod:`agent.artifacts.detect`
+recognises the format by content. A parser reports what the tool printed and never decides a cause.
+"""
+
+from agent.artifacts.detect import FORMATS, Artifact, UnknownFormat, detect_format, parse, unknown_format_message
+from agent.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
+
+__all__ = [
+    "FORMATS",
+    "Artifact",
+    "ArtifactError",
+    "CommandFailed",
+    "Malformed",
+    "NotThisFormat",
+    "UnknownFormat",
+    "detect_format",
+    "parse",
+    "unknown_format_message",
+]

@@ -1,0 +1,89 @@
+"""Text as people paste it, made regular: terminal escapes, odd line ends, odd spaces and decimal commas.
+
+Every parser reads its input through :func:`lines`, so that one set of rules decides what a pasted file means.
+Line numbers are those of the text once line ends are made regular (a carriage return alone ends a line, as a
+terminal shows it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+# CSI sequences (colours, cursor moves, erase), character-set selection, keypad modes, OSC titles.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHM]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_WIDE_SPACES = re.compile(r"[\t\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_INVISIBLE = re.compile(r"[\ufeff\u200b-\u200d\u2060]")
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)")
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+class Line(NamedTuple):
+    """One line of an artifact: its 1-based number and its text (escapes removed, spaces made plain)."""
+
+    number: int
+    text: str
+
+    @property
+    def fields(self) -> list[str]:
+        """The whitespace-separated fields (any run of spaces is one separator)."""
+        return self.text.split()
+
+
+def lines(text: str) -> list[Line]:
+    """*text* split into :class:`Line` s, terminal escapes and invisible characters removed, trailing space cut."""
+    text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    result = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        clean = _CONTROLS.sub("", _WIDE_SPACES.sub(" ", _INVISIBLE.sub("", raw)))
+        result.append(Line(number, clean.rstrip()))
+    return result
+
+
+def meaningful(all_lines: list[Line]) -> list[Line]:
+    """The lines that hold anything but spaces."""
+    return [line for line in all_lines if line.text.strip()]
+
+
+def is_decimal(token: str) -> bool:
+    """True for a decimal number written with a point or a comma (``52.28``, ``52,28``, ``7``)."""
+    return _DECIMAL.fullmatch(token) is not None
+
+
+def decimal(token: str) -> float:
+    """``52.28`` or ``52,28`` (locales with decimal commas) -> 52.28; a trailing ``%`` is allowed.
+
+    Raises ValueError for anything else. The tools read here never group thousands, so a comma is a decimal mark.
+    """
+    token = token.removesuffix("%")
+    if not is_decimal(token):
+        raise ValueError(f"not a number: {token!r}")
+    return float(token.replace(",", "."))
+
+
+def integer(token: str) -> int:
+    """``5119771`` -> 5119771; raises ValueError for anything else."""
+    if _INTEGER.fullmatch(token) is None:
+        raise ValueError(f"not a whole number: {token!r}")
+    return int(token)
+
+
+def docstring_sample(doc: str | None) -> str:
+    """The indented block after the first line ending in ``::`` of *doc* (each parser's docstring holds one).
+
+    The block's common indentation is removed; it ends at the first line indented less than it.
+    """
+    if not doc:
+        raise ValueError("no docstring")
+    doc_lines = doc.splitlines()
+    start = next(i for i, line in enumerate(doc_lines) if line.rstrip().endswith("::")) + 1
+    while start < len(doc_lines) and not doc_lines[start].strip():
+        start += 1
+    indent = len(doc_lines[start]) - len(doc_lines[start].lstrip())
+    block = []
+    for line in doc_lines[start:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        block.append(line[indent:])
+    return "\n".join(block).rstrip() + "\n"
