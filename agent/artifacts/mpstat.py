@@ -24,7 +24,7 @@ from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import MpstatReport, MpstatRow, SystemLine
 from agent.artifacts.sysstat import stamp, system_line
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful
+from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
 
 __all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
 
@@ -42,6 +42,14 @@ def _header_columns(line: Line) -> list[str] | None:
         return None
     names = [_ALIASES.get(name, name) for name in fields[prefix.width :]]
     return names if names[0] == "CPU" and "%idle" in names else None
+
+
+def _opens_report(line: Line) -> bool:
+    return system_line(line) is not None or _header_columns(line) is not None
+
+
+def _is_row(line: Line) -> bool:
+    return stamp(line.fields) is not None
 
 
 def looks_like(text: str) -> bool:
@@ -67,7 +75,7 @@ def parse(text: str) -> MpstatReport:
     system: SystemLine | None = None
     columns: list[str] | None = None
     result: list[MpstatRow] = []
-    for line in rows:
+    for line in trimmed(rows, _opens_report, _is_row):
         if (found := system_line(line)) is not None:
             system = found
         elif (names := _header_columns(line)) is not None:

@@ -36,20 +36,23 @@ import re
 from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import PerfTraceSummary, SyscallStat, ThreadSyscalls
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful
+from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
 
 __all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
 
 FORMAT = "perf trace -s"
 
-_THREAD = re.compile(r"(?P<comm>.*?) ?\((?P<tid>\d+)\), (?P<events>\d+) events, (?P<percent>\d+(?:[.,]\d+)?)%")
+_THREAD = re.compile(
+    r"(?P<comm>.*?) ?\((?P<tid>\d+)\), (?P<events>\d+) events, (?P<percent>\d+(?:[.,]\d+)?)%"
+    r"(?:, (?P<majfaults>\d+) majfaults)?(?:, (?P<minfaults>\d+) minfaults)?(?:, (?P<runtime>\d+(?:[.,]\d+)?) msec)?"
+)
 _COLUMNS = re.compile(r"syscall +calls +(?P<errors>errors +)?total +min +avg +max +stddev")
 _UNITS = re.compile(r"\(msec\)( +\(msec\))* +\(%\)")
 _LOST = re.compile(r"LOST (\d+) events!")
 _SUMMARY = "Summary of events:"
 # What perf prints when it cannot trace: "Error:\tNo permissions to read /sys/kernel/tracing/events/raw_syscalls/...",
 # "perf: 'trace' is not a perf-command", "Error: ... Permission denied".
-_ERROR = re.compile(r"(Error:|perf:|  Error:|Failed to|failed to)\s*(?P<message>.+)")
+_ERROR = re.compile(r"(Error:|perf:|[Ff]ailed to)\s*(?P<message>.+)")
 
 
 def looks_like(text: str) -> bool:
@@ -88,7 +91,18 @@ def parse(text: str) -> PerfTraceSummary:
         if error is not None:
             raise CommandFailed(FORMAT, error.text, error.number)
         raise NotThisFormat(FORMAT, "no 'NAME (TID), N events, P%' block and no 'syscall calls ...' header")
-    return _Reader(rows).read()
+    return _Reader(trimmed(rows, _opens_block, _inside_summary)).read()
+
+
+def _opens_block(line: Line) -> bool:
+    stripped = line.text.strip()
+    return _THREAD.fullmatch(stripped) is not None or _COLUMNS.fullmatch(stripped) is not None
+
+
+def _inside_summary(line: Line) -> bool:
+    """Any line a summary ends with: a thread line, a header, or something shaped like a row (even a cut one)."""
+    fields = line.fields
+    return _opens_block(line) or (len(fields) >= 2 and fields[1][:1].isdigit()) or table.is_rule(line)
 
 
 class _Reader:
@@ -186,8 +200,16 @@ class _Reader:
                 events=int(header.group("events")) if header else None,
                 events_percent=float(header.group("percent").replace(",", ".")) if header else None,
                 syscalls=tuple(self.syscalls),
+                majfaults=_optional_int(header, "majfaults"),
+                minfaults=_optional_int(header, "minfaults"),
+                runtime_ms=float(header["runtime"].replace(",", ".")) if header and header["runtime"] else None,
             )
         )
         self.header = None
         self.syscalls = []
         self.in_table = False
+
+
+def _optional_int(header: re.Match[str] | None, group: str) -> int | None:
+    value = header[group] if header else None
+    return int(value) if value else None

@@ -26,7 +26,7 @@ from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import PidstatReport, PidstatRow, SystemLine
 from agent.artifacts.sysstat import stamp, system_line
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful
+from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
 
 __all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
 
@@ -45,6 +45,14 @@ def _header_columns(line: Line) -> list[str] | None:
         return None
     names = fields[prefix.width :]
     return names if names[0] in _IDS else None
+
+
+def _opens_report(line: Line) -> bool:
+    return system_line(line) is not None or _header_columns(line) is not None
+
+
+def _is_row(line: Line) -> bool:
+    return stamp(line.fields) is not None
 
 
 def looks_like(text: str) -> bool:
@@ -73,7 +81,7 @@ def parse(text: str) -> PidstatReport:
     system: SystemLine | None = None
     columns: list[str] | None = None
     result: list[PidstatRow] = []
-    for line in rows:
+    for line in trimmed(rows, _opens_report, _is_row):
         if (found := system_line(line)) is not None:
             system = found
         elif (names := _header_columns(line)) is not None:

@@ -42,6 +42,9 @@ class ThreadSyscalls:
     events: int | None
     events_percent: float | None
     syscalls: tuple[SyscallStat, ...]
+    majfaults: int | None = None  # printed with perf trace -F
+    minfaults: int | None = None
+    runtime_ms: float | None = None  # printed with perf trace --sched
 
     def syscall(self, name: str) -> SyscallStat | None:
         """The row for system call *name*, None when this thread made none."""

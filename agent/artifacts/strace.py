@@ -82,11 +82,8 @@ def parse(text: str) -> StraceSummary:
     tables = []
     for position, start in enumerate(headers):
         end = headers[position + 1] if position + 1 < len(headers) else len(rows)
-        personality = None
-        if start > 0 and (named := _PERSONALITY.fullmatch(rows[start - 1].text.strip())):
-            personality = named.group("name")
-            if end < len(rows) and position + 1 < len(headers):
-                end -= 1 if _PERSONALITY.fullmatch(rows[end - 1].text.strip()) else 0
+        named = _PERSONALITY.fullmatch(rows[start - 1].text.strip()) if start > 0 else None
+        personality = named.group("name") if named else None
         tables.append(_table(rows[start + 1 : end], personality, rows[start]))
     return StraceSummary(tuple(tables), attached)
 

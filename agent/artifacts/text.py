@@ -8,6 +8,7 @@ terminal shows it).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 # CSI sequences (colours, cursor moves, erase), character-set selection, keypad modes, OSC titles.
@@ -44,6 +45,16 @@ def lines(text: str) -> list[Line]:
 def meaningful(all_lines: list[Line]) -> list[Line]:
     """The lines that hold anything but spaces."""
     return [line for line in all_lines if line.text.strip()]
+
+
+def trimmed(rows: list[Line], first: Callable[[Line], bool], last: Callable[[Line], bool]) -> list[Line]:
+    """*rows* from the first that *first* accepts to the last that *last* accepts.
+
+    A paste often carries the shell prompt and the command above the output and a prompt below it; those go.
+    """
+    start = next((i for i, line in enumerate(rows) if first(line)), len(rows))
+    end = next((i + 1 for i in range(len(rows) - 1, start - 1, -1) if last(rows[i])), start)
+    return rows[start:end]
 
 
 def is_decimal(token: str) -> bool:

@@ -29,7 +29,7 @@ import re
 from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import CpuStates, TaskCounts, TopReport, TopRow, TopSnapshot
-from agent.artifacts.text import Line, decimal, docstring_sample, lines, meaningful
+from agent.artifacts.text import Line, decimal, docstring_sample, lines, meaningful, trimmed
 
 __all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
 
@@ -65,6 +65,15 @@ def looks_like_error(text: str) -> bool:
     return bool(rows) and not looks_like(text) and _ERROR.fullmatch(rows[0].text.strip()) is not None
 
 
+def _opens_screen(line: Line) -> bool:
+    stripped = line.text.strip()
+    return bool(_FIRST_LOOSE.match(stripped) or _TASKS.match(stripped) or _CPU_LINE.match(stripped)) or _is_header(line)
+
+
+def _ends_screen(line: Line) -> bool:
+    return line.text.lstrip()[:1].isdigit() or _opens_screen(line)  # a process row starts with its PID
+
+
 def _is_header(line: Line) -> bool:
     fields = line.fields
     return len(fields) >= 3 and fields[0] in ("PID", "TID") and "%CPU" in fields
@@ -79,6 +88,7 @@ def parse(text: str) -> TopReport:
         if _ERROR.fullmatch(rows[0].text.strip()):
             raise CommandFailed(FORMAT, rows[0].text.strip(), rows[0].number)
         raise NotThisFormat(FORMAT, "no 'top - ... load average' line, no Tasks: line, no PID ... %CPU header")
+    rows = trimmed(rows, _opens_screen, _ends_screen)
     starts = [i for i, line in enumerate(rows) if _FIRST_LOOSE.match(line.text.strip())] or [0]
     if starts[0] != 0:
         starts.insert(0, 0)  # a paste that begins below top's first line

@@ -22,7 +22,7 @@ import re
 from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import VmstatReport, VmstatRow
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful
+from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
 
 __all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
 
@@ -36,6 +36,14 @@ _CORE = 17  # r b, 4 memory, si so, bi bo, in cs, us sy id wa st
 def _is_header(line: Line) -> bool:
     fields = line.fields
     return len(fields) >= 16 and fields[:2] == ["r", "b"]
+
+
+def _opens_report(line: Line) -> bool:
+    return _GROUPS.match(line.text.strip()) is not None or _is_header(line)
+
+
+def _is_row(line: Line) -> bool:
+    return line.text.lstrip()[:1].isdigit()
 
 
 def looks_like(text: str) -> bool:
@@ -60,7 +68,7 @@ def parse(text: str) -> VmstatReport:
         raise NotThisFormat(FORMAT, "no 'procs ---memory---' line and no 'r b swpd ...' header")
     header: list[str] | None = None
     result: list[VmstatRow] = []
-    for line in rows:
+    for line in trimmed(rows, _opens_report, _is_row):
         if _GROUPS.match(line.text.strip()):
             continue
         if _is_header(line):

@@ -124,6 +124,13 @@ def test_recorded_perf_trace_healthy_pool_libgomp_and_sleeper_never_yield() -> N
     assert (nanosleep.calls, nanosleep.total_ms, nanosleep.min_ms, nanosleep.max_ms) == (200, 4026.581, 20.039, 24.673)
 
 
+def test_recorded_perf_trace_thread_line_with_faults_and_run_time() -> None:
+    summary = perf("sleeper_perf_trace_s_faults_sched.txt")  # perf trace -s -F all --sched
+    (thread,) = summary.threads
+    assert (thread.comm, thread.tid, thread.events, thread.events_percent) == ("sleeper", 24630, 81, 75.7)
+    assert (thread.majfaults, thread.minfaults, thread.runtime_ms, thread.syscalls) == (None, 61, 1.072, ())
+
+
 # --- strace -c -------------------------------------------------------------------------------------------------
 
 
@@ -194,6 +201,20 @@ def test_public_strace_outputs_older_total_line_and_attach_chatter() -> None:
         ("sched_yield", 63593, 2567.622, 0.04)
     ]
     assert nomad.main.total is not None and (nomad.main.total.calls, nomad.main.total.errors) == (63593, None)
+
+
+def test_recorded_strace_prints_a_table_per_personality() -> None:
+    # strace -f -c bash -c './i386; true', where i386 is a static 32-bit program calling sched_yield 3 times
+    summary = strace.parse(read("i386_strace_fc.txt"))
+    native, i386 = summary.tables
+    assert native.personality is None and len(native.syscalls) == 34
+    assert native.total is not None and (native.total.calls, native.total.errors) == (208, 28)
+    assert i386.personality == "32 bit"
+    assert [(row.name, row.calls, row.errors) for row in i386.syscalls] == [
+        ("restart_syscall", 1, 1),
+        ("sched_yield", 1, None),
+    ]
+    assert i386.total is not None and (i386.total.calls, i386.total.errors, i386.total.total_ms) == (2, 1, 0.0)
 
 
 # --- top -------------------------------------------------------------------------------------------------------
@@ -537,7 +558,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 40
+    assert len(fixtures()) == 42
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
@@ -585,6 +606,14 @@ def test_wrapped_rows_parse_the_same() -> None:
         " 20.47    1.030146           9    112764", " 20.47    1.030146           9\n    112764"
     )
     assert wrapped != strace_text and strace.parse(wrapped) == strace.parse(strace_text)
+
+
+def test_shell_prompts_around_a_paste_are_dropped() -> None:
+    for name in ("gcp_perf_trace_s.txt", "sick_strace_fc.txt", "gcp_top.txt", "sick_pidstat_t.txt", "sick_mpstat.txt",
+                 "sick_vmstat.txt"):  # fmt: skip
+        text = read(name)
+        pasted = f"[root@gcp-vm ~]# the command that printed {name}\n{text}\n[root@gcp-vm ~]# \n"
+        assert artifacts.parse(pasted) == artifacts.parse(text), name
 
 
 def test_line_ends_byte_order_mark_tabs_and_wide_spaces() -> None:
