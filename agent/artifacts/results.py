@@ -110,13 +110,17 @@ class CpuStates:
 
 @dataclass(frozen=True)
 class TaskCounts:
-    """``Tasks:`` (or, with ``top -H``, ``Threads:``) line of ``top``."""
+    """``Tasks:`` (or, with ``top -H``, ``Threads:``) line of ``top``; counts it does not print are None.
+
+    Newer procps-ng splits sleeping tasks into ``sleep`` and ``d-sleep`` (uninterruptible).
+    """
 
     total: int
     running: int
-    sleeping: int
-    stopped: int
-    zombie: int
+    sleeping: int | None
+    stopped: int | None
+    zombie: int | None
+    d_sleep: int | None = None
 
 
 @dataclass(frozen=True)

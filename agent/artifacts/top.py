@@ -40,10 +40,8 @@ _FIRST = re.compile(
     r"(?P<l1>\d+[.,]\d+),? +(?P<l5>\d+[.,]\d+),? +(?P<l15>\d+[.,]\d+)"
 )
 _FIRST_LOOSE = re.compile(r"top - .*load average")
-_TASKS = re.compile(
-    r"(?P<kind>Tasks|Threads): *(?P<total>\d+) total, *(?P<running>\d+) running, *(?P<sleeping>\d+) sleeping, "
-    r"*(?P<stopped>\d+) stopped, *(?P<zombie>\d+) zombie"
-)
+_TASKS = re.compile(r"(?P<kind>Tasks|Threads): *(?P<counts>\d+ total,.*)")
+_TASK_COUNT = re.compile(r"(\d+) +(total|running|sleeping|sleep|d-sleep|stopped|zombie)\b")
 _CPU_LINE = re.compile(r"%?Cpu(?P<which>\(s\)|\d+) *:(?P<states>.*)")
 _STATE = re.compile(r"(\d+(?:[.,]\d+)?) *%? *(us|sy|ni|id|wa|hi|si|st)\b")
 _MEMORY = re.compile(r"([KMGTPE]i?B )?(Mem|Swap)\b")
@@ -100,7 +98,9 @@ def parse(text: str) -> TopReport:
 
 
 def _snapshot(rows: list[Line]) -> TopSnapshot | None:
-    first = tasks = cpu = None
+    first = cpu = None
+    tasks: TaskCounts | None = None
+    threads_view = False
     per_cpu: list[tuple[str, CpuStates]] = []
     for index, line in enumerate(rows):
         stripped = line.text.strip()
@@ -109,7 +109,8 @@ def _snapshot(rows: list[Line]) -> TopSnapshot | None:
             if first is None:
                 raise Malformed(FORMAT, line.number, f"top's first line without time, uptime or users: {stripped!r}")
         elif match := _TASKS.match(stripped):
-            tasks = match
+            tasks = _task_counts(line, match.group("counts"))
+            threads_view = match.group("kind") == "Threads"
         elif match := _CPU_LINE.match(stripped):
             states = _cpu_states(line, match.group("states"))
             if match.group("which") == "(s)":
@@ -121,17 +122,18 @@ def _snapshot(rows: list[Line]) -> TopSnapshot | None:
         elif _is_header(line):
             columns = tuple(line.fields)
             process_rows = tuple(_row(row, columns) for row in rows[index + 1 :])
-            return _made(first, tasks, cpu, per_cpu, columns, process_rows)
+            return _made(first, tasks, threads_view, cpu, per_cpu, columns, process_rows)
         else:
             raise Malformed(FORMAT, line.number, f"a line top's summary area does not have: {stripped!r}")
     if first is None and tasks is None:
         return None
-    return _made(first, tasks, cpu, per_cpu, (), ())
+    return _made(first, tasks, threads_view, cpu, per_cpu, (), ())
 
 
 def _made(
     first: re.Match[str] | None,
-    tasks: re.Match[str] | None,
+    tasks: TaskCounts | None,
+    threads_view: bool,
     cpu: CpuStates | None,
     per_cpu: list[tuple[str, CpuStates]],
     columns: tuple[str, ...],
@@ -144,14 +146,26 @@ def _made(
         load_average=(decimal(first.group("l1")), decimal(first.group("l5")), decimal(first.group("l15")))
         if first
         else None,
-        tasks=TaskCounts(*(int(tasks.group(name)) for name in ("total", "running", "sleeping", "stopped", "zombie")))
-        if tasks
-        else None,
-        threads_view=bool(tasks) and tasks.group("kind") == "Threads" if tasks else False,
+        tasks=tasks,
+        threads_view=threads_view,
         cpu=cpu,
         per_cpu=tuple(per_cpu),
         columns=columns,
         rows=rows,
+    )
+
+
+def _task_counts(line: Line, text: str) -> TaskCounts:
+    found = {name: int(value) for value, name in _TASK_COUNT.findall(text)}
+    if "total" not in found or "running" not in found:
+        raise Malformed(FORMAT, line.number, f"a Tasks line without total or running: {line.text.strip()!r}")
+    return TaskCounts(
+        total=found["total"],
+        running=found["running"],
+        sleeping=found.get("sleeping", found.get("sleep")),
+        stopped=found.get("stopped"),
+        zombie=found.get("zombie"),
+        d_sleep=found.get("d-sleep"),
     )
 
 

@@ -17,10 +17,12 @@ from agent.artifacts import mpstat, perf_trace, pidstat, strace, top, vmstat
 from agent.artifacts.detect import detect_format
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import (
+    CpuStates,
     MpstatReport,
     PerfTraceSummary,
     PidstatReport,
     StraceSummary,
+    TaskCounts,
     TopReport,
     VmstatReport,
 )
@@ -230,7 +232,7 @@ def test_seed_gcp_top() -> None:
         1,
         (35.10, 12.57, 4.53),
     )
-    assert snapshot.tasks is not None and tuple(vars(snapshot.tasks).values()) == (337, 15, 322, 0, 0)
+    assert snapshot.tasks == TaskCounts(total=337, running=15, sleeping=322, stopped=0, zombie=0, d_sleep=None)
     assert snapshot.cpu is not None and (snapshot.cpu.us, snapshot.cpu.sy, snapshot.cpu.id, snapshot.cpu.st) == (
         52.0,
         43.1,
@@ -305,6 +307,30 @@ def test_interactive_top_with_terminal_escapes() -> None:
         (27754, "S", 6.7, "python"),
         (27676, "S", 0.0, "python"),
     ]
+
+
+def test_public_top_pastes_of_other_procps_versions() -> None:
+    fpm = top.parse(read("public_top_test4_issue11_fpm.txt")).snapshots[0]  # procps-ng 3.3: "KiB Mem:" lines
+    assert (fpm.load_average, fpm.cpu.sy if fpm.cpu else None) == ((3.92, 3.93, 3.32), 41.3)
+    assert [(row.pid, row.cpu_percent, row.command) for row in fpm.rows[:2]] == [
+        (2500, 197.7, "fpm"),
+        (3955, 0.7, "top"),
+    ]
+    old = top.parse(read("public_top_zhangyachen_issue64_procps3.txt")).snapshots[0]  # procps 3: "21.7% us", no st
+    assert (old.uptime, old.users) == ("375 days,  2:54", 1)
+    assert old.cpu == CpuStates(us=21.7, sy=5.4, ni=2.2, id=69.4, wa=0.0, hi=0.0, si=1.3, st=None)
+    assert old.tasks == TaskCounts(total=738, running=1, sleeping=735, stopped=1, zombie=1)
+    assert [(row.pid, row.cpu_percent, row.time) for row in old.rows] == [
+        (2729, 47.3, "11473:56"),
+        (29603, 47.3, "11563:30"),
+        (24599, 35.4, "9217:01"),
+        (18143, 27.5, "6722:51"),
+        (21321, 21.8, "7043:35"),
+        (20704, 19.9, "8562:44"),
+    ]
+    new = top.parse(read("public_top_cinnamon_pr1623_dsleep.txt")).snapshots[0]  # newer procps-ng: sleep, d-sleep
+    assert new.tasks == TaskCounts(total=413, running=1, sleeping=309, stopped=0, zombie=103, d_sleep=0)
+    assert (new.users, len(new.rows), new.rows[-1].command) == (2, 6, "kworker/R-rcu_gp")
 
 
 def test_top_of_procps_3_with_percent_signs_and_per_cpu_lines() -> None:
@@ -558,7 +584,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 42
+    assert len(fixtures()) == 45
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
