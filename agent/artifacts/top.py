@@ -36,15 +36,17 @@ __all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
 FORMAT = "top"
 
 _FIRST = re.compile(
-    r"top - (?P<time>\S+) +up +(?P<uptime>.*?), +(?P<users>\d+) users?, +load average: "
+    r"top - (?P<time>\S+) +up +(?P<uptime>.*?),(?: +(?P<users>\d+) users?,)? +load average: "
     r"(?P<l1>\d+[.,]\d+),? +(?P<l5>\d+[.,]\d+),? +(?P<l15>\d+[.,]\d+)"
 )
 _FIRST_LOOSE = re.compile(r"top - .*load average")
 _TASKS = re.compile(r"(?P<kind>Tasks|Threads): *(?P<counts>\d+ total,.*)")
 _TASK_COUNT = re.compile(r"(\d+) +(total|running|sleeping|sleep|d-sleep|stopped|zombie)\b")
-_CPU_LINE = re.compile(r"%?Cpu(?P<which>\(s\)|\d+) *:(?P<states>.*)")
+_CPU_LINE = re.compile(r"%?(?:Cpu|CPU)(?P<which>\(s\)|\d+) *:(?P<states>.*)")
 _STATE = re.compile(r"(\d+(?:[.,]\d+)?) *%? *(us|sy|ni|id|wa|hi|si|st)\b")
-_MEMORY = re.compile(r"([KMGTPE]i?B )?(Mem|Swap)\b")
+_MEMORY = re.compile(r"[KMGTPE]i?B +\S+ *:|(Mem|Swap) *:")  # the word is translated: "MiB Spch :"
+# Column names top translates (German: ZEIT+, BEFEHL); the command is the last column, TIME+ the one ending in "+".
+_NOT_COMMAND = frozenset({"PID", "TID", "USER", "PR", "NI", "VIRT", "RES", "SHR", "S", "%CPU", "%MEM", "TIME+", "TIME"})
 _ERROR = re.compile(r"top: (?P<message>.+)")
 
 
@@ -142,7 +144,7 @@ def _made(
     return TopSnapshot(
         time=first.group("time") if first else None,
         uptime=first.group("uptime") if first else None,
-        users=int(first.group("users")) if first else None,
+        users=int(first.group("users")) if first and first.group("users") else None,
         load_average=(decimal(first.group("l1")), decimal(first.group("l5")), decimal(first.group("l15")))
         if first
         else None,
@@ -177,16 +179,18 @@ def _cpu_states(line: Line, text: str) -> CpuStates:
 
 
 def _row(line: Line, columns: tuple[str, ...]) -> TopRow:
-    fields = table.split_row(line, len(columns), free_last=columns[-1] == "COMMAND")
-    values = dict(zip(columns, fields, strict=False))  # a cut screen keeps the left columns
-    if "%CPU" not in values:  # an interactive screen cut at the terminal's width keeps the left columns
+    has_command = columns[-1] not in _NOT_COMMAND
+    fields = table.split_row(line, len(columns), free_last=has_command)
+    values = dict(zip(columns, fields, strict=False))  # a screen cut at the terminal's width keeps the left columns
+    if "%CPU" not in values:
         raise Malformed(FORMAT, line.number, f"a process row without its %CPU value: {line.text.strip()!r}")
+    time_column = next((name for name in columns if name == "TIME" or name.endswith("+")), None)
     return TopRow(
         pid=table.whole(FORMAT, line, columns[0], fields[0]),
         user=values.get("USER"),
         state=values.get("S"),
         cpu_percent=table.number(FORMAT, line, "%CPU", values["%CPU"]),
         mem_percent=table.optional_number(FORMAT, line, "%MEM", values.get("%MEM")),
-        time=values.get("TIME+", values.get("TIME")),
-        command=values.get("COMMAND"),
+        time=values.get(time_column) if time_column else None,
+        command=values.get(columns[-1]) if has_command else None,
     )

@@ -24,6 +24,7 @@ from agent.artifacts.results import (
     StraceSummary,
     TaskCounts,
     TopReport,
+    TopRow,
     VmstatReport,
 )
 
@@ -333,6 +334,29 @@ def test_public_top_pastes_of_other_procps_versions() -> None:
     assert (new.users, len(new.rows), new.rows[-1].command) == (2, 6, "kworker/R-rcu_gp")
 
 
+def test_recorded_top_in_a_german_locale() -> None:
+    # LC_ALL=de_DE.UTF-8: decimal commas, and top translates "%CPU(s)", "MiB Spch", "ZEIT+" and "BEFEHL"
+    first, second = top.parse(read("gomp_top_b_de.txt")).snapshots
+    assert first.load_average == (9.0, 9.71, 6.14)
+    assert second.cpu == CpuStates(us=89.8, sy=9.8, ni=0.0, id=0.4, wa=0.0, hi=0.0, si=0.0, st=0.0)
+    assert second.columns[-2:] == ("ZEIT+", "BEFEHL")
+    assert second.rows == (
+        TopRow(pid=31879, user="root", state="R", cpu_percent=63.4, mem_percent=0.0, time="0:01.11", command="gomp"),
+    )
+
+
+def test_top_without_a_users_field_and_with_a_screen_cut_short() -> None:
+    text = read("gcp_top.txt").replace("up 3 min, 1 user, load", "up 3 min, load")
+    text = text.replace(
+        "2502 root 20 0 2959472 176016 7612 R 307.6 0.6 3:17.58 python", "2502 root 20 0 2959472 176016 7612 R 307.6"
+    )
+    snapshot = top.parse(text).snapshots[0]
+    assert (snapshot.uptime, snapshot.users, snapshot.load_average) == ("3 min", None, (35.10, 12.57, 4.53))
+    assert snapshot.rows[1] == TopRow(
+        pid=2502, user="root", state="R", cpu_percent=307.6, mem_percent=None, time=None, command=None
+    )
+
+
 def test_top_of_procps_3_with_percent_signs_and_per_cpu_lines() -> None:
     # The CPU line layouts differ between procps 3 and procps-ng; the values below are the seed's, relaid.
     text = read("gcp_top.txt").replace(
@@ -584,7 +608,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 45
+    assert len(fixtures()) == 46
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
