@@ -1,6 +1,6 @@
 """What sysstat's reports (pidstat, mpstat) share: the system line, and the time or ``Average:`` before each row.
 
-A row starts with a time (``01:15:03``, or ``01:15:03 AM`` in 12-hour locales, or ``01:15:03 PM``), or with the
+A row starts with a time (``01:15:03``, ``01:15:03 PM`` in 12-hour locales, ``14时05分26秒`` in Chinese), or with the
 word the locale uses for the averages (``Average:``, ``Durchschn.:``, ``Moyenne :``).
 """
 
@@ -15,7 +15,7 @@ from agent.artifacts.text import Line
 _SYSTEM = re.compile(
     r"Linux (?P<kernel>\S+) \((?P<host>[^)]*)\) +(?P<date>\S+) +(?P<arch>\S+)(?: +\((?P<cpus>\d+) CPU\))?"
 )
-_TIME = re.compile(r"(?P<h>\d{1,2}):(?P<m>\d\d):(?P<s>\d\d)")
+_TIME = re.compile(r"(?P<h>\d{1,2})(?::|时)(?P<m>\d\d)(?::|分)(?P<s>\d\d)秒?")  # 14:05:26, or 14时05分26秒 (zh_CN)
 _MERIDIEM = ("AM", "PM")
 
 

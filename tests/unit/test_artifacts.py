@@ -334,6 +334,12 @@ def test_public_top_pastes_of_other_procps_versions() -> None:
     assert (new.users, len(new.rows), new.rows[-1].command) == (2, 6, "kworker/R-rcu_gp")
 
 
+def test_public_top_header_only_with_decimal_commas() -> None:
+    (snapshot,) = top.parse(read("public_top_psutil1210_header_only.txt")).snapshots  # giampaolo/psutil#1210
+    assert (snapshot.uptime, snapshot.load_average, snapshot.rows) == ("46 days, 20:48", (0.34, 0.19, 0.15), ())
+    assert snapshot.cpu is not None and (snapshot.cpu.id, snapshot.cpu.wa) == (99.7, 0.3)
+
+
 def test_recorded_top_in_a_german_locale() -> None:
     # LC_ALL=de_DE.UTF-8: decimal commas, and top translates "%CPU(s)", "MiB Spch", "ZEIT+" and "BEFEHL"
     first, second = top.parse(read("gomp_top_b_de.txt")).snapshots
@@ -441,6 +447,41 @@ def test_sysstat_afternoon_times_become_24_hour() -> None:
     assert pidstat.parse(text).rows[0].time == "13:15:04"
 
 
+def test_public_pidstat_outputs_older_sysstat_and_chinese_times() -> None:
+    chinese = pidstat.parse(read("public_pidstat_sysstat344_ut_zh.txt"))  # sysstat/sysstat#344: 14时05分27秒, no %wait
+    assert chinese.system is None and len(chinese.rows) == 7
+    process, *threads = chinese.rows
+    assert (process.time, process.uid, process.tgid, process.usr, process.system, process.wait) == (
+        "14:05:27",
+        1010,
+        219296,
+        100.0,
+        16.0,
+        None,
+    )
+    assert [(row.tid, row.cpu_percent, row.cpu) for row in threads] == [
+        (219296, 15.0, 1),
+        (219298, 31.0, 25),
+        (219299, 100.0, 55),
+        (219300, 100.0, 16),
+        (219301, 100.0, 15),
+        (219302, 100.0, 24),
+    ]
+    v11 = pidstat.parse(read("public_pidstat_sysstat176_v11.txt"))  # sysstat 11.0.1, no -t: PID column
+    assert v11.system is not None and (v11.system.kernel, v11.system.cpus) == ("3.16.0-4-amd64", 4)
+    assert [row.cpu_percent for row in v11.rows] == [6.0, 7.0, 2.0, 5.0, 7.0, 6.0, 4.95, 10.0, 5.0, 4.0, 5.0]
+    assert {(row.pid, row.tgid, row.tid, row.command) for row in v11.rows} == {(23974, None, None, "server")}
+    over = pidstat.parse(read("public_pidstat_sysstat149_u.txt")).rows[-1]  # sysstat/sysstat#149: no system line
+    assert (over.time, over.pid, over.usr, over.system, over.cpu_percent, over.command) == (
+        "10:56:52",
+        927,
+        554.0,
+        68.0,
+        102.81,
+        "xxx",
+    )
+
+
 def test_recorded_mpstat() -> None:
     report = mpstat.parse(read("sick_mpstat.txt"))
     assert len(report.rows) == 12 and len(report.averages()) == 3
@@ -458,6 +499,18 @@ def test_recorded_mpstat() -> None:
         ("all", 59.56, 40.44),
         ("0", 54.9, 45.1),
         ("1", 64.22, 35.78),
+    ]
+
+
+def test_public_mpstat_with_12_hour_times() -> None:
+    report = mpstat.parse(read("public_mpstat_pcp1922_ampm.txt"))  # performancecopilot/pcp#1922
+    assert report.system is not None and report.system.cpus == 4 and report.averages() == ()
+    assert [(row.time, row.cpu, row.steal, row.idle) for row in report.rows] == [
+        ("10:38:38", "all", 0.01, 99.67),
+        ("10:38:38", "0", 0.0, 99.71),
+        ("10:38:38", "1", 0.01, 99.64),
+        ("10:38:38", "2", 0.01, 99.67),
+        ("10:38:38", "3", 0.01, 99.67),
     ]
 
 
@@ -608,7 +661,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 46
+    assert len(fixtures()) == 51
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
