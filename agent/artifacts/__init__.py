@@ -5,8 +5,16 @@ each turning a pasted text into frozen records (:mod:`agent.artifacts.results`);
 recognises the format by content. A parser reports what the tool printed and never decides a cause.
 """
 
-from agent.artifacts.detect import FORMATS, Artifact, UnknownFormat, detect_format, parse, unknown_format_message
-from agent.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
+from agent.artifacts.detect import (
+    FORMATS,
+    Artifact,
+    UnknownFormat,
+    detect_format,
+    parse,
+    parse_file,
+    unknown_format_message,
+)
+from agent.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat, Unreadable
 
 __all__ = [
     "FORMATS",
@@ -16,7 +24,9 @@ __all__ = [
     "Malformed",
     "NotThisFormat",
     "UnknownFormat",
+    "Unreadable",
     "detect_format",
     "parse",
+    "parse_file",
     "unknown_format_message",
 ]

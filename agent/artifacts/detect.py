@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.artifacts import mpstat, perf_trace, pidstat, strace, top, vmstat
-from agent.artifacts.errors import NotThisFormat
+from agent.artifacts.errors import NotThisFormat, Unreadable
 from agent.artifacts.results import (
     MpstatReport,
     PerfTraceSummary,
@@ -20,6 +21,9 @@ from agent.artifacts.results import (
     TopReport,
     VmstatReport,
 )
+from agent.artifacts.text import decode
+
+MAX_BYTES = 64 * 1024 * 1024  # perf trace -s of 100,000 threads is about 60 MB; a larger file is not a summary
 
 Artifact = PerfTraceSummary | StraceSummary | TopReport | PidstatReport | MpstatReport | VmstatReport
 
@@ -86,3 +90,18 @@ def detect_format(text: str, source: str | None = None) -> Format:
 def parse(text: str, source: str | None = None) -> Artifact:
     """*text* parsed by the parser of its format; raises UnknownFormat, CommandFailed or Malformed."""
     return detect_format(text, source).parse(text)
+
+
+def parse_file(path: Path) -> Artifact:
+    """The artifact saved in *path*; raises Unreadable, UnknownFormat, CommandFailed or Malformed.
+
+    Error messages name the file.
+    """
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise Unreadable(f"{path}: cannot read it ({error.strerror or error})") from None
+    if len(raw) > MAX_BYTES:
+        raise Unreadable(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace")
+    return parse(decode(raw), source=str(path))

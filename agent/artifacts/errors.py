@@ -14,6 +14,10 @@ class ArtifactError(Exception):
     """Base of every error raised while reading an artifact."""
 
 
+class Unreadable(ArtifactError):
+    """The file itself could not be read (missing, a directory, unreadable, too large)."""
+
+
 class NotThisFormat(ArtifactError):
     """The text is empty or not in the format asked for."""
 

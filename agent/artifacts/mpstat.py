@@ -11,6 +11,7 @@ recorded on this project's sick workload (sysstat 12.6, ``mpstat -P ALL 1 3``, r
     01:14:19       0   88.24    0.00   11.76    0.00    0.00    0.00    0.00    0.00    0.00    0.00
     01:14:19       1   87.13    0.00   12.87    0.00    0.00    0.00    0.00    0.00    0.00    0.00
 
+>>> from agent.artifacts.text import docstring_sample
 >>> report = parse(docstring_sample(__doc__))
 >>> [(row.cpu, row.usr, row.sys, row.idle) for row in report.rows]
 [('all', 87.68, 12.32, 0.0), ('0', 88.24, 11.76, 0.0), ('1', 87.13, 12.87, 0.0)]
@@ -24,9 +25,9 @@ from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import MpstatReport, MpstatRow, SystemLine
 from agent.artifacts.sysstat import stamp, system_line
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
+from agent.artifacts.text import Line, lines, meaningful, trimmed
 
-__all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "mpstat"
 

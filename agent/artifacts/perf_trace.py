@@ -19,6 +19,7 @@ the lost events are counted. A sample, as posted by the seed case's reporter (GC
     futex 2944 269333.572 0.001 91.486 21908.135 13.70%
     sched_yield 5475608 62191.735 0.002 0.011 54.373 0.56%
 
+>>> from agent.artifacts.text import docstring_sample
 >>> summary = parse(docstring_sample(__doc__))
 >>> [(t.comm, t.tid, t.events) for t in summary.threads]
 [('python', 2847, 10240661), ('ython', 2848, 10952416)]
@@ -36,9 +37,9 @@ import re
 from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import PerfTraceSummary, SyscallStat, ThreadSyscalls
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
+from agent.artifacts.text import Line, lines, meaningful, trimmed
 
-__all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "perf trace -s"
 

@@ -13,6 +13,7 @@ unset; sysstat 12.6, rows cut here)::
     01:15:01        0         -     27751    5.00    1.00    0.00   83.00    6.00     0  |__python
     01:15:01        0         -     27758    1.00    1.00    0.00   98.00    2.00     1  |__python
 
+>>> from agent.artifacts.text import docstring_sample
 >>> report = parse(docstring_sample(__doc__))
 >>> report.system.cpus, [(row.tgid, row.tid, row.wait, row.is_thread) for row in report.rows]
 (2, [(27751, None, 83.0, False), (None, 27751, 83.0, True), (None, 27758, 98.0, True)])
@@ -26,9 +27,9 @@ from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import PidstatReport, PidstatRow, SystemLine
 from agent.artifacts.sysstat import stamp, system_line
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
+from agent.artifacts.text import Line, lines, meaningful, trimmed
 
-__all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "pidstat"
 

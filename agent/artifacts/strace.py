@@ -22,6 +22,7 @@ skipped. A sample, posted in a public issue (strace/strace#95, ``strace -f -c sl
     ------ ----------- ----------- --------- --------- ----------------
     100.00    0.000476                    32         3 total
 
+>>> from agent.artifacts.text import docstring_sample
 >>> table = parse(docstring_sample(__doc__)).main
 >>> row = table.syscall("access")
 >>> row.calls, row.errors, row.total_ms, row.avg_ms, row.time_percent
@@ -37,9 +38,9 @@ import re
 from agent.artifacts import table as columns
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import StraceSummary, StraceTable, SyscallStat
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful
+from agent.artifacts.text import Line, lines, meaningful
 
-__all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "strace -c"
 

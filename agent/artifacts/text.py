@@ -20,6 +20,16 @@ _DECIMAL = re.compile(r"[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)")
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
+def decode(raw: bytes) -> str:
+    """Bytes of a saved paste -> text: UTF-8 or, with a byte-order mark, UTF-16 (Windows editors save pastes so).
+
+    Bytes that are not UTF-8 (a Latin-1 name in a command column) become U+FFFD; they never stop a parse.
+    """
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return raw.decode("utf-16", "replace")
+    return raw.decode("utf-8", "replace")
+
+
 class Line(NamedTuple):
     """One line of an artifact: its 1-based number and its text (escapes removed, spaces made plain)."""
 

@@ -15,6 +15,7 @@ sample, the seed case's ``top`` on the GCP VM (as posted, whitespace collapsed; 
     2501 root 20 0 2955128 169656 7612 R 380.5 0.6 3:24.55 python
     2502 root 20 0 2959472 176016 7612 R 307.6 0.6 3:17.58 python
 
+>>> from agent.artifacts.text import docstring_sample
 >>> snapshot = parse(docstring_sample(__doc__)).snapshots[0]
 >>> snapshot.load_average, snapshot.tasks.running, snapshot.cpu.sy
 ((35.1, 12.57, 4.53), 15, 43.1)
@@ -29,9 +30,9 @@ import re
 from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import CpuStates, TaskCounts, TopReport, TopRow, TopSnapshot
-from agent.artifacts.text import Line, decimal, docstring_sample, lines, meaningful, trimmed
+from agent.artifacts.text import Line, decimal, lines, meaningful, trimmed
 
-__all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "top"
 

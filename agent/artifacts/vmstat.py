@@ -10,6 +10,7 @@ recorded on this project's sick workload (procps-ng 4.0, ``vmstat 1 5``, rows cu
     10  0      0 17117596 176624 6601300    0    0  1034  5324 1061 3832 40  7 53  0  0
     12  0      0 17117596 176624 6601300    0    0     0   568 1646 183110 80 20  0  0  0
 
+>>> from agent.artifacts.text import docstring_sample
 >>> rows = parse(docstring_sample(__doc__)).rows
 >>> [(row.since_boot, row.r, row.cs, row.us, row.sy) for row in rows]
 [(True, 10, 3832, 40, 7), (False, 12, 183110, 80, 20)]
@@ -22,9 +23,9 @@ import re
 from agent.artifacts import table
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import VmstatReport, VmstatRow
-from agent.artifacts.text import Line, docstring_sample, lines, meaningful, trimmed
+from agent.artifacts.text import Line, lines, meaningful, trimmed
 
-__all__ = ["FORMAT", "docstring_sample", "looks_like", "parse"]
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "vmstat"
 

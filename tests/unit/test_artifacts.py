@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent import artifacts
-from agent.artifacts import mpstat, perf_trace, pidstat, strace, top, vmstat
+from agent.artifacts import detect, mpstat, perf_trace, pidstat, strace, top, vmstat
 from agent.artifacts.detect import detect_format
 from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import (
@@ -27,6 +27,7 @@ from agent.artifacts.results import (
     TopRow,
     VmstatReport,
 )
+from agent.artifacts.text import docstring_sample
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat)
@@ -502,6 +503,13 @@ def test_recorded_mpstat() -> None:
     ]
 
 
+def test_mpstat_column_names_of_older_sysstat() -> None:
+    text = read("sick_mpstat.txt").replace("%usr", "%user").replace("%sys ", "%system ").replace("  %gnice", "")
+    text = re.sub(r"( +\d+\.\d\d)( +\d+\.\d\d)$", r"\2", text, flags=re.MULTILINE)  # without the %gnice values
+    average = mpstat.parse(text).averages()[0]
+    assert (average.cpu, average.usr, average.sys, average.gnice, average.idle) == ("all", 87.42, 12.42, None, 0.0)
+
+
 def test_public_mpstat_with_12_hour_times() -> None:
     report = mpstat.parse(read("public_mpstat_pcp1922_ampm.txt"))  # performancecopilot/pcp#1922
     assert report.system is not None and report.system.cpus == 4 and report.averages() == ()
@@ -725,6 +733,33 @@ def test_line_ends_byte_order_mark_tabs_and_wide_spaces() -> None:
     assert perf_trace.parse(pasted) == perf_trace.parse(text)
 
 
+def test_saved_files_in_utf_16_or_with_stray_bytes(tmp_path: Path) -> None:
+    text = read("gcp_top.txt")
+    utf16 = tmp_path / "top.txt"
+    utf16.write_bytes(text.encode("utf-16"))  # with its byte-order mark, as Windows editors save
+    assert artifacts.parse_file(utf16) == top.parse(text)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(text.replace(" systemd", " syst\xe9md").encode("latin-1"))
+    report = artifacts.parse_file(latin1)
+    assert isinstance(report, TopReport) and report.snapshots[0].rows[-1].command == "syst\ufffdmd"
+
+
+def test_unreadable_files_say_why_in_one_line(tmp_path: Path) -> None:
+    for path, why in ((tmp_path / "missing.txt", "No such file"), (tmp_path, "Is a directory")):
+        with pytest.raises(artifacts.Unreadable) as unreadable:
+            artifacts.parse_file(path)
+        assert str(unreadable.value).startswith(f"{path}: cannot read it") and why in str(unreadable.value)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as file:
+        file.truncate(detect.MAX_BYTES + 1)
+    with pytest.raises(artifacts.Unreadable, match="larger than 64 MiB"):
+        artifacts.parse_file(big)
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("the VM is slow\n")
+    with pytest.raises(artifacts.UnknownFormat, match=f"^{re.escape(str(unknown))}: not output of a tool"):
+        artifacts.parse_file(unknown)
+
+
 def test_unicode_thread_names_are_kept() -> None:
     text = (
         read("gcp_perf_trace_s.txt")
@@ -757,7 +792,7 @@ def test_docstring_sample_runs(parser: object) -> None:
 
 def test_docstring_samples_are_real_fixture_lines() -> None:
     for parser in PARSERS:
-        sample = perf_trace.docstring_sample(parser.__doc__)
+        sample = docstring_sample(parser.__doc__)
         rows = [" ".join(line.split()) for line in sample.splitlines() if line.strip()]
         haystack = {
             " ".join(line.split()) for path in fixtures() for line in path.read_text(encoding="utf-8").splitlines()
