@@ -1,5 +1,6 @@
 """``pidstat`` reports: ``pidstat -t 1 3`` (a row per process and per thread), ``-u`` (CPU), ``-w`` (context
-switches per second), in one table or one table each (``-wut``), with or without ``Average:`` rows.
+switches per second), in one table or one table each (``-wut``) or on one line (``-h``), with or without
+``Average:`` rows.
 
 Columns are found by their names in each table's header, so older sysstat (no ``%wait``) and other column sets
 read the same way. 12-hour times (``01:15:03 AM``) become 24-hour. A thread row's ``|__`` is removed from the
@@ -41,11 +42,13 @@ _THREAD_MARK = "|__"
 def _header_columns(line: Line) -> list[str] | None:
     """The column names of a pidstat header line (time prefix removed); None for any other line."""
     fields = line.fields
-    prefix = stamp(fields)
-    if prefix is None or len(fields) <= prefix.width + 1 or fields[-1] != "Command":
+    if fields[:2] == ["#", "Time"]:  # pidstat -h: every report on one line, the header commented
+        names = fields[2:]
+    elif (prefix := stamp(fields)) is not None:
+        names = fields[prefix.width :]
+    else:
         return None
-    names = fields[prefix.width :]
-    return names if names[0] in _IDS else None
+    return names if len(names) > 1 and names[0] in _IDS and names[-1] == "Command" else None
 
 
 def _opens_report(line: Line) -> bool:

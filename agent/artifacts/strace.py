@@ -47,7 +47,9 @@ FORMAT = "strace -c"
 _HEADER = re.compile(r"% ?time +seconds +usecs/call +calls +errors +syscall")
 _PERSONALITY = re.compile(r"System call usage summary for (?P<name>.+?) mode:")
 _ATTACHED = re.compile(r"strace: Process (?P<pid>\d+) attached")
-_CHATTER = re.compile(r"strace: (Process \d+ (attached|detached|resumed|suspended)|\[ Process PID=)|\[ Process PID=")
+# What strace says around the table that is no error: "strace: Process 5748 attached with 10 threads",
+# "strace: [ Process PID=6089 runs in x32 mode. ]".
+_CHATTER = re.compile(r"(strace: )?(Process \d+ (attached|detached|resumed|suspended)|\[ Process PID=)")
 
 
 def looks_like(text: str) -> bool:

@@ -443,6 +443,16 @@ def test_recorded_pidstat_12_hour_times_and_switch_tables() -> None:
     assert (last.average, last.tid, last.cswch_per_s, last.nvcswch_per_s) == (True, 27766, 0.0, 1040.59)
 
 
+def test_recorded_pidstat_on_one_line() -> None:
+    report = pidstat.parse(read("healthy_pidstat_h_uwt.txt"))  # pidstat -h -u -w -t: CPU and switches together
+    assert [(r.time, r.tgid, r.tid, r.usr, r.wait, r.cpu, r.cswch_per_s, r.nvcswch_per_s) for r in report.rows] == [
+        ("01:28:42", 26628, None, 28.71, 28.71, 0, 188.12, 112.87),
+        ("01:28:42", None, 26628, 28.71, 28.71, 0, 188.12, 112.87),
+        ("01:28:43", 26628, None, 25.0, 35.0, 1, 162.0, 76.0),
+        ("01:28:43", None, 26628, 25.0, 35.0, 1, 162.0, 76.0),
+    ]
+
+
 def test_sysstat_afternoon_times_become_24_hour() -> None:
     text = read("sick_pidstat_wut_ampm.txt").replace("01:15:04 AM", "01:15:04 PM")
     assert pidstat.parse(text).rows[0].time == "13:15:04"
@@ -669,7 +679,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 51
+    assert len(fixtures()) == 52
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
