@@ -42,19 +42,11 @@ class Format:
 # Order matters only for texts two formats could claim: a table's header names make each one distinct.
 FORMATS: tuple[Format, ...] = (
     Format(perf_trace.FORMAT, "perf trace -s", perf_trace.looks_like, perf_trace.looks_like_error, perf_trace.parse),
-    Format(
-        strace.FORMAT,
-        "strace -c / strace -f -c / strace -c -w",
-        strace.looks_like,
-        strace.looks_like_error,
-        strace.parse,
-    ),
-    Format(
-        top.FORMAT, "top -b, top -H -b, or an interactive top screen", top.looks_like, top.looks_like_error, top.parse
-    ),
-    Format(pidstat.FORMAT, "pidstat -t 1 3", pidstat.looks_like, pidstat.looks_like_error, pidstat.parse),
-    Format(mpstat.FORMAT, "mpstat -P ALL 1 3", mpstat.looks_like, mpstat.looks_like_error, mpstat.parse),
-    Format(vmstat.FORMAT, "vmstat 1 5", vmstat.looks_like, vmstat.looks_like_error, vmstat.parse),
+    Format(strace.FORMAT, "strace -c (-f, -w)", strace.looks_like, strace.looks_like_error, strace.parse),
+    Format(top.FORMAT, "top -b (-H), or a top screen", top.looks_like, top.looks_like_error, top.parse),
+    Format(pidstat.FORMAT, "pidstat -t", pidstat.looks_like, pidstat.looks_like_error, pidstat.parse),
+    Format(mpstat.FORMAT, "mpstat -P ALL", mpstat.looks_like, mpstat.looks_like_error, mpstat.parse),
+    Format(vmstat.FORMAT, "vmstat", vmstat.looks_like, vmstat.looks_like_error, vmstat.parse),
 )
 
 
@@ -62,15 +54,15 @@ class UnknownFormat(NotThisFormat):
     """No known format claims the text."""
 
     def __init__(self, source: str | None = None) -> None:
-        super().__init__("any known tool's", unknown_format_message(source))
-        self.args = (unknown_format_message(source),)
+        super().__init__("a known tool's", "no known format matches")
+        self.args = (unknown_format_message(source),)  # the one line a user sees
 
 
 def unknown_format_message(source: str | None = None) -> str:
     """One line: *source* (a file name, when given) is in no known format, and which formats are known."""
-    known = ", ".join(f"{fmt.command}" for fmt in FORMATS)
+    known = "; ".join(fmt.command for fmt in FORMATS)
     where = f"{source}: " if source else ""
-    return f"{where}not output of a tool schedwatch reads; it reads: {known}"
+    return f"{where}not output of a tool schedwatch reads; give it the output of one of: {known}"
 
 
 def detect_format(text: str, source: str | None = None) -> Format:
