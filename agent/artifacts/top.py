@@ -37,14 +37,15 @@ __all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 FORMAT = "top"
 
 _FIRST = re.compile(
-    r"top - (?P<time>\S+) +up +(?P<uptime>.*?),(?: +(?P<users>\d+) users?,)? +load average: "
+    r"top - (?P<time>\S+) +up +(?P<uptime>\S.*?),(?: +(?P<users>\d+) users?,)? +load average: "
     r"(?P<l1>\d+[.,]\d+),? +(?P<l5>\d+[.,]\d+),? +(?P<l15>\d+[.,]\d+)"
 )
 _FIRST_LOOSE = re.compile(r"top - .*load average")
 _TASKS = re.compile(r"(?P<kind>Tasks|Threads): *(?P<counts>\d+ total,.*)")
-_TASK_COUNT = re.compile(r"(\d+) +(total|running|sleeping|sleep|d-sleep|stopped|zombie)\b")
+# Each number starts where a run of digits starts: otherwise a long run is retried from every digit (quadratic).
+_TASK_COUNT = re.compile(r"(?<!\d)(\d+) +(total|running|sleeping|sleep|d-sleep|stopped|zombie)\b")
 _CPU_LINE = re.compile(r"%?(?:Cpu|CPU)(?P<which>\(s\)|\d+) *:(?P<states>.*)")
-_STATE = re.compile(r"(\d+(?:[.,]\d+)?) *%? *(us|sy|ni|id|wa|hi|si|st)\b")
+_STATE = re.compile(r"(?<![\d.,])(\d+(?:[.,]\d+)?)(?: *%)? *(us|sy|ni|id|wa|hi|si|st)\b")
 _MEMORY = re.compile(r"[KMGTPE]i?B +\S+ *:|(Mem|Swap) *:")  # the word is translated: "MiB Spch :"
 # Column names top translates (German: ZEIT+, BEFEHL); the command is the last column, TIME+ the one ending in "+".
 _NOT_COMMAND = frozenset({"PID", "TID", "USER", "PR", "NI", "VIRT", "RES", "SHR", "S", "%CPU", "%MEM", "TIME+", "TIME"})

@@ -29,7 +29,7 @@ __all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
 FORMAT = "vmstat"
 
-_GROUPS = re.compile(r"-*procs-* +-+\S+-+ ")
+_GROUPS = re.compile(r"-*procs-* +-")  # "procs -----------memory---------- ---swap-- ..."
 _ERROR = re.compile(r"vmstat: (?P<message>.+)")
 _CORE = 17  # r b, 4 memory, si so, bi bo, in cs, us sy id wa st
 
@@ -74,10 +74,16 @@ def parse(text: str) -> VmstatReport:
             continue
         if _is_header(line):
             header = line.fields
+            if len(header) < _CORE:
+                raise Malformed(
+                    FORMAT, line.number, f"vmstat prints at least {_CORE} columns, this header {len(header)}"
+                )
             continue
         if header is None:
             raise Malformed(FORMAT, line.number, f"a row before the 'r b ...' header: {line.text.strip()!r}")
         result.append(_row(line, header, since_boot=not result))
+    if not result:  # vmstat prints its since-boot line at once; a report without it was cut short
+        raise Malformed(FORMAT, rows[-1].number, "no vmstat rows under the header (cut short?)")
     return VmstatReport(tuple(result))
 
 

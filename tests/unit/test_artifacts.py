@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import doctest
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from agent import artifacts
 from agent.artifacts import detect, mpstat, perf_trace, pidstat, strace, top, vmstat
 from agent.artifacts.detect import detect_format
-from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
+from agent.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
 from agent.artifacts.results import (
     CpuStates,
     MpstatReport,
@@ -635,6 +636,9 @@ def test_cut_and_broken_reports_are_malformed_with_their_line() -> None:
         vmstat.parse(read("sick_vmstat.txt") + "12  0      0 17117596\n")
     assert broken.value.line == 8
     with pytest.raises(Malformed) as broken:
+        vmstat.parse(read("sick_vmstat.txt").replace("wa st\n", "wa\n", 1))
+    assert broken.value.line == 2 and "17 columns" in broken.value.reason
+    with pytest.raises(Malformed) as broken:
         pidstat.parse(
             read("sick_pidstat_t.txt").replace(
                 "01:15:01        0     27751         -    7.00", "01:15:01        0     27751"
@@ -789,6 +793,30 @@ def test_perf_trace_lines_before_the_summary_and_lost_events() -> None:
     summary = perf_trace.parse(text)
     assert summary.lost_events == 153  # the one before "Summary of events:" belongs to the trace, not the summary
     assert summary == PerfTraceSummary(perf("sick_perf_trace_s.txt").threads, True, 153)
+
+
+HOSTILE_LINES = {  # each made quadratic or worse by a careless pattern (found while writing the parsers)
+    "digits in top's CPU line": "top - 1 up 1 min, 1 user, load average: 1.0, 1.0, 1.0\n%Cpu(s): " + "1" * 100_000,
+    "spaces in top's CPU line": "top - 1 up 1 min, 1 user, load average: 1.0, 1.0, 1.0\n%Cpu(s): 1" + " " * 100_000,
+    "spaces in top's first line": "top - 1 up" + " " * 100_000 + "x, load average: 1\n",
+    "digits in top's Tasks line": "Tasks: " + "1" * 100_000,
+    "dashes in vmstat's first line": "procs " + "-" * 100_000 + "\n r b\n",
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE_LINES.values(), ids=HOSTILE_LINES.keys())
+def test_a_hostile_line_does_not_hang_the_parser(text: str) -> None:
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("the parser backtracks without end on one line")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)  # linear parsing takes milliseconds; the patterns these lines broke took hours
+    try:
+        with pytest.raises(ArtifactError):
+            artifacts.parse(text)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # --- each parser's docstring sample ----------------------------------------------------------------------------
