@@ -85,6 +85,8 @@ def parse(text: str) -> MpstatReport:
             raise Malformed(FORMAT, line.number, f"a row before any column header: {line.text.strip()!r}")
         else:
             result.append(_row(line, columns))
+    if not result:  # mpstat prints its rows with the header; a header alone was cut short
+        raise Malformed(FORMAT, rows[-1].number, "no CPU rows under the header (cut short?)")
     return MpstatReport(system, tuple(result))
 
 

@@ -648,6 +648,13 @@ def test_cut_and_broken_reports_are_malformed_with_their_line() -> None:
     assert str(broken.value).startswith("pidstat output, line 9: ")
 
 
+def test_headers_without_rows_are_malformed_where_the_tool_always_prints_rows() -> None:
+    for parser, name, keep in ((mpstat, "sick_mpstat.txt", 3), (vmstat, "sick_vmstat.txt", 2)):
+        with pytest.raises(Malformed) as broken:
+            parser.parse("\n".join(read(name).splitlines()[:keep]))
+        assert broken.value.line == keep and "cut short" in broken.value.reason
+
+
 def test_strace_table_cut_before_its_total_keeps_its_rows() -> None:
     lines = read("sick_strace_fc.txt").splitlines()
     table = strace.parse("\n".join(lines[:10])).main
