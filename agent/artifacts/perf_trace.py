@@ -2,8 +2,9 @@
 
 Older perf (the seed's) prints no errors column, newer perf (5.x, 6.x) does; whitespace may be collapsed by a
 paste, a long row may be wrapped, and perf may cut the first letter of a thread's name. Lines before
-``Summary of events:`` (the trace itself, with ``perf trace -S``) and ``LOST N events!`` lines are skipped;
-the lost events are counted. A sample, as posted by the seed case's reporter (GCP VM, older perf)::
+``Summary of events:`` (the trace itself with ``perf trace -S``, the traced program's output) are skipped;
+``LOST N events!`` lines, wherever they are, are summed. A sample, as posted by the seed case's reporter
+(GCP VM, older perf)::
 
     Summary of events:
     python (2847), 10240661 events, 6.0%
@@ -84,6 +85,7 @@ def parse(text: str) -> PerfTraceSummary:
     rows = meaningful(lines(text))
     if not rows:
         raise NotThisFormat(FORMAT, "the text is empty")
+    lost = sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
     starts = [i for i, line in enumerate(rows) if line.text.strip() == _SUMMARY]
     if starts:
         rows = rows[starts[-1] + 1 :]  # perf trace -S prints the trace first
@@ -92,7 +94,7 @@ def parse(text: str) -> PerfTraceSummary:
         if error is not None:
             raise CommandFailed(FORMAT, error.text, error.number)
         raise NotThisFormat(FORMAT, "no 'NAME (TID), N events, P%' block and no 'syscall calls ...' header")
-    return _Reader(trimmed(rows, _opens_block, _inside_summary)).read()
+    return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
 
 
 def _opens_block(line: Line) -> bool:
@@ -109,14 +111,14 @@ def _inside_summary(line: Line) -> bool:
 class _Reader:
     """Walks the summary's lines once, collecting one block per thread."""
 
-    def __init__(self, rows: list[Line]) -> None:
+    def __init__(self, rows: list[Line], lost: int) -> None:
         self.rows = rows
         self.threads: list[ThreadSyscalls] = []
         self.header: re.Match[str] | None = None
         self.syscalls: list[SyscallStat] = []
         self.in_table = False
         self.errors_column: bool | None = None
-        self.lost = 0
+        self.lost = lost  # counted over the whole text: perf prints them while tracing, before the summary
 
     def read(self) -> PerfTraceSummary:
         index = 0
@@ -132,8 +134,7 @@ class _Reader:
         """Consumes the line at *index* (and the lines a wrapped row spilled onto); returns how many."""
         line = self.rows[index]
         stripped = line.text.strip()
-        if lost := _LOST.fullmatch(stripped):
-            self.lost += int(lost.group(1))
+        if _LOST.fullmatch(stripped):
             return 1
         joined, used = table.unwrap(self.rows, index, self.recognised)
         stripped = joined.text.strip()

@@ -57,7 +57,7 @@ class PerfTraceSummary:
 
     threads: tuple[ThreadSyscalls, ...]
     errors_column: bool  # newer perf prints an errors column; the seed's older perf does not
-    lost_events: int  # sum of the "LOST N events!" lines: perf dropped that many, its counts are low
+    lost_events: int  # sum of the "LOST N events!" lines: perf dropped that many events, its counts are low
 
     def thread(self, tid: int) -> ThreadSyscalls | None:
         """The block of thread *tid*, None if absent."""

@@ -89,7 +89,7 @@ def test_seed_baremetal_perf_trace_one_thread_per_worker_yields() -> None:
 
 def test_recorded_perf_trace_sick_pool_has_errors_column_and_yields() -> None:
     summary = perf("sick_perf_trace_s.txt")  # numpy 1.26, 4 workers, BLAS threads unset, perf 6.1
-    assert summary.errors_column and summary.lost_events == 0
+    assert summary.errors_column and summary.lost_events == 1066 + 153  # perf wrote its LOST lines into the file
     assert len(summary.threads) == 14
     assert summary.threads[0].comm == "bash" and summary.threads[0].tid == 11021
     thread = summary.thread(11028)
@@ -108,6 +108,19 @@ def test_recorded_perf_trace_sick_pool_has_errors_column_and_yields() -> None:
     wait4 = summary.threads[0].syscall("wait4")
     assert wait4 is not None and (wait4.calls, wait4.errors, wait4.total_ms) == (2, 1, 4438.510)
     assert len(yields(summary)) == 9 and sum(yields(summary)) == 197197
+
+
+def test_recorded_perf_trace_that_lost_events() -> None:
+    # perf trace -s -m 1 (a one-page buffer) with stdout and stderr in one file: 677 LOST lines, the program's output
+    summary = perf("sick_perf_trace_s_m1_lost.txt")
+    assert summary.lost_events == 398604
+    assert len(summary.threads) == 13 and sum(yields(summary)) == 129620
+    first = summary.threads[0]
+    assert (first.tid, first.events, [(s.name, s.calls) for s in first.syscalls[:2]]) == (
+        25607,
+        6314,
+        [("futex", 2), ("sched_yield", 3148)],
+    )
 
 
 def test_recorded_perf_trace_healthy_pool_libgomp_and_sleeper_never_yield() -> None:
@@ -690,7 +703,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 52
+    assert len(fixtures()) == 53
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
@@ -798,8 +811,7 @@ def test_perf_trace_lines_before_the_summary_and_lost_events() -> None:
     text = "LOST 1066 events!\n 0.000 ( 0.003 ms): python/2847 sched_yield() = 0\n" + read("sick_perf_trace_s.txt")
     text = text.replace(" python (11028), 21442 events, 4.7%", "LOST 153 events!\n python (11028), 21442 events, 4.7%")
     summary = perf_trace.parse(text)
-    assert summary.lost_events == 153  # the one before "Summary of events:" belongs to the trace, not the summary
-    assert summary == PerfTraceSummary(perf("sick_perf_trace_s.txt").threads, True, 153)
+    assert summary == PerfTraceSummary(perf("sick_perf_trace_s.txt").threads, True, 2 * (1066 + 153))
 
 
 HOSTILE_LINES = {  # each made quadratic or worse by a careless pattern (found while writing the parsers)
