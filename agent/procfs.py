@@ -67,6 +67,24 @@ class ProcFS:
         finally:
             os.close(fd)
 
+    def read_bytes_permitted(self, pid: int | str, name: str, limit: int = MAX_FILE) -> bytes | None:
+        """Like :meth:`read_bytes`, but a file the kernel refuses to show raises PermissionError instead of reading
+        as gone: maps and environ of another user's process need ptrace read access (CAP_SYS_PTRACE)."""
+        try:
+            os.close(os.open(self.path(pid, name), os.O_RDONLY | os.O_CLOEXEC))
+        except PermissionError:
+            raise
+        except OSError:
+            return None
+        return self.read_bytes(pid, name, limit)
+
+    def readlink(self, pid: int | str, name: str) -> str | None:
+        """The target of the link /proc/PID/NAME (exe, cwd, …) decoded by the policy above; None when unreadable."""
+        try:
+            return decode(os.readlink(os.fsencode(self.path(pid, name))))
+        except OSError:
+            return None
+
     def read_text(self, pid: int | str, name: str, limit: int = MAX_FILE) -> str | None:
         """/proc/PID/NAME decoded by the policy above; None when gone."""
         raw = self.read_bytes(pid, name, limit)
