@@ -14,6 +14,7 @@ from agent.diagnosis.environment import ThreadEnvironment, read_environment
 from agent.diagnosis.libraries import Library, libraries_in
 from agent.diagnosis.processes import ProcessSample, sample
 from agent.diagnosis.workers import WorkerPool, worker_pools
+from agent.log import get_logger
 from agent.procfs import MAX_FILE, ProcFS, decode
 
 
@@ -48,7 +49,15 @@ def gather_workload(procfs: ProcFS, pids: Iterable[int], interval: float = 1.0) 
     taken = sample(procfs, pids, interval)
     versions: dict[tuple[int, int, int], str | None] = {}
     details = {process.pid: process_detail(procfs, process.pid, versions) for process in taken.processes}
-    return WorkloadFacts(taken, tuple(worker_pools(taken.processes)), details)
+    facts = WorkloadFacts(taken, tuple(worker_pools(taken.processes)), details)
+    get_logger("diagnosis").debug(
+        "workload facts",
+        processes=len(taken.processes),
+        pools=[pool.size for pool in facts.pools],
+        libraries=sorted({f"{lib.implementation} {lib.version}" for d in details.values() for lib in d.libraries}),
+        environments=sorted({str(sorted(d.environment.as_dict().items())) for d in details.values()}),
+    )
+    return facts
 
 
 def to_jsonable(facts: object) -> Any:
