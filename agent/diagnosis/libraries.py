@@ -4,13 +4,16 @@ A library is recognised by the basename of the mapped file: lowercased, it must 
 prefixes followed by ``.`` or ``-`` (``libgomp.so.1``, ``libgomp-a34b3233.so.1.0.0`` as wheels vendor it, but not
 ``libgompfoo.so``). The version comes from the file name where it tells it (OpenBLAS's ``-r0.3.21``, a wheel's
 ``-r0-<hash>.3.23.dev``, a soname's ``.so.1.0.0``), otherwise from a bounded read of the file's ``.rodata`` section
-(OpenBLAS embeds "OpenBLAS 0.3.31"), reached through /proc/PID/root so that a container's files are the ones read.
+(OpenBLAS embeds "OpenBLAS 0.3.31"). That file is opened through /proc/PID/map_files/, which names the very file
+mapped (in a container too) without resolving its path again: a tenant cannot swap in a symlink or a FIFO.
+Opening map_files needs CAP_SYS_ADMIN; without it the version is "unknown" unless the name tells it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -96,9 +99,10 @@ def version_from_name(kind: LibraryKind, basename: str) -> str | None:
     return ".".join(group for group in match.groups() if group)
 
 
-def mapped_paths(maps: str) -> list[str]:
-    """Distinct file paths in the text of /proc/PID/maps, in order of first mapping."""
-    seen: dict[str, None] = {}
+def mapped_files(maps: str) -> dict[str, str]:
+    """Distinct file paths in the text of /proc/PID/maps, in order of first mapping, each with the address range
+    of its first mapping (the name of its entry in /proc/PID/map_files)."""
+    seen: dict[str, str] = {}
     for line in maps.splitlines():
         fields = line.split(maxsplit=5)
         if len(fields) < 6 or fields[4] == "0" or not fields[5].startswith("/"):
@@ -106,8 +110,8 @@ def mapped_paths(maps: str) -> list[str]:
         path = fields[5]
         if path.endswith(DELETED):
             path = path[: -len(DELETED)]
-        seen.setdefault(path, None)
-    return list(seen)
+        seen.setdefault(path, fields[0])
+    return seen
 
 
 def libraries_in(
@@ -120,7 +124,7 @@ def libraries_in(
     """
     cache = {} if versions is None else versions
     found = []
-    for path in mapped_paths(maps):
+    for path, addresses in mapped_files(maps).items():
         basename = path.rsplit("/", 1)[-1]
         kind = kind_of(basename)
         if kind is None:
@@ -128,7 +132,8 @@ def libraries_in(
         version = version_from_name(kind, basename)
         source = "file name"
         if version is None and kind.content_version is not None:
-            version = _version_from_contents(procfs.path(pid, "root") / path.lstrip("/"), kind.content_version, cache)
+            mapped = procfs.path(pid, f"map_files/{addresses}")
+            version = _version_from_contents(mapped, kind.content_version, cache)
             source = "file contents"
         found.append(Library(kind.api, kind.implementation, printable(path), version, source if version else "unknown"))
     return found
@@ -138,8 +143,10 @@ def _version_from_contents(
     path: Path, pattern: re.Pattern[bytes], cache: dict[tuple[int, int, int], str | None]
 ) -> str | None:
     try:
-        with open(path, "rb") as file:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
             status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                return None
             key = (status.st_dev, status.st_ino, status.st_size)
             if key not in cache:
                 rodata = read_rodata(file)

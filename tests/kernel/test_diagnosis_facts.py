@@ -21,7 +21,7 @@ import pytest
 from agent import log
 from agent.diagnosis.access import Access
 from agent.diagnosis.environment import ALLOWED
-from agent.diagnosis.facts import WorkloadFacts, gather_workload, to_jsonable
+from agent.diagnosis.facts import WorkloadFacts, gather_workload, process_detail, to_jsonable
 from agent.diagnosis.node import NodeStates, sample_node
 from agent.diagnosis.processes import CpuUsage, cpu_usage, read_process
 from agent.procfs import ProcFS
@@ -146,6 +146,23 @@ def objects_holding_canary() -> Iterator[str]:
         raw = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else item
         if CANARY in raw:
             yield type(item).__name__
+
+
+def test_numpy2_openblas_version_is_read_from_the_mapped_file() -> None:
+    """This process has numpy 2.x's OpenBLAS mapped (its file name has no version): the version is read through the
+    real /proc/self/map_files, and is the one threadpoolctl asks the library for."""
+    import numpy
+    from threadpoolctl import threadpool_info
+
+    (info,) = [entry for entry in threadpool_info() if entry["internal_api"] == "openblas"]
+    assert numpy.__version__.startswith("2.")
+    detail = process_detail(ProcFS(), os.getpid(), {})
+    (library,) = [library for library in detail.libraries if library.implementation == "openblas"]
+    assert (library.path, library.version, library.version_source) == (
+        info["filepath"],
+        info["version"],
+        "file contents",
+    )
 
 
 def test_another_users_maps_and_environ_are_not_permitted_not_unset(numpy126: Path) -> None:

@@ -15,7 +15,7 @@ from agent.diagnosis.libraries import (
     Library,
     kind_of,
     libraries_in,
-    mapped_paths,
+    mapped_files,
     read_rodata,
     version_from_name,
 )
@@ -73,12 +73,12 @@ def test_numpy2_version_comes_from_the_files_rodata_as_threadpoolctl_says() -> N
     assert f"OpenBLAS {info['version']}".encode() in rodata
 
 
-def test_version_from_contents_goes_through_the_process_root(tmp_path: Path) -> None:
-    """A maps line naming numpy 2.x's OpenBLAS, read through PID/root (a symlink to / here, as for a process in the
-    host's mount namespace): the version is read from the file, and told as such."""
+def test_version_from_contents_is_read_through_map_files(tmp_path: Path) -> None:
+    """A maps line naming numpy 2.x's OpenBLAS, read through PID/map_files/RANGE (here a symlink to the file of the
+    project's venv, as the kernel's entry leads to it): the version is read from the file, and told as such."""
     (info,) = [entry for entry in threadpool_info() if entry["internal_api"] == "openblas"]
-    (tmp_path / "42").mkdir()
-    os.symlink("/", tmp_path / "42" / "root")
+    (tmp_path / "42" / "map_files").mkdir(parents=True)
+    os.symlink(info["filepath"], tmp_path / "42" / "map_files" / "7f0000000000-7f0000100000")
     maps = f"7f0000000000-7f0000100000 r-xp 00000000 fd:01 1234 {info['filepath']}\n"
     versions: dict[tuple[int, int, int], str | None] = {}
     found = libraries_in(ProcFS(tmp_path), 42, maps, versions)
@@ -131,7 +131,7 @@ def test_every_api_of_the_issue_is_in_the_table() -> None:
     assert {kind.api for kind in KINDS} == {"blas", "openmp", "tbb", "torch"}
 
 
-def test_mapped_paths_skip_anonymous_mappings_dedupe_and_drop_deleted() -> None:
+def test_mapped_files_skip_anonymous_mappings_dedupe_and_drop_deleted() -> None:
     maps = (
         "55d0c0a00000-55d0c0a01000 r--p 00000000 fd:01 10 /usr/bin/prog\n"
         "55d0c0a01000-55d0c0a02000 r-xp 00001000 fd:01 10 /usr/bin/prog\n"
@@ -140,7 +140,19 @@ def test_mapped_paths_skip_anonymous_mappings_dedupe_and_drop_deleted() -> None:
         "7f0000002000-7f0000003000 r-xp 00000000 fd:01 11 /opt/my libs/libgomp.so.1 (deleted)\n"
         "7f0000003000-7f0000004000 rw-s 00000000 00:01 12 /dev/shm/x\n"
     )
-    assert mapped_paths(maps) == ["/usr/bin/prog", "/opt/my libs/libgomp.so.1", "/dev/shm/x"]
+    assert mapped_files(maps) == {
+        "/usr/bin/prog": "55d0c0a00000-55d0c0a01000",
+        "/opt/my libs/libgomp.so.1": "7f0000002000-7f0000003000",
+        "/dev/shm/x": "7f0000003000-7f0000004000",
+    }
+
+
+def test_a_fifo_in_place_of_a_library_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "42" / "map_files").mkdir(parents=True)
+    os.mkfifo(tmp_path / "42" / "map_files" / "7f0000000000-7f0000100000")
+    maps = "7f0000000000-7f0000100000 r-xp 00000000 fd:01 1234 /usr/lib/libscipy_openblas64_-deadbeef.so\n"
+    (library,) = libraries_in(ProcFS(tmp_path), 42, maps)
+    assert (library.version, library.version_source) == (None, "unknown")
 
 
 def test_a_file_that_is_not_elf_has_no_rodata(tmp_path: Path) -> None:
