@@ -55,7 +55,9 @@ def gather_workload(procfs: ProcFS, pids: Iterable[int], interval: float = 1.0) 
         processes=len(taken.processes),
         pools=[pool.size for pool in facts.pools],
         libraries=sorted({f"{lib.implementation} {lib.version}" for d in details.values() for lib in d.libraries}),
-        environments=sorted({str(sorted(d.environment.as_dict().items())) for d in details.values()}),
+        environments=[
+            dict(items) for items in sorted({tuple(d.environment.as_dict().items()) for d in details.values()})
+        ],
     )
     return facts
 
