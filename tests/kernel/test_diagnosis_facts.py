@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from agent import log
 from agent.diagnosis.access import Access
@@ -49,6 +50,14 @@ def numpy126() -> Path:
     return NUMPY126
 
 
+@pytest.fixture
+def logging_restored() -> Iterator[None]:
+    """The structlog configuration as it was before the test."""
+    previous = structlog.get_config()
+    yield
+    structlog.configure(**previous)
+
+
 @contextlib.contextmanager
 def started(command: list[str], extra: dict[str, str], cpus: set[int] | None = None) -> Iterator[tuple[int, Any]]:
     """Run *command* with a small known environment plus the canary; yield its pid and its first JSON line."""
@@ -74,8 +83,10 @@ def started(command: list[str], extra: dict[str, str], cpus: set[int] | None = N
         process.wait(timeout=30)
 
 
-def test_numpy126_pool_and_openmp_program(numpy126: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    log.configure("debug", "json")
+def test_numpy126_pool_and_openmp_program(
+    numpy126: Path, logging_restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log.configure("debug", "json")  # in the test's own phase: to stderr as capsys captures it
     pool_command = [sys.executable, str(SOURCES / "blas_pool.py"), str(WORKERS), "0"]
     openmp_command = [str(build("openmp_pool", "-fopenmp")), "-", "0.2", "1"]
     with (
