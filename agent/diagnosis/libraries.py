@@ -1,6 +1,7 @@
 """Thread-pool libraries a process has mapped, read from /proc/PID/maps, with their versions where the file tells.
 
-A library is recognised by the basename of the mapped file: lowercased, it must start with one of the entry's
+The path in maps is already resolved: the kernel names the file mapped, not the symlink that was opened
+(``libgomp.so.1`` shows as ``libgomp.so.1.0.0``). A library is recognised by its basename: lowercased, it must start with one of the entry's
 prefixes followed by ``.`` or ``-`` (``libgomp.so.1``, ``libgomp-a34b3233.so.1.0.0`` as wheels vendor it, but not
 ``libgompfoo.so``). The version comes from the file name where it tells it (OpenBLAS's ``-r0.3.21``, a wheel's
 ``-r0-<hash>.3.23.dev``, a soname's ``.so.1.0.0``), otherwise from a bounded read of the file's ``.rodata`` section

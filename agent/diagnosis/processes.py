@@ -146,12 +146,23 @@ def _basename(link: str) -> str:
 
 
 @dataclass(frozen=True)
+class ThreadUsage:
+    """CPU use of one thread between two readings, in percent of one CPU."""
+
+    tid: int
+    comm: str
+    user_percent: float
+    system_percent: float
+
+
+@dataclass(frozen=True)
 class CpuUsage:
     """CPU use of one process between two readings, in percent of one CPU (200 = two CPUs busy)."""
 
     pid: int
     user_percent: float
     system_percent: float
+    threads: tuple[ThreadUsage, ...]  # the threads alive at both readings
 
     @property
     def percent(self) -> float:
@@ -164,10 +175,22 @@ def cpu_usage(before: ProcessFacts, after: ProcessFacts, seconds: float) -> CpuU
     if before.pid != after.pid or before.start_ticks != after.start_ticks or seconds <= 0:
         return None
     scale = 100.0 / (CLOCK_TICKS * seconds)
+    earlier = {thread.tid: thread for thread in before.thread_ticks}
+    threads = tuple(
+        ThreadUsage(
+            thread.tid,
+            thread.comm,
+            max(0, thread.user_ticks - earlier[thread.tid].user_ticks) * scale,
+            max(0, thread.system_ticks - earlier[thread.tid].system_ticks) * scale,
+        )
+        for thread in after.thread_ticks
+        if thread.tid in earlier
+    )
     return CpuUsage(
         pid=after.pid,
         user_percent=max(0, after.user_ticks - before.user_ticks) * scale,
         system_percent=max(0, after.system_ticks - before.system_ticks) * scale,
+        threads=threads,
     )
 
 

@@ -69,11 +69,11 @@ def test_libgomp_cpu_use_is_user_time_shared_evenly_by_its_three_threads() -> No
     assert usage is not None
     assert usage.system_percent == 0
     assert 10 < usage.user_percent <= 100
-    spent = {thread.tid: thread.user_ticks for thread in before.thread_ticks}
-    shares = [(thread.user_ticks - spent[thread.tid]) for thread in after.thread_ticks]
-    assert sum(shares) == after.user_ticks - before.user_ticks
-    for share in shares:
-        assert 0.25 < share / sum(shares) < 0.42, shares
+    assert [thread.tid for thread in usage.threads] == [29530, 29532, 29533]
+    assert sum(thread.user_percent for thread in usage.threads) == pytest.approx(usage.user_percent)
+    for thread in usage.threads:
+        assert thread.system_percent == 0
+        assert 0.25 < thread.user_percent / usage.user_percent < 0.42, usage.threads
 
 
 def test_numpy126_workers_burn_cpu_the_parent_waits() -> None:

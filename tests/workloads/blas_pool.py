@@ -13,9 +13,17 @@ import multiprocessing
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_info
+
+BARRIER: Any = None  # set in each worker: every task waits for all, so that each worker holds exactly one
+
+
+def join(barrier: Any) -> None:
+    global BARRIER
+    BARRIER = barrier
 
 
 def work(deadline: float) -> tuple[int, int, list[dict[str, object]]]:
@@ -30,13 +38,14 @@ def work(deadline: float) -> tuple[int, int, list[dict[str, object]]]:
         for info in threadpool_info()
         if info["user_api"] == "blas"
     ]
-    time.sleep(0.3)  # let every worker take one task
+    BARRIER.wait(timeout=120)
     return os.getpid(), len(os.listdir("/proc/self/task")), blas
 
 
 def main(workers: str, busy: str) -> None:
     count = int(workers)
-    pool = multiprocessing.get_context("fork").Pool(count)
+    context = multiprocessing.get_context("fork")
+    pool = context.Pool(count, initializer=join, initargs=(context.Barrier(count),))
     deadline = time.monotonic() + float(busy)
     results = pool.map(work, [deadline] * count, chunksize=1)
     report = {pid: {"threads": threads, "blas": blas} for pid, threads, blas in results}
