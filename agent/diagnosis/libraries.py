@@ -1,9 +1,11 @@
 """Thread-pool libraries a process has mapped, read from /proc/PID/maps, with their versions where the file tells.
 
 The path in maps is already resolved: the kernel names the file mapped, not the symlink that was opened
-(``libgomp.so.1`` shows as ``libgomp.so.1.0.0``). A library is recognised by its basename: lowercased, it must start with one of the entry's
-prefixes followed by ``.`` or ``-`` (``libgomp.so.1``, ``libgomp-a34b3233.so.1.0.0`` as wheels vendor it, but not
-``libgompfoo.so``). The version comes from the file name where it tells it (OpenBLAS's ``-r0.3.21``, a wheel's
+(``libgomp.so.1`` shows as ``libgomp.so.1.0.0``). A library is recognised by its basename: lowercased, it must
+start with one of the entry's prefixes followed by ``.`` or ``-`` (``libgomp.so.1.0.0``,
+``libgomp-a34b3233.so.1.0.0`` as wheels vendor it, but not ``libgompfoo.so``).
+
+The version comes from the file name where it tells it (OpenBLAS's ``-r0.3.21``, a wheel's
 ``-r0-<hash>.3.23.dev``, a soname's ``.so.1.0.0``), otherwise from a bounded read of the file's ``.rodata`` section
 (OpenBLAS embeds "OpenBLAS 0.3.31"). That file is opened through /proc/PID/map_files/, which names the very file
 mapped (in a container too) without resolving its path again: a tenant cannot swap in a symlink or a FIFO.
