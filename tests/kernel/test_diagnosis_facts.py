@@ -177,6 +177,28 @@ def test_numpy2_openblas_version_is_read_from_the_mapped_file() -> None:
     )
 
 
+def test_a_library_deleted_after_mapping_is_still_read_through_map_files(tmp_path: Path) -> None:
+    """A copy of numpy 2.x's OpenBLAS, loaded by a process and then deleted: maps says "(deleted)", no path leads to
+    the file any more, yet map_files still opens what was mapped (as for a file only a container's mounts hold)."""
+    import numpy  # noqa: F401  (maps numpy 2.x's OpenBLAS into this process, for threadpoolctl to find)
+    from threadpoolctl import threadpool_info
+
+    (info,) = [entry for entry in threadpool_info() if entry["internal_api"] == "openblas"]
+    shutil.copytree(Path(info["filepath"]).parent, tmp_path / "libs")  # with the libraries it needs ($ORIGIN)
+    copy = tmp_path / "libs" / Path(info["filepath"]).name
+    loader = f"import ctypes, sys; ctypes.CDLL({str(copy)!r}); print('{{}}', flush=True); sys.stdin.read()"
+    with started([sys.executable, "-c", loader], {}) as (pid, _):
+        copy.unlink()
+        maps = ProcFS().read_text(pid, "maps") or ""
+        assert f"{copy} (deleted)" in maps
+        (library,) = process_detail(ProcFS(), pid, {}).libraries
+    assert (library.path, library.version, library.version_source) == (
+        str(copy),
+        info["version"],
+        "file contents",
+    )
+
+
 def test_another_users_maps_and_environ_are_not_permitted_not_unset(numpy126: Path) -> None:
     """Without ptrace read access (here: as nobody, reading a root process) maps and environ are refused."""
     reader = (
