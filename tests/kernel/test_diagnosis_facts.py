@@ -60,19 +60,26 @@ def logging_restored() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def started(command: list[str], extra: dict[str, str], cpus: set[int] | None = None) -> Iterator[tuple[int, Any]]:
-    """Run *command* with a small known environment plus the canary; yield its pid and its first JSON line."""
+def started(
+    command: list[str], extra: dict[str, str], cpus: set[int] | None = None, canary_in_argv: bool = False
+) -> Iterator[tuple[int, Any]]:
+    """Run *command* with a small known environment plus the canary; yield its pid and its first JSON line.
+
+    With *canary_in_argv* the canary is the program's argv[0] too, so that its /proc/PID/cmdline holds it.
+    """
     environment: dict[bytes, bytes] = {b"PATH": b"/usr/bin:/bin", b"OMP_NUM_THREADS": b"3"}
     environment.update((name.encode(), value.encode()) for name, value in extra.items())
     environment[b"SCHEDWATCH_CANARY"] = bytes(CANARY)
+    argv: list[str | bytes] = [b"argv0-" + bytes(CANARY) if canary_in_argv else command[0], *command[1:]]
     process = subprocess.Popen(
-        command,
+        argv,
+        executable=command[0],
         env=environment,  # bytes names and values are accepted on POSIX
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
     )
-    del environment
+    del environment, argv
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
@@ -92,7 +99,7 @@ def test_numpy126_pool_and_openmp_program(
     openmp_command = [str(build("openmp_pool", "-fopenmp")), "-", "0.2", "1"]
     with (
         started(pool_command, {"PYTHONPATH": str(numpy126)}) as (pool_pid, pool_truth),
-        started(openmp_command, {}, cpus={1}) as (openmp_pid, openmp_truth),
+        started(openmp_command, {}, cpus={1}, canary_in_argv=True) as (openmp_pid, openmp_truth),
     ):
         workers = sorted(int(pid) for pid in pool_truth["workers"])
         facts = gather_workload(ProcFS(), [pool_pid, *workers, openmp_pid], interval=0.2)
