@@ -36,7 +36,7 @@ WORKERS = 2
 PIP_INSTALL = (sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target")
 
 # The secret is only ever held in this bytearray (skipped by identity in the memory scan) and, while a process is
-# started, in the bytes of its environment, dropped right after.
+# started, in the bytes of its environment and argv, dropped once the test is done with that process.
 CANARY = bytearray(b"schedwatch-canary-" + binascii.hexlify(os.urandom(12)))
 
 
@@ -187,6 +187,7 @@ def test_numpy2_openblas_version_is_read_from_the_mapped_file() -> None:
 def test_a_library_deleted_after_mapping_is_still_read_through_map_files(tmp_path: Path) -> None:
     """A copy of numpy 2.x's OpenBLAS, loaded by a process and then deleted: maps says "(deleted)", no path leads to
     the file any more, yet map_files still opens what was mapped (as for a file only a container's mounts hold)."""
+    require_root()  # map_files needs CAP_SYS_ADMIN
     import numpy  # noqa: F401  (maps numpy 2.x's OpenBLAS into this process, for threadpoolctl to find)
     from threadpoolctl import threadpool_info
 
@@ -206,8 +207,9 @@ def test_a_library_deleted_after_mapping_is_still_read_through_map_files(tmp_pat
     )
 
 
-def test_another_users_maps_and_environ_are_not_permitted_not_unset(numpy126: Path) -> None:
+def test_another_users_maps_and_environ_are_not_permitted_not_unset() -> None:
     """Without ptrace read access (here: as nobody, reading a root process) maps and environ are refused."""
+    require_root()
     reader = (
         "import json, sys\n"
         "from agent.diagnosis.facts import process_detail, to_jsonable\n"
