@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MOUNTINFO = Path("/proc/self/mountinfo")
+from agent.procfs import ProcFS
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,19 @@ class CgroupLayout:
         return "v1" if self.v1 else "none"
 
 
-def read_layout(mountinfo: Path = MOUNTINFO) -> CgroupLayout:
-    """Parse /proc/self/mountinfo for cgroup and cgroup2 mounts."""
+def read_layout(proc: ProcFS | None = None) -> CgroupLayout:
+    """The cgroup and cgroup2 mounts of this process's mount namespace (/proc/self/mountinfo)."""
+    text = (proc or ProcFS()).read_text("self", "mountinfo")
+    if text is None:
+        raise OSError("cannot read /proc/self/mountinfo: mount /proc")
+    return parse_mountinfo(text)
+
+
+def parse_mountinfo(text: str) -> CgroupLayout:
+    """The cgroup and cgroup2 mounts listed in a mountinfo file's text."""
     unified: Path | None = None
     v1: dict[str, Path] = {}
-    for line in mountinfo.read_text().splitlines():
+    for line in text.splitlines():
         left, _, right = line.partition(" - ")
         fields = left.split()
         tail = right.split()

@@ -19,7 +19,7 @@ from prometheus_client.core import Metric
 
 from agent import __version__, metrics
 from agent.collectors import Collector
-from agent.identity import IdentityResolver
+from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
 
 log = get_logger("exporter")

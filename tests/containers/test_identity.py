@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.cgroups import read_layout
-from agent.runtimes import ContainerInfo
-from agent.runtimes.cri import CriClient
+from agent.identity.runtimes import ContainerInfo
+from agent.identity.runtimes.cri import CriClient
 from tests.containers.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess
 from tests.support.containers import (
