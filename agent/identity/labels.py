@@ -9,6 +9,7 @@ other control character are made visible so that no value can look like another 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 MAX_LABEL_LENGTH = 200
 _DIGEST_LENGTH = 8
@@ -61,3 +62,49 @@ def _shortened(shown: str, pieces: list[str]) -> str:
         tail.append(piece)
         budget -= len(piece)
     return head + "".join(reversed(tail))
+
+
+MAX_EXPORTED_LENGTH = 1024  # longer than any value label_value makes: anything longer skipped a step
+
+
+class SampleGuard:
+    """The last line of defence: drops a sample whose label values would break the exposition.
+
+    Every label value should already have been made safe by :func:`label_value`; a sample that was not (a
+    value that is not a string, not valid UTF-8, or far too long) is left out of the scrape and counted, so
+    that one bad row never costs every other workload its series. Values already checked are remembered (a
+    bounded set), so a scrape costs one set lookup per label value.
+    """
+
+    MAX_REMEMBERED = 65536
+
+    def __init__(self) -> None:
+        self._good: set[str] = set()
+
+    def keep_valid(self, samples: list[Any]) -> tuple[list[Any], int]:
+        """(the samples whose label values are all exportable, how many were dropped)."""
+        good = self._good
+        kept = []
+        for sample in samples:
+            for value in sample.labels.values():
+                if type(value) is str and value in good:
+                    continue
+                if not exportable(value):
+                    break
+                if len(good) >= self.MAX_REMEMBERED:
+                    good.clear()
+                good.add(value)
+            else:
+                kept.append(sample)
+        return kept, len(samples) - len(kept)
+
+
+def exportable(value: object) -> bool:
+    """Whether *value* can be written as a label value: a bounded string that is valid UTF-8."""
+    if not isinstance(value, str) or len(value) > MAX_EXPORTED_LENGTH:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
