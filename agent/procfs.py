@@ -91,7 +91,9 @@ class ProcFS:
     def comm(self, pid: int | str) -> str | None:
         """The process's command name (at most 15 bytes, set by the process itself: untrusted)."""
         text = self.read_text(pid, "comm", SMALL_FILE)
-        return None if text is None else text.rstrip("\n")
+        if text is None:
+            return None
+        return text[:-1] if text.endswith("\n") else text  # the kernel's newline only: the name may end in its own
 
     def pids(self) -> Iterator[int]:
         """Pids of the processes alive now (a process may be gone by the time it is read)."""
