@@ -29,7 +29,17 @@ def printable(text: str) -> str:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return "".join(_encodable(char) for char in text)
+
+
+def _encodable(char: str) -> str:
+    """One character as valid UTF-8: a surrogate escape as its byte ``\\xNN``, any other lone surrogate ``\\uNNNN``."""
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    return char
 
 
 class ProcFS:
@@ -53,6 +63,8 @@ class ProcFS:
         except OSError:
             return None
         try:
+            if limit <= SMALL_FILE:  # stat, cgroup, comm: whole in one read (the kernel fills it at once)
+                return os.read(fd, limit)
             chunks = []
             total = 0
             while total < limit:
@@ -97,7 +109,9 @@ class ProcFS:
     def comm(self, pid: int | str) -> str | None:
         """The process's command name (at most 15 bytes, set by the process itself: untrusted)."""
         text = self.read_text(pid, "comm", SMALL_FILE)
-        return None if text is None else text.rstrip("\n")
+        if text is None:
+            return None
+        return text[:-1] if text.endswith("\n") else text  # the kernel's newline only: the name may end in its own
 
     def pids(self) -> Iterator[int]:
         """Pids of the processes alive now (a process may be gone by the time it is read)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -15,12 +14,12 @@ from agent import bpf, kernel, metrics
 from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
 from agent.facts import MachineFacts
+from agent.identity.placement import KeySpace, Placement, ProcessKeys
+from agent.identity.workload import REMOVED, UNRESOLVED, Identities, process_labels, workload_for_cgroup
 from agent.model import CounterTable, Labels
-from agent.placement import KeySpace, Placement, ProcessKeys
 from agent.probes.base import MapHealth, ProbeLimits
-from agent.workloads import REMOVED, Identities, Workload, workload_for_cgroup
+from agent.procfs import ProcFS
 
-UNRESOLVED = Workload(cgroup="(unresolved)")
 PROCESS_KEYS = 16384
 _go_float: Callable[[float], str] = floatToGoString
 
@@ -86,7 +85,7 @@ def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -
 class CgroupTotals:
     """Per-workload totals fed by a kernel map keyed by workload key (cgroup id, or process).
 
-    Places each key (agent.placement), keeps the totals monotonic (agent.model), and frees the kernel entries
+    Places each key (agent.identity.placement), keeps the totals monotonic (agent.model), and frees the kernel entries
     of gone cgroups and exited processes once their final values are folded in. A process that moves to another
     cgroup (keyed by process) leaves what it counted so far where it was, and counts on from there in its new place.
     """
@@ -196,6 +195,7 @@ class BpfCollector:
             probe.forget_cgroups,
         )
         self._top = TopProcesses(context.settings.process_top_k)
+        self._proc = ProcFS()
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
@@ -217,7 +217,8 @@ class BpfCollector:
         chosen = self._top.select(activity)
         places = self._keys.place({processes[pid].cgroup_id for pid in chosen})
         for pid in chosen:
-            yield process_labels(pid, places[processes[pid].cgroup_id].path, self._identities), processes[pid]
+            path = places[processes[pid].cgroup_id].path
+            yield process_labels(pid, path, self._identities, self._proc), processes[pid]
 
     def cgroup_vector(self, stats: Any) -> Sequence[int]:
         """The counters to keep per cgroup, in a fixed order of vector_width entries."""
@@ -245,18 +246,6 @@ class TopProcesses:
         self._previous = activity
         active = [pid for pid, total in activity.items() if total > 0]
         return sorted(active, key=lambda pid: (recent[pid], activity[pid]), reverse=True)[: self.k]
-
-
-def process_labels(pid: int, cgroup_path: str | None, identities: Identities) -> list[str]:
-    """Label values of a per-process series: pid, comm, then its workload's labels."""
-    return [str(pid), _comm(pid), *workload_for_cgroup(cgroup_path, identities).labels()]
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()[:16]
-    except OSError:
-        return ""
 
 
 def self_families(

@@ -18,10 +18,10 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_proc_cgroup
+from agent.procfs import SMALL_FILE, ProcFS
 
 EXITED_KEY_FLAG = 1 << 63
 PID_MASK = 0xFFFFFFFF
@@ -138,11 +138,11 @@ class ProcessKeys:
         self,
         layout: CgroupLayout,
         max_processes: int,
-        proc: Path = Path("/proc"),
+        proc: ProcFS | None = None,
         clock: Callable[[], float] = time.monotonic,
         boot_clock_us: Callable[[], int] = lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1000,
     ) -> None:
-        self._proc = proc
+        self._proc = proc or ProcFS()
         self._clock = clock
         self._boot_clock_us = boot_clock_us
         self._ticks = os.sysconf("SC_CLK_TCK")
@@ -156,7 +156,7 @@ class ProcessKeys:
     @property
     def healthy(self) -> bool:
         """True when /proc can be read."""
-        return (self._proc / "self" / "stat").exists()
+        return self._proc.path("self", "stat").exists()
 
     def announce(self, pid: int, boot_ns: int) -> None:
         """The kernel saw a new process (at *boot_ns*): place it now, while it lives (listener thread)."""
@@ -281,7 +281,7 @@ class ProcessKeys:
                 del self._seen[pid]
 
     def _start_us(self, pid: int) -> int | None:
-        stat = _read_proc_file(f"{self._proc}/{pid}/stat")
+        stat = self._proc.read_text(pid, "stat", SMALL_FILE)
         if stat is None:
             return None
         # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
@@ -289,7 +289,7 @@ class ProcessKeys:
         return int(fields[19]) * 1_000_000 // self._ticks if len(fields) > 19 else None
 
     def _path(self, pid: int) -> str | None:
-        text = _read_proc_file(f"{self._proc}/{pid}/cgroup")
+        text = self._proc.read_text(pid, "cgroup", SMALL_FILE)
         if text is None:
             return None
         paths = parse_proc_cgroup(text)
@@ -297,20 +297,6 @@ class ProcessKeys:
             if hierarchy in paths:
                 return paths[hierarchy]
         return next(iter(paths.values()), None)
-
-
-def _read_proc_file(path: str) -> str | None:
-    """A small /proc file, read with one system call (a scrape reads two per live process); None if gone."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 65536).decode(errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _full_exit_time(key: int, now_us: int) -> int:
