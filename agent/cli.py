@@ -298,7 +298,8 @@ def _report_text(
         stats = "on"
     else:
         stats = (
-            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats or sysctl -w kernel.bpf_stats_enabled=1"
+            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats (needs CAP_SYS_ADMIN) "
+            "or sysctl -w kernel.bpf_stats_enabled=1"
         )
     futex2 = [
         event
