@@ -135,7 +135,7 @@ def count(minimum: int, maximum: int, bytes_per_entry: int = 0, entry: str = "")
             raise argparse.ArgumentTypeError(f"'{text}' must be at least {minimum}")
         if value > maximum and bytes_per_entry:
             raise argparse.ArgumentTypeError(
-                f"{value} would preallocate {_mib(value * bytes_per_entry)} of kernel memory "
+                f"{value} would preallocate about {_mib(value * bytes_per_entry)} of kernel memory "
                 f"({bytes_per_entry} bytes per {entry}); give at most {maximum} ({_mib(maximum * bytes_per_entry)})"
             )
         if value > maximum:
@@ -180,12 +180,12 @@ _max_cgroups = count(1, MAX_CGROUPS_LIMIT, BYTES_PER_CGROUP, "cgroup in the sysc
 _max_processes = count(0, MAX_PROCESSES_LIMIT, BYTES_PER_PROCESS, "process in the syscalls and sched maps")
 _max_threads = count(1, MAX_THREADS_LIMIT, BYTES_PER_THREAD, "thread in the sched and syscalls maps")
 _process_top_k = count(0, MAX_PROCESSES_LIMIT)
-_series_grace = seconds(86400, why=": a removed workload's series would outlive it by more than a day")
-_runtime_timeout = seconds(60, zero_allowed=False, why=": a stuck runtime would hold back names that long")
+_series_grace = seconds(86400, why=", so a removed workload's series would stay for more than a day")
+_runtime_timeout = seconds(60, zero_allowed=False, why=", so a stuck runtime could hold back names that long")
 _web_max_connections = count(
     1, MAX_WEB_CONNECTIONS_LIMIT, entry="each open connection holds a thread and a file descriptor"
 )
-_web_timeout = seconds(300, zero_allowed=False, why=": a stalled client would hold a connection that long")
+_web_timeout = seconds(300, zero_allowed=False, why=", so a stalled client could hold a connection that long")
 
 
 def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -> None:

@@ -4,7 +4,8 @@ The accept loop only accepts: each connection gets its own thread, which does th
 reads the request and answers it. No client can hold the server, or the loop, for long:
 
 - A connection must deliver its whole request (TLS handshake included) within ``timeout`` seconds of being
-  accepted; a watcher thread shuts it down when it does not. Every read and write also waits at most ``timeout``.
+  accepted, and then take its whole answer within ``timeout`` seconds; a watcher thread shuts it down when it
+  does not. (A client sending a byte at a time, or reading one, gets no more time.)
 - One request per connection: the server closes the connection after answering, so no connection idles.
 - At most ``max_connections`` connections are open. When one more arrives at the bound, the oldest connection
   that has not yet delivered its request is closed to admit it (slow clients lose their slots before scrapers,
@@ -46,7 +47,7 @@ class _Connection:
     sock: socket.socket
     address: Any
     deadline: float
-    answering: bool = False  # its request has arrived: no longer subject to the deadline or eviction
+    answering: bool = False  # its request has arrived: it has a new deadline, and is no longer evicted
     cut: str = ""  # why the server shut it down early, if it did
     closed: bool = False
 
@@ -103,9 +104,10 @@ class ConnectionGate:
             return wrapped
 
     def answering(self, connection: _Connection) -> bool:
-        """Mark that the request has arrived; False if the connection was cut meanwhile."""
+        """Mark that the request has arrived, which starts the deadline for the answer; False if it was cut."""
         with self._changed:
             connection.answering = not connection.cut
+            connection.deadline = time.monotonic() + self.timeout
             return connection.answering
 
     def drop(self, connection: _Connection, reason: str) -> None:
@@ -146,11 +148,9 @@ class ConnectionGate:
         with self._changed:
             while not self._stopped:
                 now = time.monotonic()
-                waiting = [c for c in self._open.values() if not c.answering]
-                for connection in waiting:
-                    if connection.deadline <= now:
-                        self._cut(connection, "timeout")
-                pending = [c.deadline for c in waiting if c.deadline > now]
+                for connection in [c for c in self._open.values() if c.deadline <= now]:
+                    self._cut(connection, "timeout")
+                pending = [c.deadline for c in self._open.values()]
                 self._changed.wait(min(pending) - now if pending else None)
 
     def collect(self) -> Iterator[Metric]:
@@ -224,7 +224,15 @@ class MetricsServer(WSGIServer):
         if connection is None:
             request.close()
             return
-        threading.Thread(target=self._serve, args=(connection,), name="http-connection", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, args=(connection,), name="http-connection", daemon=True).start()
+        except RuntimeError:  # no thread to be had: the process is at its limit
+            self.gate.drop(connection, "refused")
+            self.gate.close(connection)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """An error in the accept loop is logged, once per occurrence, and the loop goes on."""
+        log.exception("accept_failed")
 
     def _serve(self, connection: _Connection) -> None:
         try:
