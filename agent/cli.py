@@ -155,6 +155,9 @@ def run(settings: config.Settings) -> int:
     logger.info(
         "listening",
         address=f"{settings.listen_host}:{server.port}",
+        tls=tls is not None,
+        max_connections=settings.web_max_connections,
+        web_timeout=settings.web_timeout,
         collectors=sorted(running),
         unavailable=sorted(unavailable),
         workloads_by="process" if context.keys.per_process else "cgroup",

@@ -20,13 +20,14 @@ import contextlib
 import hmac
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from typing import IO, Any, cast
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import Metric
@@ -38,6 +39,7 @@ log = get_logger("web")
 WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
 LISTEN_BACKLOG = 128
 DROP_REASONS = ("timeout", "evicted", "refused", "tls_handshake_failed")
+MAX_REQUEST_LINE = 8192  # bytes; a longer request line is answered 414
 
 
 @dataclass
@@ -52,7 +54,6 @@ class _Connection:
     closed: bool = False
 
 
-@dataclass(eq=False)
 class ConnectionGate:
     """Admits connections up to a bound, cuts those that miss their deadline, and counts what it turns away.
 
@@ -61,24 +62,27 @@ class ConnectionGate:
     descriptor number may already belong to another connection).
     """
 
-    max_connections: int
-    timeout: float
-    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
-    _open: dict[int, _Connection] = field(default_factory=dict)  # in order of admission
-    _changed: threading.Condition = field(default_factory=threading.Condition)
-    _stopped: bool = False
+    def __init__(self, max_connections: int, timeout: float) -> None:
+        self.max_connections = max_connections
+        self.timeout = timeout
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._open: dict[int, _Connection] = {}  # in order of admission
+        self._unclosed = 0  # connections admitted whose sockets are not closed yet (cut ones included)
+        self._changed = threading.Condition()
+        self._stopped = False
 
     def start(self) -> None:
         """Start the thread that enforces deadlines."""
         threading.Thread(target=self._watch, name="http-deadlines", daemon=True).start()
 
-    def stop(self) -> None:
-        """Stop the deadline thread and shut down every open connection."""
+    def stop(self, wait: float = 5.0) -> None:
+        """Stop the deadline thread, shut down every open connection and wait (up to *wait* s) until all are closed."""
         with self._changed:
             self._stopped = True
             for connection in list(self._open.values()):
                 self._cut(connection, "")
             self._changed.notify_all()
+            self._changed.wait_for(lambda: self._unclosed == 0, wait)
 
     def admit(self, sock: socket.socket, address: Any) -> _Connection | None:
         """A new connection, or None when it was refused (the caller closes it)."""
@@ -91,6 +95,7 @@ class ConnectionGate:
                 self._cut(oldest, "evicted")
             connection = _Connection(sock, address, time.monotonic() + self.timeout)
             self._open[id(connection)] = connection
+            self._unclosed += 1
             self._changed.notify_all()
             return connection
 
@@ -126,6 +131,9 @@ class ConnectionGate:
         with contextlib.suppress(OSError):
             connection.sock.shutdown(socket.SHUT_WR)
         connection.sock.close()
+        with self._changed:
+            self._unclosed -= 1
+            self._changed.notify_all()
 
     def open_count(self) -> int:
         """Connections open now."""
@@ -165,31 +173,41 @@ class ConnectionGate:
         yield opened
 
 
-class _LogStream:
-    """Where wsgiref writes tracebacks of failed responses: the agent's log, one entry per write."""
+class _Answer(ServerHandler):
+    """wsgiref's response writer, with failures logged through the agent's log and write timeouts counted."""
 
-    def write(self, text: str) -> None:
-        if text.strip():
-            log.warning("response_failed", detail=text.strip())
+    def __init__(self, request: _Handler) -> None:
+        output = cast(IO[bytes], request.wfile)  # a socket writer, typed more narrowly than wsgiref needs
+        super().__init__(request.rfile, output, sys.stderr, request.get_environ(), multithread=True)
+        self.request_handler = request
 
-    def flush(self) -> None:
-        """Nothing is buffered."""
+    def log_exception(self, exc_info: Any) -> None:
+        """A client that went away or stalled is not the agent's failure; anything else is."""
+        if isinstance(exc_info[1], OSError):
+            if isinstance(exc_info[1], TimeoutError):
+                self.request_handler.gate.drop(self.request_handler.admitted, "timeout")
+            log.debug("answer_abandoned", error=str(exc_info[1]))
+        else:
+            log.error("answer_failed", exc_info=exc_info)
 
 
 class _Handler(WSGIRequestHandler):
-    """wsgiref's handler, told which connection it serves so that it can mark the request's arrival."""
+    """Reads one request (line and headers, bounded by http.server) and answers it through the WSGI app."""
 
     def __init__(self, connection: _Connection, gate: ConnectionGate, server: MetricsServer) -> None:
-        self._connection = connection
-        self._gate = gate
+        self.admitted = connection
+        self.gate = gate
         super().__init__(connection.sock, connection.address, server)
 
-    def parse_request(self) -> bool:
-        """Parse the request line and headers; once they are in, the connection is being answered."""
-        return super().parse_request() and self._gate.answering(self._connection)
-
-    def get_stderr(self) -> Any:
-        return _LogStream()
+    def handle(self) -> None:
+        """One request per connection; the connection is being answered once its line and headers are in."""
+        self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+        if len(self.raw_requestline) > MAX_REQUEST_LINE:
+            self.requestline = self.request_version = self.command = ""
+            self.send_error(414)
+            return
+        if self.parse_request() and self.gate.answering(self.admitted):
+            _Answer(self).run(self.server.get_app())  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not logged: one line per scrape would be noise."""

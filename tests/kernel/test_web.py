@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.agent import REPO, AgentProcess
 from tests.support.scrape import Scrape
-from tests.support.web import SlowClients, make_certificate, open_fds, scrape_curl, scrape_urllib
+from tests.support.web import SlowClients, assert_fds_back_to, make_certificate, scrape_curl, scrape_urllib, settled_fds
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[
     url = f"https://127.0.0.1:{agent.port}/metrics"
     try:
         wait_for_tls(url, agent)
-        baseline = open_fds(agent.process.pid)
+        baseline = settled_fds(agent.process.pid)
 
         def scrape_quickly(times: int) -> Scrape:
             body = ""
@@ -154,10 +154,7 @@ def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[
         assert evicted is not None and timed_out is not None
         assert evicted >= 30 - MAX_CONNECTIONS and evicted + timed_out - 6 == 30, (evicted, timed_out)
 
-        deadline = time.monotonic() + 5
-        while open_fds(agent.process.pid) != baseline and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert open_fds(agent.process.pid) == baseline, "the agent's descriptors are back to where they were"
+        assert_fds_back_to(baseline, agent.process.pid)
     finally:
         assert agent.stop() == 0, agent.log()
 

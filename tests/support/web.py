@@ -90,6 +90,28 @@ def open_fds(pid: int | str = "self") -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def settled_fds(pid: int | str = "self", quiet: float = 0.5, limit: float = 5.0) -> int:
+    """File descriptors the process holds once the count has not changed for *quiet* seconds (a connection the
+    client has finished with may take the server a moment to close)."""
+    count, since, deadline = open_fds(pid), time.monotonic(), time.monotonic() + limit
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = open_fds(pid)
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
+
+
+def assert_fds_back_to(baseline: int, pid: int | str = "self", limit: float = 5.0) -> None:
+    """Wait up to *limit* s for the process to hold exactly *baseline* descriptors again."""
+    deadline = time.monotonic() + limit
+    while open_fds(pid) != baseline and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert open_fds(pid) == baseline, (
+        f"{open_fds(pid)} descriptors open, {baseline} before: {os.listdir(f'/proc/{pid}/fd')}"
+    )
+
+
 class SlowClients:
     """*count* connections to 127.0.0.1:*port* that never complete a request, and when the server closed each.
 
