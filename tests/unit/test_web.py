@@ -221,3 +221,31 @@ def test_stop_closes_the_listening_socket_and_open_connections() -> None:
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
     assert_fds_back_to(baseline)
+
+
+class FailingOnce:
+    """A collector whose first scrape raises, as a bug in a collector would."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self) -> Iterator[Metric]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("collector bug")
+        yield GaugeMetricFamily("test_recovered", "1 after the failed scrape.", value=1)
+
+
+def test_a_failing_scrape_is_a_500_and_the_server_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FailingOnce())
+    server = serve(registry, "127.0.0.1", 0, max_connections=4, timeout=TIMEOUT)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(url(server, False), timeout=5)
+        assert failed.value.code == 500
+        assert "test_recovered 1.0" in scrape_urllib(url(server, False))[1]
+    finally:
+        server.stop()
+    logged = capsys.readouterr()
+    assert "answer_failed" in logged.out + logged.err and "collector bug" in logged.out + logged.err
