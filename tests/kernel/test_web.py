@@ -15,7 +15,16 @@ import pytest
 
 from tests.support.agent import REPO, AgentProcess
 from tests.support.scrape import Scrape
-from tests.support.web import SlowClients, assert_fds_back_to, make_certificate, scrape_curl, scrape_urllib, settled_fds
+from tests.support.web import (
+    SlowClients,
+    assert_back_to,
+    make_certificate,
+    open_fds,
+    scrape_curl,
+    scrape_urllib,
+    settled,
+    threads,
+)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +129,9 @@ def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[
     url = f"https://127.0.0.1:{agent.port}/metrics"
     try:
         wait_for_tls(url, agent)
-        baseline = settled_fds(agent.process.pid)
+        pid = agent.process.pid
+        baseline_fds = settled(lambda: open_fds(pid))
+        baseline_threads = settled(lambda: threads(pid))
 
         def scrape_quickly(times: int) -> Scrape:
             body = ""
@@ -154,7 +165,8 @@ def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[
         assert evicted is not None and timed_out is not None
         assert evicted >= 30 - MAX_CONNECTIONS and evicted + timed_out - 6 == 30, (evicted, timed_out)
 
-        assert_fds_back_to(baseline, agent.process.pid)
+        assert_back_to(lambda: open_fds(pid), baseline_fds, "descriptors open in the agent")
+        assert_back_to(lambda: threads(pid), baseline_threads, "threads in the agent")
     finally:
         assert agent.stop() == 0, agent.log()
 

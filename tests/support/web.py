@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -90,26 +91,29 @@ def open_fds(pid: int | str = "self") -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def settled_fds(pid: int | str = "self", quiet: float = 0.5, limit: float = 5.0) -> int:
-    """File descriptors the process holds once the count has not changed for *quiet* seconds (a connection the
-    client has finished with may take the server a moment to close)."""
-    count, since, deadline = open_fds(pid), time.monotonic(), time.monotonic() + limit
+def threads(pid: int | str = "self") -> int:
+    """Threads the process runs now."""
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def settled(count: Callable[[], int], quiet: float = 0.5, limit: float = 5.0) -> int:
+    """*count()* once it has not changed for *quiet* seconds (a connection the client is done with may take the
+    server a moment to close)."""
+    value, since, deadline = count(), time.monotonic(), time.monotonic() + limit
     while time.monotonic() - since < quiet and time.monotonic() < deadline:
         time.sleep(0.05)
-        now = open_fds(pid)
-        if now != count:
-            count, since = now, time.monotonic()
-    return count
+        now = count()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
 
 
-def assert_fds_back_to(baseline: int, pid: int | str = "self", limit: float = 5.0) -> None:
-    """Wait up to *limit* s for the process to hold exactly *baseline* descriptors again."""
+def assert_back_to(count: Callable[[], int], baseline: int, what: str, limit: float = 5.0) -> None:
+    """Wait up to *limit* s for *count()* to be *baseline* again."""
     deadline = time.monotonic() + limit
-    while open_fds(pid) != baseline and time.monotonic() < deadline:
+    while count() != baseline and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert open_fds(pid) == baseline, (
-        f"{open_fds(pid)} descriptors open, {baseline} before: {os.listdir(f'/proc/{pid}/fd')}"
-    )
+    assert count() == baseline, f"{count()} {what}, {baseline} before"
 
 
 class SlowClients:

@@ -18,11 +18,12 @@ from agent.web import MetricsServer, serve
 from tests.support.scrape import Scrape
 from tests.support.web import (
     SlowClients,
-    assert_fds_back_to,
+    assert_back_to,
     make_certificate,
+    open_fds,
     scrape_curl,
     scrape_urllib,
-    settled_fds,
+    settled,
 )
 
 TIMEOUT = 2.0  # --web.timeout of these servers: well above SCRAPE_BOUND, so that a held-up scrape fails
@@ -93,7 +94,7 @@ def test_slow_clients_neither_delay_scrapes_nor_outlive_the_timeout(
 def test_at_the_bound_the_oldest_unanswered_connection_makes_room() -> None:
     server = start(4, 30.0)
     try:
-        baseline = settled_fds()
+        baseline = settled(open_fds)
         with SlowClients(server.port, "idle", 20) as clients:
             assert_fast_scrapes(url(server, False), 3)
             lifetimes = clients.wait_all_closed(1.0)
@@ -104,7 +105,7 @@ def test_at_the_bound_the_oldest_unanswered_connection_makes_room() -> None:
             assert dropped(body, "evicted") == 17
             assert dropped(body, "timeout") == dropped(body, "refused") == 0
             assert Scrape(body).value("schedwatch_web_connections_open") == 4  # 3 clients and this scrape
-        assert_fds_back_to(baseline)
+        assert_back_to(open_fds, baseline, "descriptors open in this process")
     finally:
         server.stop()
 
@@ -211,7 +212,7 @@ def test_ipv6_and_basic_auth() -> None:
 
 
 def test_stop_closes_the_listening_socket_and_open_connections() -> None:
-    baseline = settled_fds()
+    baseline = settled(open_fds)
     server = start(4, 30.0)
     port = server.port
     with SlowClients(port, "idle", 2) as clients:
@@ -220,7 +221,7 @@ def test_stop_closes_the_listening_socket_and_open_connections() -> None:
         assert all(life is not None for life in clients.wait_all_closed(2.0))
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    assert_fds_back_to(baseline)
+    assert_back_to(open_fds, baseline, "descriptors open in this process")
 
 
 class FailingOnce:
