@@ -111,5 +111,8 @@ def enable_bpf_stats() -> int:
     fd = int(libc.syscall(number, _BPF_ENABLE_STATS, ctypes.byref(attr), ctypes.sizeof(attr)))
     if fd < 0:
         errno = ctypes.get_errno()
-        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {os.strerror(errno)}")
+        hint = ""
+        if errno == 1:  # EPERM
+            hint = " (it needs CAP_SYS_ADMIN; or set sysctl kernel.bpf_stats_enabled=1 on the host)"
+        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {os.strerror(errno)}{hint}")
     return fd

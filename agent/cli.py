@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -17,14 +16,15 @@ from agent import __version__, bpf, config, kernel, log, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.collectors.common import workload_map_size
-from agent.exporter import AgentCollector, build_registry, serve
+from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
-from agent.identity import IdentityResolver
-from agent.placement import CgroupKeys, KeySpace, ProcessKeys
-from agent.runtimes import RuntimeClient
-from agent.runtimes.containerd import ContainerdClient
-from agent.runtimes.cri import CriClient
-from agent.runtimes.docker import DockerClient
+from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
+from agent.identity.resolver import IdentityResolver
+from agent.identity.runtimes import RuntimeClient
+from agent.identity.runtimes.containerd import ContainerdClient
+from agent.identity.runtimes.cri import CriClient
+from agent.identity.runtimes.docker import DockerClient
+from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
 
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `schedwatch` console script."""
     factories = registry()
     names = list(factories)
-    parser = argparse.ArgumentParser(prog="schedwatch", description=__doc__)
+    parser = config.ArgumentParser(prog="schedwatch", description=__doc__)
     parser.add_argument("--version", action="version", version=f"schedwatch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="load the probes and serve Prometheus metrics")
@@ -45,7 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
     )
     args = parser.parse_args(argv)
-    settings = config.from_args(args, names)
+    try:
+        settings = config.from_args(args, names)
+    except config.ConfigError as error:
+        (run_parser if args.command == "run" else check_parser).error(str(error))
     log.configure(settings.log_level, settings.log_format)
     if args.command == "run":
         return run(settings)
@@ -131,8 +134,14 @@ def run(settings: config.Settings) -> int:
         identities,
     )
     try:
-        server, _thread = serve(
-            build_registry(agent_collector), settings.listen_host, settings.listen_port, tls, basic_auth
+        server = serve(
+            build_registry(agent_collector),
+            settings.listen_host,
+            settings.listen_port,
+            max_connections=settings.web_max_connections,
+            timeout=settings.web_timeout,
+            tls=tls,
+            auth=basic_auth,
         )
     except (OSError, ssl.SSLError) as error:
         _close_all(running, stats_fd)
@@ -145,7 +154,10 @@ def run(settings: config.Settings) -> int:
         return 2
     logger.info(
         "listening",
-        address=f"{settings.listen_host}:{server.server_port}",
+        address=f"{settings.listen_host}:{server.port}",
+        tls=tls is not None,
+        max_connections=settings.web_max_connections,
+        web_timeout=settings.web_timeout,
         collectors=sorted(running),
         unavailable=sorted(unavailable),
         workloads_by="process" if context.keys.per_process else "cgroup",
@@ -153,7 +165,7 @@ def run(settings: config.Settings) -> int:
     while not stop_signals:
         time.sleep(STOP_POLL_SECONDS)
     logger.info("stopping")
-    server.shutdown()
+    server.stop()
     identities.stop()
     _close_all(running, stats_fd)
     logger.info("stopped")
@@ -179,6 +191,11 @@ def build_identities(settings: config.Settings) -> IdentityResolver:
     clients: list[RuntimeClient] = [
         DockerClient(path, settings.runtime_timeout, name="podman" if "podman" in str(path) else "docker")
         for path in settings.docker_sockets
+        if path not in settings.kubelet_docker_sockets
+    ]
+    clients += [
+        DockerClient(path, settings.runtime_timeout, name="kubelet-docker", kubelet=True)
+        for path in settings.kubelet_docker_sockets
     ]
     clients += [CriClient(path, settings.runtime_timeout) for path in settings.cri_sockets]
     if settings.containerd_socket is not None:
@@ -236,7 +253,7 @@ def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
     """Each configured runtime socket: 'listening', 'missing' or why it cannot be reached."""
     import socket
 
-    sockets = [*settings.docker_sockets, *settings.cri_sockets]
+    sockets = list(dict.fromkeys([*settings.docker_sockets, *settings.kubelet_docker_sockets, *settings.cri_sockets]))
     if settings.containerd_socket and settings.containerd_socket not in sockets:
         sockets.append(settings.containerd_socket)
     states = {}
@@ -293,7 +310,8 @@ def _report_text(
         stats = "on"
     else:
         stats = (
-            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats or sysctl -w kernel.bpf_stats_enabled=1"
+            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats (needs CAP_SYS_ADMIN) "
+            "or sysctl -w kernel.bpf_stats_enabled=1"
         )
     futex2 = [
         event

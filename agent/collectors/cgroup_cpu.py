@@ -8,7 +8,6 @@ itself is walked.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Hashable, Sequence
 from pathlib import Path
@@ -29,8 +28,9 @@ from agent.cgroups import (
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.facts import MachineFacts
+from agent.identity.workload import workload_for_cgroup
 from agent.model import CounterTable, Labels
-from agent.workloads import workload_for_cgroup
+from agent.procfs import SMALL_FILE, ProcFS
 
 NAME = "cgroup_cpu"
 
@@ -91,6 +91,7 @@ class CgroupCpuCollector:
             self._resolver = CgroupPathResolver(self._root)
             self._threads_file = "tasks"
             self._v2_cpu = False
+        self._proc = ProcFS()
         self._cpus = online_cpus()
         self._max_cgroups = context.settings.max_cgroups
         self._tracked: set[int] = set()
@@ -148,10 +149,8 @@ class CgroupCpuCollector:
             found = (path, path if cpuset_root and (cpuset_root / path.lstrip("/")).is_dir() else "/")
         else:
             pid = first_process(self._root, path)
-            proc: dict[str, str] = {}
-            if pid is not None:
-                with contextlib.suppress(OSError):
-                    proc = parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+            text = None if pid is None else self._proc.read_text(pid, "cgroup", SMALL_FILE)
+            proc = parse_proc_cgroup(text) if text is not None else {}
             found = (proc.get("cpu", "/"), proc.get("cpuset", "/"))
         self._v1_paths[cgroup_id] = found
         return found
