@@ -856,7 +856,3 @@ def test_docstring_samples_are_real_fixture_lines() -> None:
         }
         missing = [row for row in rows if row not in haystack]
         assert not missing, (parser.FORMAT, missing)
-
-
-def test_time_pattern_of_rows() -> None:
-    assert re.fullmatch(r"\d\d:\d\d:\d\d", pidstat.parse(read("gomp_pidstat_t.txt")).rows[0].time or "")
