@@ -116,7 +116,7 @@ def run(settings: config.Settings) -> int:
             logger.info("collector_started", collector=name)
         except bpf.BpfUnavailable as error:
             unavailable[name] = str(error)
-            logger.error("collector_failed_to_start", collector=name, error=str(error))
+            logger.error("collector_failed_to_start", collector=name, error=str(error), fix=error.fix or None)
 
     # The handler only records the signal: it may run again while it runs (a process group's SIGTERM and a
     # shell's trap arrive together), so it must take no lock; the main thread looks for it between naps.
@@ -219,7 +219,9 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
                 factory.start(context).close()
             except bpf.BpfUnavailable as error:
                 availability = Availability(
-                    False, str(error), "if other headers do not help, report it with `schedwatch check --format json`"
+                    False,
+                    str(error),
+                    error.fix or "if other headers do not help, report it with `schedwatch check --format json`",
                 )
         results[name] = availability
     runtimes = _runtime_sockets(settings)
