@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from agent.procfs import printable
 from agent.runtimes import ContainerInfo
 
 MAX_LABEL_LENGTH = 200
@@ -78,7 +79,9 @@ def workload_for_cgroup(cgroup_path: str | None, identities: Identities | None =
 
 
 def bounded_label(value: str) -> str:
-    """Cut a label value to a bounded length, keeping its tail (the informative end of a path)."""
+    """Valid UTF-8 (undecodable bytes shown as \\xNN), cut to a bounded length, keeping its tail (the informative end
+    of a path)."""
+    value = printable(value)
     if len(value) <= MAX_LABEL_LENGTH:
         return value
     return "…" + value[-(MAX_LABEL_LENGTH - 1) :]

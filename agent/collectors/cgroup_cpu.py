@@ -8,7 +8,6 @@ itself is walked.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Hashable, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from agent.cgroups import (
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
+from agent.procfs import SMALL_FILE, ProcFS
 from agent.workloads import workload_for_cgroup
 
 NAME = "cgroup_cpu"
@@ -149,9 +149,9 @@ class CgroupCpuCollector:
         else:
             pid = first_process(self._root, path)
             proc: dict[str, str] = {}
-            if pid is not None:
-                with contextlib.suppress(OSError):
-                    proc = parse_proc_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+            text = None if pid is None else ProcFS().read_text(pid, "cgroup", SMALL_FILE)
+            if text is not None:
+                proc = parse_proc_cgroup(text)
             found = (proc.get("cpu", "/"), proc.get("cpuset", "/"))
         self._v1_paths[cgroup_id] = found
         return found
