@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_proc_cgroup
+from agent.procfs import decode
 
 EXITED_KEY_FLAG = 1 << 63
 PID_MASK = 0xFFFFFFFF
@@ -306,7 +307,7 @@ def _read_proc_file(path: str) -> str | None:
     except OSError:
         return None
     try:
-        return os.read(fd, 65536).decode(errors="replace")
+        return decode(os.read(fd, 65536))  # the one /proc policy: lossless here, shown as \xNN in labels
     except OSError:
         return None
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -18,6 +17,7 @@ from agent.facts import MachineFacts
 from agent.model import CounterTable, Labels
 from agent.placement import KeySpace, Placement, ProcessKeys
 from agent.probes.base import MapHealth, ProbeLimits
+from agent.procfs import ProcFS, printable
 from agent.workloads import REMOVED, Identities, Workload, workload_for_cgroup
 
 UNRESOLVED = Workload(cgroup="(unresolved)")
@@ -253,10 +253,8 @@ def process_labels(pid: int, cgroup_path: str | None, identities: Identities) ->
 
 
 def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()[:16]
-    except OSError:
-        return ""
+    """The process's own name, shown safely (it may hold any bytes); empty when the process is gone."""
+    return printable(ProcFS().comm(pid) or "")
 
 
 def self_families(

