@@ -526,7 +526,8 @@ def test_full_thread_maps_count_drops_keep_call_counts_exact_and_recover(
         path = cgroups.relative(roomy)
         assert recovered.value("schedwatch_futex_wait_duration_seconds_count", cgroup=path) == waits
         waited = recovered.value("schedwatch_futex_wait_seconds_total", cgroup=path)
-        assert waited == pytest.approx(waits * wait_ns / 1e9, rel=0.05)
+        # Each wait timed out after wait_ns, and the kernel saw no more than the workload measured around its calls.
+        assert waited is not None and waits * wait_ns / 1e9 <= waited <= int(str(truth["waited_ns"])) / 1e9
         blocked = recovered.value("schedwatch_offcpu_seconds_total", cgroup=path, reason="blocked")
         assert blocked is not None and blocked >= waits * wait_ns / 1e9
     finally:
