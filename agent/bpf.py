@@ -11,18 +11,12 @@ from pathlib import Path
 from typing import Any
 
 _NR_BPF = {"x86_64": 321, "aarch64": 280}
-_BPF_MAP_CREATE = 0
-_BPF_MAP_TYPE_ARRAY = 2
 _BPF_ENABLE_STATS = 32
 _BPF_STATS_RUN_TIME = 0
 
 
 class BpfUnavailable(RuntimeError):
-    """bcc cannot be imported or a program cannot be compiled or attached; *fix* says what to do."""
-
-    def __init__(self, message: str, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
+    """bcc cannot be imported or a program cannot be compiled or attached."""
 
 
 @dataclass(frozen=True)
@@ -66,34 +60,10 @@ def compile_program(source_name: str, defines: dict[str, str | int | None]) -> A
     try:
         return bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
     except Exception as error:  # bcc raises bare Exception on compile and attach failures
-        refusal = bpf_refusal()
-        if refusal is not None:
-            raise BpfUnavailable(
-                f"cannot load {source_name}: the kernel refused bpf(2): {refusal}",
-                "allow the bpf system call to the agent (a seccomp profile or an LSM denies it), "
-                "and grant CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)",
-            ) from error
         raise BpfUnavailable(
             f"cannot load {source_name}: {error}; the compiler's or verifier's output is above, and "
             "`schedwatch check` shows which kernel headers were used (set BCC_KERNEL_SOURCE to try others)"
         ) from error
-
-
-def bpf_refusal() -> str | None:
-    """Why the kernel refuses bpf(2) to this process (e.g. "Operation not permitted"), or None when it allows it.
-
-    Asks for the smallest map there is and frees it at once.
-    """
-    number = _NR_BPF.get(os.uname().machine)
-    if number is None:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = (ctypes.c_uint32 * 4)(_BPF_MAP_TYPE_ARRAY, 4, 4, 1)  # map_type, key_size, value_size, max_entries
-    fd = int(libc.syscall(number, _BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr)))
-    if fd >= 0:
-        os.close(fd)
-        return None
-    return os.strerror(ctypes.get_errno())
 
 
 def program_stats(bpf: Any) -> list[ProgramStats]:
@@ -141,5 +111,8 @@ def enable_bpf_stats() -> int:
     fd = int(libc.syscall(number, _BPF_ENABLE_STATS, ctypes.byref(attr), ctypes.sizeof(attr)))
     if fd < 0:
         errno = ctypes.get_errno()
-        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {os.strerror(errno)}")
+        hint = ""
+        if errno == 1:  # EPERM
+            hint = " (it needs CAP_SYS_ADMIN; or set sysctl kernel.bpf_stats_enabled=1 on the host)"
+        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {os.strerror(errno)}{hint}")
     return fd

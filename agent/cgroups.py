@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MOUNTINFO = Path("/proc/self/mountinfo")
+from agent.procfs import ProcFS
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,19 @@ class CgroupLayout:
         return "v1" if self.v1 else "none"
 
 
-def read_layout(mountinfo: Path = MOUNTINFO) -> CgroupLayout:
-    """Parse /proc/self/mountinfo for cgroup and cgroup2 mounts."""
+def read_layout(proc: ProcFS | None = None) -> CgroupLayout:
+    """The cgroup and cgroup2 mounts of this process's mount namespace (/proc/self/mountinfo)."""
+    text = (proc or ProcFS()).read_text("self", "mountinfo")
+    if text is None:
+        raise OSError("cannot read /proc/self/mountinfo: mount /proc")
+    return parse_mountinfo(text)
+
+
+def parse_mountinfo(text: str) -> CgroupLayout:
+    """The cgroup and cgroup2 mounts listed in a mountinfo file's text."""
     unified: Path | None = None
     v1: dict[str, Path] = {}
-    for line in mountinfo.read_text().splitlines():
+    for line in text.splitlines():
         left, _, right = line.partition(" - ")
         fields = left.split()
         tail = right.split()
@@ -105,7 +113,7 @@ class CgroupPathResolver:
         if path is None or self.root is None:
             return False
         try:
-            return os.stat(f"{self.root}{path}").st_ino == cgroup_id
+            return _inode(str(self.root), path) == cgroup_id
         except OSError:
             return False
 
@@ -121,17 +129,33 @@ class CgroupPathResolver:
             self._paths.pop(cgroup_id, None)
 
     def _walk(self) -> dict[int, str]:
+        """Every directory of the tree by inode; by directory descriptors, so paths longer than PATH_MAX are seen."""
         assert self.root is not None
         paths: dict[int, str] = {}
         root = str(self.root)
-        for directory, _subdirs, _files in os.walk(root):
-            try:
-                inode = os.stat(directory).st_ino
-            except OSError:
-                continue  # removed while walking
+        for directory, _subdirs, _files, fd in os.fwalk(root):
             relative = directory[len(root) :] or "/"
-            paths[inode] = relative
+            paths[os.fstat(fd).st_ino] = relative
         return paths
+
+
+PATH_MAX = 4096
+
+
+def _inode(root: str, relative: str) -> int:
+    """The inode of *root*/*relative*; a path longer than PATH_MAX (a tenant's deep tree) is opened step by step."""
+    full = f"{root}{relative}"
+    if len(os.fsencode(full)) < PATH_MAX:
+        return os.stat(full).st_ino
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for component in relative.strip("/").split("/"):
+            child = os.open(component, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        return os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

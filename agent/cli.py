@@ -19,12 +19,12 @@ from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.collectors.common import workload_map_size
 from agent.exporter import AgentCollector, build_registry, serve
 from agent.facts import MachineFacts, gather
-from agent.identity import IdentityResolver
-from agent.placement import CgroupKeys, KeySpace, ProcessKeys
-from agent.runtimes import RuntimeClient
-from agent.runtimes.containerd import ContainerdClient
-from agent.runtimes.cri import CriClient
-from agent.runtimes.docker import DockerClient
+from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
+from agent.identity.resolver import IdentityResolver
+from agent.identity.runtimes import RuntimeClient
+from agent.identity.runtimes.containerd import ContainerdClient
+from agent.identity.runtimes.cri import CriClient
+from agent.identity.runtimes.docker import DockerClient
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
 
@@ -116,7 +116,7 @@ def run(settings: config.Settings) -> int:
             logger.info("collector_started", collector=name)
         except bpf.BpfUnavailable as error:
             unavailable[name] = str(error)
-            logger.error("collector_failed_to_start", collector=name, error=str(error), fix=error.fix or None)
+            logger.error("collector_failed_to_start", collector=name, error=str(error))
 
     # The handler only records the signal: it may run again while it runs (a process group's SIGTERM and a
     # shell's trap arrive together), so it must take no lock; the main thread looks for it between naps.
@@ -179,6 +179,11 @@ def build_identities(settings: config.Settings) -> IdentityResolver:
     clients: list[RuntimeClient] = [
         DockerClient(path, settings.runtime_timeout, name="podman" if "podman" in str(path) else "docker")
         for path in settings.docker_sockets
+        if path not in settings.kubelet_docker_sockets
+    ]
+    clients += [
+        DockerClient(path, settings.runtime_timeout, name="kubelet-docker", kubelet=True)
+        for path in settings.kubelet_docker_sockets
     ]
     clients += [CriClient(path, settings.runtime_timeout) for path in settings.cri_sockets]
     if settings.containerd_socket is not None:
@@ -219,9 +224,7 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
                 factory.start(context).close()
             except bpf.BpfUnavailable as error:
                 availability = Availability(
-                    False,
-                    str(error),
-                    error.fix or "if other headers do not help, report it with `schedwatch check --format json`",
+                    False, str(error), "if other headers do not help, report it with `schedwatch check --format json`"
                 )
         results[name] = availability
     runtimes = _runtime_sockets(settings)
@@ -238,7 +241,7 @@ def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
     """Each configured runtime socket: 'listening', 'missing' or why it cannot be reached."""
     import socket
 
-    sockets = [*settings.docker_sockets, *settings.cri_sockets]
+    sockets = list(dict.fromkeys([*settings.docker_sockets, *settings.kubelet_docker_sockets, *settings.cri_sockets]))
     if settings.containerd_socket and settings.containerd_socket not in sockets:
         sockets.append(settings.containerd_socket)
     states = {}
@@ -295,7 +298,8 @@ def _report_text(
         stats = "on"
     else:
         stats = (
-            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats or sysctl -w kernel.bpf_stats_enabled=1"
+            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats (needs CAP_SYS_ADMIN) "
+            "or sysctl -w kernel.bpf_stats_enabled=1"
         )
     futex2 = [
         event

@@ -30,6 +30,7 @@ class Settings:
     series_grace_seconds: float = 300.0
     bpf_stats: bool = False
     docker_sockets: tuple[Path, ...] = ()
+    kubelet_docker_sockets: tuple[Path, ...] = ()  # Docker APIs that are the kubelet's runtime (cri-dockerd)
     cri_sockets: tuple[Path, ...] = ()
     containerd_socket: Path | None = None
     containerd_namespaces: tuple[str, ...] = ()
@@ -171,6 +172,14 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         "(default /var/run/docker.sock,/run/podman/podman.sock; empty: none)",
     )
     parser.add_argument(
+        "--runtime.kubelet-docker-sockets",
+        dest="kubelet_docker_sockets",
+        default=_env("KUBELET_DOCKER_SOCKETS", ""),
+        help="Docker-API sockets of the kubelet's own runtime (cri-dockerd), comma-separated: only on these are "
+        "the io.kubernetes.* labels trusted as pod and namespace names, since any user of a Docker or Podman "
+        "socket can set them (default: none)",
+    )
+    parser.add_argument(
         "--runtime.cri-sockets",
         dest="cri_sockets",
         default=_env("CRI_SOCKETS", "/run/containerd/containerd.sock,/run/crio/crio.sock"),
@@ -252,6 +261,7 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         series_grace_seconds=args.series_grace,
         bpf_stats=args.bpf_stats,
         docker_sockets=tuple(Path(p) for p in _items(args.docker_sockets)),
+        kubelet_docker_sockets=tuple(Path(p) for p in _items(args.kubelet_docker_sockets)),
         cri_sockets=tuple(Path(p) for p in _items(args.cri_sockets)),
         containerd_socket=Path(args.containerd_socket.strip()) if args.containerd_socket.strip() else None,
         containerd_namespaces=_items(args.containerd_namespaces),

@@ -19,7 +19,8 @@ from prometheus_client.core import Metric
 
 from agent import __version__, metrics
 from agent.collectors import Collector
-from agent.identity import IdentityResolver
+from agent.identity.labels import SampleGuard
+from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
 
 log = get_logger("exporter")
@@ -43,6 +44,8 @@ class AgentCollector:
         self._kernel_release = kernel_release
         self._bpf_stats_on = bpf_stats_on
         self._lock = threading.Lock()
+        self._guard = SampleGuard()
+        self._dropped: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
         """Called by prometheus_client for each scrape (scrapes are serialised)."""
@@ -67,15 +70,22 @@ class AgentCollector:
                 log.exception("collector_failed", collector=name)
                 up.add_metric([name], 0)
                 continue
+            for family in families:
+                family.samples, dropped = self._guard.keep_valid(family.samples)
+                if dropped:
+                    self._dropped[name] = self._dropped.get(name, 0) + dropped
+                    log.error("samples_dropped", collector=name, metric=family.name, samples=dropped)
+                _merge(merged, family)
             up.add_metric([name], 1)
             duration.add_metric([name], time.perf_counter() - started)
-            for family in families:
-                _merge(merged, family)
+        dropped_samples = metrics.SAMPLES_DROPPED.family()
+        for name in self._running:
+            dropped_samples.add_metric([name], self._dropped.get(name, 0))
         lookups = metrics.RUNTIME_LOOKUPS.family()
         for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
             lookups.add_metric([runtime, result], count)
         self._identities.forget_unwanted()
-        return [build, stats, up, duration, lookups, *merged.values()]
+        return [build, stats, up, duration, dropped_samples, lookups, *merged.values()]
 
 
 def _merge(merged: dict[str, Metric], family: Metric) -> None:

@@ -192,6 +192,12 @@ TRACKED_SERIES = GaugeSpec(
     "Workload label sets the agent currently exports, per collector (bounded by map sizes and expiry).",
     ("source",),
 )
+SAMPLES_DROPPED = CounterSpec(
+    "schedwatch_samples_dropped",
+    "Samples left out of scrapes because a label value could not be exported (not valid UTF-8, or too long); "
+    "the collector's other samples were served. Should stay 0: report it as a bug.",
+    ("collector",),
+)
 RUNTIME_LOOKUPS = CounterSpec(
     "schedwatch_runtime_lookups",
     "Container identity lookups asked of each runtime API, by result (ok, not_found, error).",

@@ -29,7 +29,17 @@ def printable(text: str) -> str:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return "".join(_encodable(char) for char in text)
+
+
+def _encodable(char: str) -> str:
+    """One character as valid UTF-8: a surrogate escape as its byte ``\\xNN``, any other lone surrogate ``\\uNNNN``."""
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    return char
 
 
 class ProcFS:
@@ -53,6 +63,8 @@ class ProcFS:
         except OSError:
             return None
         try:
+            if limit <= SMALL_FILE:  # stat, cgroup, comm: whole in one read (the kernel fills it at once)
+                return os.read(fd, limit)
             chunks = []
             total = 0
             while total < limit:
@@ -67,6 +79,24 @@ class ProcFS:
         finally:
             os.close(fd)
 
+    def read_bytes_permitted(self, pid: int | str, name: str, limit: int = MAX_FILE) -> bytes | None:
+        """Like :meth:`read_bytes`, but a file the kernel refuses to show raises PermissionError instead of reading
+        as gone: maps and environ of another user's process need ptrace read access (CAP_SYS_PTRACE)."""
+        try:
+            os.close(os.open(self.path(pid, name), os.O_RDONLY | os.O_CLOEXEC))
+        except PermissionError:
+            raise
+        except OSError:
+            return None
+        return self.read_bytes(pid, name, limit)
+
+    def readlink(self, pid: int | str, name: str) -> str | None:
+        """The target of the link /proc/PID/NAME (exe, cwd, …) decoded by the policy above; None when unreadable."""
+        try:
+            return decode(os.readlink(os.fsencode(self.path(pid, name))))
+        except OSError:
+            return None
+
     def read_text(self, pid: int | str, name: str, limit: int = MAX_FILE) -> str | None:
         """/proc/PID/NAME decoded by the policy above; None when gone."""
         raw = self.read_bytes(pid, name, limit)
@@ -79,7 +109,9 @@ class ProcFS:
     def comm(self, pid: int | str) -> str | None:
         """The process's command name (at most 15 bytes, set by the process itself: untrusted)."""
         text = self.read_text(pid, "comm", SMALL_FILE)
-        return None if text is None else text.rstrip("\n")
+        if text is None:
+            return None
+        return text[:-1] if text.endswith("\n") else text  # the kernel's newline only: the name may end in its own
 
     def pids(self) -> Iterator[int]:
         """Pids of the processes alive now (a process may be gone by the time it is read)."""

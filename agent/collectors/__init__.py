@@ -15,8 +15,8 @@ from prometheus_client.core import Metric
 from agent.cgroups import CgroupPathResolver
 from agent.config import Settings
 from agent.facts import MachineFacts
-from agent.identity import IdentityResolver
-from agent.placement import KeySpace
+from agent.identity.placement import KeySpace
+from agent.identity.resolver import IdentityResolver
 
 
 @dataclass(frozen=True)

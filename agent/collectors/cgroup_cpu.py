@@ -28,9 +28,9 @@ from agent.cgroups import (
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.facts import MachineFacts
+from agent.identity.workload import workload_for_cgroup
 from agent.model import CounterTable, Labels
 from agent.procfs import SMALL_FILE, ProcFS
-from agent.workloads import workload_for_cgroup
 
 NAME = "cgroup_cpu"
 
@@ -91,6 +91,7 @@ class CgroupCpuCollector:
             self._resolver = CgroupPathResolver(self._root)
             self._threads_file = "tasks"
             self._v2_cpu = False
+        self._proc = ProcFS()
         self._cpus = online_cpus()
         self._max_cgroups = context.settings.max_cgroups
         self._tracked: set[int] = set()
@@ -148,10 +149,8 @@ class CgroupCpuCollector:
             found = (path, path if cpuset_root and (cpuset_root / path.lstrip("/")).is_dir() else "/")
         else:
             pid = first_process(self._root, path)
-            proc: dict[str, str] = {}
-            text = None if pid is None else ProcFS().read_text(pid, "cgroup", SMALL_FILE)
-            if text is not None:
-                proc = parse_proc_cgroup(text)
+            text = None if pid is None else self._proc.read_text(pid, "cgroup", SMALL_FILE)
+            proc = parse_proc_cgroup(text) if text is not None else {}
             found = (proc.get("cpu", "/"), proc.get("cpuset", "/"))
         self._v1_paths[cgroup_id] = found
         return found

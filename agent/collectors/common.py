@@ -14,13 +14,12 @@ from agent import bpf, kernel, metrics
 from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
 from agent.facts import MachineFacts
+from agent.identity.placement import KeySpace, Placement, ProcessKeys
+from agent.identity.workload import REMOVED, UNRESOLVED, Identities, process_labels, workload_for_cgroup
 from agent.model import CounterTable, Labels
-from agent.placement import KeySpace, Placement, ProcessKeys
 from agent.probes.base import MapHealth, ProbeLimits
-from agent.procfs import ProcFS, printable
-from agent.workloads import REMOVED, Identities, Workload, workload_for_cgroup
+from agent.procfs import ProcFS
 
-UNRESOLVED = Workload(cgroup="(unresolved)")
 PROCESS_KEYS = 16384
 _go_float: Callable[[float], str] = floatToGoString
 
@@ -58,19 +57,21 @@ def workload_map_size(settings: Settings, per_process: bool) -> int:
 
 
 def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -> Availability:
-    """Whether a BPF collector needing the *required* tracepoints can run here; if not, why and the fix."""
-    if not facts.can_load_bpf:
-        return Availability(
-            False,
-            "no right to load BPF programs",
-            "run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels < 5.8)",
-        )
+    """Whether a BPF collector needing the *required* tracepoints can run here; if not, why and the fix.
+
+    Each reason names what is missing (a capability, tracefs, a tracepoint, headers) and each fix says what to add.
+    """
+    missing_caps = facts.missing_bpf_capabilities()
+    if missing_caps:
+        return Availability(False, _missing_capabilities_reason(missing_caps), _capabilities_fix(facts, missing_caps))
     if facts.tracefs is None:
-        return Availability(
-            False,
-            "tracefs is not mounted",
-            "mount -t tracefs tracefs /sys/kernel/tracing (schedwatch run does this itself as root)",
+        mount = (
+            "mount -t tracefs tracefs /sys/kernel/tracing (schedwatch does this itself with CAP_SYS_ADMIN)"
+            if facts.capabilities["CAP_SYS_ADMIN"]
+            else "in a container, mount the host's /sys/kernel/tracing read-only (the DaemonSet does); on the host, "
+            "mount -t tracefs tracefs /sys/kernel/tracing"
         )
+        return Availability(False, "tracefs is not mounted", mount)
     missing = [f"{c}:{e}" for c, e in required if not kernel.has_tracepoint(c, e, facts.tracefs)]
     if missing:
         return Availability(
@@ -78,15 +79,68 @@ def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -
             f"kernel lacks tracepoints {', '.join(missing)}",
             "use a kernel built with CONFIG_FTRACE_SYSCALLS=y and CONFIG_TRACEPOINTS=y",
         )
+    refused = _kernel_refusal(facts)
+    if refused is not None:
+        return refused
     if facts.headers is None:
         return Availability(False, "no kernel headers", facts.headers_error)
     return Availability(True)
 
 
+_CAPABILITY_NEEDS = {
+    "CAP_BPF": "CAP_BPF (create maps, load programs)",
+    "CAP_PERFMON": "CAP_PERFMON (load tracepoint programs, attach them with perf_event_open)",
+    "CAP_SYS_ADMIN": "CAP_SYS_ADMIN (kernels < 5.8 have no CAP_BPF or CAP_PERFMON)",
+}
+
+
+def _missing_capabilities_reason(missing: Sequence[str]) -> str:
+    return "missing " + " and ".join(_CAPABILITY_NEEDS[name] for name in missing)
+
+
+def _capabilities_fix(facts: MachineFacts, missing: Sequence[str]) -> str:
+    names = [name.removeprefix("CAP_") for name in missing]
+    flags = " ".join(f"--cap-add={name}" for name in names)
+    fix = f"run as root, or add {', '.join(names)} to securityContext.capabilities.add (podman/docker: {flags})"
+    if "CAP_SYS_ADMIN" in missing:
+        fix += "; deploy/kubernetes/overlays/old-kernels does this"
+    return fix
+
+
+def _kernel_refusal(facts: MachineFacts) -> Availability | None:
+    """The capabilities are there, yet the kernel refused the probe map or perf event: say who refuses."""
+    refused = [f"bpf() {facts.bpf_refused}"] if facts.bpf_refused else []
+    if facts.perf_refused:
+        refused.append(f"perf_event_open() {facts.perf_refused}")
+    if not refused:
+        return None
+    what = " and ".join(refused)
+    if facts.bpf_refused and facts.needs_memlock():
+        return Availability(
+            False,
+            f"the kernel refused {what}: kernels < 5.11 charge BPF maps to RLIMIT_MEMLOCK "
+            f"({(facts.memlock_bytes or 0) // 1024} KiB here)",
+            "add SYS_RESOURCE (deploy/kubernetes/overlays/old-kernels does), or raise the memlock limit (ulimit -l)",
+        )
+    if facts.seccomp_filtered:
+        return Availability(
+            False,
+            f"the kernel refused {what} although the capabilities are there: a seccomp profile filters them",
+            "run with seccompProfile: Unconfined (podman/docker: --security-opt seccomp=unconfined), or a profile "
+            "that allows bpf() and perf_event_open(); the runtimes' default profiles do not",
+        )
+    return Availability(
+        False,
+        f"the kernel refused {what} although the capabilities are there",
+        "look for an LSM (AppArmor, SELinux) or kernel lockdown denying bpf(), and for "
+        "kernel.perf_event_paranoid; run with appArmorProfile: Unconfined",
+    )
+
+
 class CgroupTotals:
     """Per-workload totals fed by a kernel map keyed by workload key (cgroup id, or process).
 
-    Places each key (agent.placement), keeps the totals monotonic (agent.model), and frees the kernel entries
+    Places each key (agent.identity.placement), keeps the totals monotonic (agent.model), and frees the kernel entries
     of gone cgroups and exited processes once their final values are folded in. A process that moves to another
     cgroup (keyed by process) leaves what it counted so far where it was, and counts on from there in its new place.
     """
@@ -196,6 +250,7 @@ class BpfCollector:
             probe.forget_cgroups,
         )
         self._top = TopProcesses(context.settings.process_top_k)
+        self._proc = ProcFS()
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
@@ -217,7 +272,8 @@ class BpfCollector:
         chosen = self._top.select(activity)
         places = self._keys.place({processes[pid].cgroup_id for pid in chosen})
         for pid in chosen:
-            yield process_labels(pid, places[processes[pid].cgroup_id].path, self._identities), processes[pid]
+            path = places[processes[pid].cgroup_id].path
+            yield process_labels(pid, path, self._identities, self._proc), processes[pid]
 
     def cgroup_vector(self, stats: Any) -> Sequence[int]:
         """The counters to keep per cgroup, in a fixed order of vector_width entries."""
@@ -245,16 +301,6 @@ class TopProcesses:
         self._previous = activity
         active = [pid for pid, total in activity.items() if total > 0]
         return sorted(active, key=lambda pid: (recent[pid], activity[pid]), reverse=True)[: self.k]
-
-
-def process_labels(pid: int, cgroup_path: str | None, identities: Identities) -> list[str]:
-    """Label values of a per-process series: pid, comm, then its workload's labels."""
-    return [str(pid), _comm(pid), *workload_for_cgroup(cgroup_path, identities).labels()]
-
-
-def _comm(pid: int) -> str:
-    """The process's own name, shown safely (it may hold any bytes); empty when the process is gone."""
-    return printable(ProcFS().comm(pid) or "")
 
 
 def self_families(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from agent.cgroups import read_layout
-from agent.runtimes import ContainerInfo
-from agent.runtimes.cri import CriClient
+from agent.identity.runtimes import ContainerInfo
+from agent.identity.runtimes.cri import CriClient
 from tests.containers.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess
 from tests.support.containers import (
@@ -112,26 +113,101 @@ def test_stopped_container_disappears_after_the_grace_period(container_agent: Ag
     eventually(container_agent, lambda s: s.value(YIELDS, container_id=container) is None, timeout=5)
 
 
-def test_podman_pod_with_kubernetes_labels(container_agent: AgentProcess, podman: Podman) -> None:
+KUBERNETES_LABELS = {
+    "io.kubernetes.pod.name": "checkout-6b9f",
+    "io.kubernetes.pod.namespace": "shop",
+    "io.kubernetes.container.name": "api",
+}
+
+
+def podman_in_pod_with_kubernetes_labels(podman: Podman, name: str, count: int) -> str:
     import subprocess
 
-    pod = f"{podman.prefix}-pod"
+    pod = f"{podman.prefix}-{name}-pod"
     subprocess.run(["podman", "pod", "create", "--name", pod], check=True, capture_output=True)
-    labels = {
-        "io.kubernetes.pod.name": "checkout-6b9f",
-        "io.kubernetes.pod.namespace": "shop",
-        "io.kubernetes.container.name": "api",
-    }
-    options = ("--pod", pod, *(arg for k, v in labels.items() for arg in ("--label", f"{k}={v}")))
-    container = podman.run("inpod", "sh", "-c", "/w/yielder - 777 1 0 && exec sleep 600", options=options)
-    scrape = eventually(container_agent, lambda s: yielded(s, 777, container_id=container, pod="checkout-6b9f"))
+    options = ("--pod", pod, *(arg for k, v in KUBERNETES_LABELS.items() for arg in ("--label", f"{k}={v}")))
+    return podman.run(name, "sh", "-c", f"/w/yielder - {count} 1 0 && exec sleep 600", options=options)
+
+
+def test_kubernetes_labels_set_by_a_podman_user_claim_no_pod(container_agent: AgentProcess, podman: Podman) -> None:
+    # Anyone who may use the Podman (or Docker) socket can set io.kubernetes.* labels: the agent, not told that
+    # this runtime is the kubelet's, exports the container under its own name and no pod or namespace.
+    container = podman_in_pod_with_kubernetes_labels(podman, "claims", 778)
+    name = str(podman.inspect(container)["Name"])
+    scrape = eventually(container_agent, lambda s: yielded(s, 778, container_id=container, container=name))
     assert labels_of(scrape, YIELDS, container) == {
         "container_id": container,
-        "container": "api",
-        "pod": "checkout-6b9f",
-        "namespace": "shop",
+        "container": name,
+        "pod": "",
+        "namespace": "",
         "cgroup": "",
     }
+
+
+def test_kubelet_docker_runtime_names_pod_and_namespace(podman: Podman, tmp_path: Path) -> None:
+    # Told that this Docker API is the kubelet's runtime (cri-dockerd), the agent trusts the kubelet's labels.
+    agent = AgentProcess(
+        tmp_path / "agent.log",
+        "--runtime.kubelet-docker-sockets",
+        str(podman.socket),
+        "--runtime.cri-sockets",
+        "",
+        "--runtime.containerd-socket",
+        "",
+        "--state-dir",
+        str(tmp_path),
+    )
+    try:
+        agent.wait_ready()
+        container = podman_in_pod_with_kubernetes_labels(podman, "inpod", 777)
+        scrape = eventually(agent, lambda s: yielded(s, 777, container_id=container, pod="checkout-6b9f"))
+        assert labels_of(scrape, YIELDS, container) == {
+            "container_id": container,
+            "container": "api",
+            "pod": "checkout-6b9f",
+            "namespace": "shop",
+            "cgroup": "",
+        }
+        assert (scrape.value("schedwatch_runtime_lookups_total", runtime="kubelet-docker", result="ok") or 0) >= 1
+    finally:
+        assert agent.stop() == 0, agent.log()
+
+
+def test_a_cgroup_named_like_a_running_container_is_not_that_container(
+    container_agent: AgentProcess, podman: Podman
+) -> None:
+    # A tenant who can make cgroups names one after a running container (bare id, and as Podman's scope): the
+    # runtime's process for that container is not in it, so it is exported as the plain cgroup it is.
+    from tests.support.workloads import CgroupSandbox, Workload, build
+
+    victim = podman.run("victim", "sh", "-c", "/w/yielder - 321 1 0 && exec sleep 600")
+    name = str(podman.inspect(victim)["Name"])
+    eventually(container_agent, lambda s: yielded(s, 321, container_id=victim, container=name))
+    sandbox = CgroupSandbox()
+    spoofs = []
+    try:
+        for index, component in enumerate((victim, f"libpod-{victim}.scope")):
+            group = sandbox.make("spoof") / component
+            group.mkdir()
+            spoofs.append((sandbox.relative(group), Workload(build("yielder"), group, 5000 + index, 1)))
+        scrape = eventually(
+            container_agent,
+            lambda s: all(s.value(YIELDS, cgroup=path, container_id="") == w.truth["yields"] for path, w in spoofs),
+        )
+        for path, workload in spoofs:
+            assert scrape.value(YIELDS, cgroup=path, container_id="") == workload.truth["yields"]
+            labels = dict(next(iter(scrape.find("schedwatch_process_sched_yield_calls_total", pid=str(workload.pid)))))
+            assert labels["container_id"] == "" and labels["container"] == "" and labels["cgroup"] == path
+        # The container keeps its own names and its own count, none of the spoofs' yields.
+        assert labels_of(scrape, YIELDS, victim)["container"] == name
+        assert yielded(scrape, 321, container_id=victim, container=name)
+    finally:
+        for _, workload in spoofs:
+            workload.release()
+        for child in sorted(sandbox.base.glob("*/*"), reverse=True):
+            if child.is_dir():
+                sandbox.remove(child)
+        sandbox.cleanup()
 
 
 def test_containerd_k8s_namespace_container_resolves_to_its_pod(
@@ -211,8 +287,13 @@ def test_cri_client_speaks_both_api_versions_and_knows_unknown_ids(containerd: C
     expected = ContainerInfo(container="idle", pod="versions-0", namespace="default")
     for versions in (("runtime.v1",), ("runtime.v1alpha2",), ("runtime.v0", "runtime.v1")):
         client = CriClient(containerd.socket, timeout=5, api_versions=versions)
-        assert client.inspect(container_id) == expected, versions
-        assert client.inspect(pod.sandbox_id) == ContainerInfo(container="POD", pod="versions-0", namespace="default")
+        info = client.inspect(container_id)
+        assert info is not None and replace(info, pid=0) == expected, versions
+        assert container_id in Path(f"/proc/{info.pid}/cgroup").read_text(), "the pid is the container's process"
+        sandbox = client.inspect(pod.sandbox_id)
+        assert sandbox is not None
+        assert replace(sandbox, pid=0) == ContainerInfo(container="POD", pod="versions-0", namespace="default")
+        assert pod.sandbox_id in Path(f"/proc/{sandbox.pid}/cgroup").read_text()
         assert client.inspect(random_container_id()) is None
     assert CriClient(RUN_DIR / "no-such-runtime.sock").inspect(container_id) is None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +12,9 @@ import yaml
 
 from tests.containers.test_identity import eventually, yielded
 from tests.support.agent import AgentProcess, free_port
-from tests.support.containers import Podman, build_agent_image, daemonset_run_options
+from tests.support.containers import Podman, build_agent_image, container_pid, daemonset_run_options
 
-DAEMONSET = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "daemonset.yaml"
+DAEMONSET = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "base" / "daemonset.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,29 @@ def agent_container(podman: Podman, tmp_path_factory: pytest.TempPathFactory) ->
         subprocess.run(["podman", "rm", "-f", name], capture_output=True)
 
 
+# Capability numbers from linux/capability.h, of the capabilities a DaemonSet might add.
+CAPABILITY_BITS = {
+    "DAC_READ_SEARCH": 2,
+    "SYS_PTRACE": 19,
+    "SYS_ADMIN": 21,
+    "SYS_RESOURCE": 24,
+    "PERFMON": 38,
+    "BPF": 39,
+}
+
+
+def effective_capabilities(pid: int) -> set[str]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    capeff = int(re.search(r"^CapEff:\s+([0-9a-f]+)$", status, re.MULTILINE).group(1), 16)  # type: ignore[union-attr]
+    unknown = capeff & ~sum(1 << bit for bit in CAPABILITY_BITS.values())
+    assert unknown == 0, f"the agent has capabilities beyond the DaemonSet's: {unknown:#x}"
+    return {name for name, bit in CAPABILITY_BITS.items() if capeff >> bit & 1}
+
+
 def test_image_counts_a_yielding_container_by_id_and_name(agent_container: AgentProcess, podman: Podman) -> None:
+    manifest = yaml.safe_load(DAEMONSET.read_text())["spec"]["template"]["spec"]["containers"][0]
+    agent_pid = container_pid(podman, f"{podman.prefix}-agent")
+    assert effective_capabilities(agent_pid) == set(manifest["securityContext"]["capabilities"]["add"])
     scrape = agent_container.scrape()
     for source in ("syscalls", "sched", "cgroup_cpu"):
         assert scrape.value("schedwatch_source_up", source=source) == 1, agent_container.log()

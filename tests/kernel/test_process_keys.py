@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.placement import PID_MASK
+from agent.identity.placement import PID_MASK
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.support.agent import REPO, AgentProcess, agent_map_keys, require_root
 from tests.support.workloads import CgroupSandbox, Workload

@@ -326,6 +326,8 @@ def daemonset_run_options(daemonset: dict[str, Any]) -> tuple[list[str], list[st
         volume = volumes[mount["name"]]
         if "hostPath" in volume:
             mode = "ro" if mount.get("readOnly") else "rw"
+            if volume["hostPath"].get("type") == "DirectoryOrCreate":  # as the kubelet does
+                Path(volume["hostPath"]["path"]).mkdir(parents=True, exist_ok=True)
             options += ["-v", f"{volume['hostPath']['path']}:{mount['mountPath']}:{mode}"]
         elif "emptyDir" in volume:
             options += ["--tmpfs", mount["mountPath"]]

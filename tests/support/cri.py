@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from agent.runtimes.protowire import message_field, string, string_field, string_map_field, varint_field
+from agent.identity.runtimes.protowire import message_field, string, string_field, string_map_field, varint_field
 
 SERVICE = "/runtime.v1.RuntimeService/"
 NAMESPACE_MODE_NODE = 2

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.cgroups import CgroupPathResolver, layout_under, read_layout
+from agent.cgroups import CgroupPathResolver, layout_under, parse_mountinfo, read_layout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_hybrid_layout_of_the_development_vm() -> None:
-    layout = read_layout(FIXTURES / "mountinfo-hybrid-firecracker.txt")
+    layout = parse_mountinfo((FIXTURES / "mountinfo-hybrid-firecracker.txt").read_text())
     assert layout.mode == "hybrid"
     assert layout.unified == Path("/sys/fs/cgroup/unified")
     assert layout.v1["cpu"] == Path("/sys/fs/cgroup/cpu")
@@ -20,7 +20,7 @@ def test_hybrid_layout_of_the_development_vm() -> None:
 
 
 def test_unified_layout_of_a_systemd_host() -> None:
-    layout = read_layout(FIXTURES / "mountinfo-v2-systemd.txt")
+    layout = parse_mountinfo((FIXTURES / "mountinfo-v2-systemd.txt").read_text())
     assert layout.mode == "v2"
     assert layout.unified == Path("/sys/fs/cgroup")
     assert layout.v1 == {}
@@ -93,7 +93,7 @@ def test_layout_under_this_host_root_matches_mountinfo() -> None:
 
 
 def test_v1_only_layout_of_the_development_vm_without_cgroup2() -> None:
-    layout = read_layout(FIXTURES / "mountinfo-v1-only-firecracker.txt")
+    layout = parse_mountinfo((FIXTURES / "mountinfo-v1-only-firecracker.txt").read_text())
     assert (layout.mode, layout.unified) == ("v1", None)
     assert layout.v1["cpu"] == Path("/sys/fs/cgroup/cpu")
     assert layout.v1["name=systemd"] == Path("/sys/fs/cgroup/systemd")

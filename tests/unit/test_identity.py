@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.identity import RETRY_ERROR_SECONDS, RETRY_NOT_FOUND_SECONDS, IdentityResolver
-from agent.runtimes import ContainerInfo, RuntimeUnavailable
+from agent.identity.resolver import RETRY_ERROR_SECONDS, RETRY_NOT_FOUND_SECONDS, Identity, IdentityResolver
+from agent.identity.runtimes import ContainerInfo, RuntimeUnavailable
 
 
 class Clock:
@@ -37,8 +37,8 @@ def test_first_ask_returns_nothing_and_queues_a_lookup() -> None:
     resolver = IdentityResolver([runtime])
     assert resolver.get("a") is None  # never blocks: the worker is not even running
     assert resolver.get("a") is None  # queued once, not twice
-    assert resolver.resolve_now("a") == ContainerInfo("app", "web", "shop")
-    assert resolver.get("a") == ContainerInfo("app", "web", "shop")
+    assert resolver.resolve_now("a") == Identity("app", "web", "shop")
+    assert resolver.get("a") == Identity("app", "web", "shop")
     assert resolver.lookup_counts() == {("scripted", "ok"): 1}
 
 
@@ -54,7 +54,7 @@ def test_worker_fills_the_cache_in_the_background() -> None:
         deadline = time.monotonic() + 5
         while resolver.get("b") is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert resolver.get("b") == ContainerInfo("db")
+        assert resolver.get("b") == Identity("db")
     finally:
         resolver.stop()
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from agent.cgroups import CgroupLayout
 from agent.collectors.common import CgroupTotals
-from agent.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
-from agent.workloads import REMOVED
+from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
+from agent.identity.workload import REMOVED
+from agent.procfs import ProcFS
 
 V1_ONLY = CgroupLayout(unified=None, v1={"cpu": Path("/c"), "name=systemd": Path("/s"), "memory": Path("/m")})
 HYBRID = CgroupLayout(unified=Path("/u"), v1={"cpu": Path("/c")})
@@ -48,7 +49,7 @@ def exited(pid: int, at_s: float = 99.0) -> int:
 
 
 def process_keys(root: Path, layout: CgroupLayout = V1_ONLY, **clocks: object) -> ProcessKeys:
-    return ProcessKeys(layout, 100, root, boot_clock_us=lambda: NOW_US, **clocks)  # type: ignore[arg-type]
+    return ProcessKeys(layout, 100, ProcFS(root), boot_clock_us=lambda: NOW_US, **clocks)  # type: ignore[arg-type]
 
 
 def test_v1_host_places_a_process_by_systemds_hierarchy_first(tmp_path: Path) -> None:
@@ -147,7 +148,7 @@ def test_exit_times_are_unwrapped_from_31_bits_of_microseconds(tmp_path: Path) -
     proc = FakeProc(tmp_path)
     proc.start(100, 1000, v1_cgroup("/early"))  # started at 10 s
     late_now = 3 * EXIT_SPAN  # about an hour after boot: the 31-bit clock wrapped once
-    keys = ProcessKeys(V1_ONLY, 100, tmp_path, boot_clock_us=lambda: late_now)
+    keys = ProcessKeys(V1_ONLY, 100, ProcFS(tmp_path), boot_clock_us=lambda: late_now)
     keys.place([100])
     proc.stop(100)
     exit_us = late_now - 5_000_000

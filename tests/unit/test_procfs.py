@@ -53,3 +53,14 @@ def test_reads_this_process() -> None:
     proc = ProcFS()
     assert proc.read_text(os.getpid(), "status") is not None
     assert os.getpid() in set(proc.pids())
+
+
+def test_comm_keeps_a_newline_of_its_own(tmp_path: Path) -> None:
+    # prctl(PR_SET_NAME, "two\nlines\n"): the kernel adds one newline of its own, and only that one goes.
+    (tmp_path / "5").mkdir()
+    (tmp_path / "5" / "comm").write_bytes(b"two\nlines\n\n")
+    assert ProcFS(tmp_path).comm(5) == "two\nlines\n"
+
+
+def test_lone_surrogates_that_are_no_byte_are_shown_too() -> None:
+    assert printable("a\ud800b\udcffc") == "a\\ud800b\\xffc"

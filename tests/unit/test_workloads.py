@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from agent.cgroups import parse_proc_cgroup
-from agent.runtimes import ContainerInfo
-from agent.workloads import MAX_LABEL_LENGTH, REMOVED, Workload, container_id_from_path, workload_for_cgroup
+from agent.identity.labels import MAX_LABEL_LENGTH
+from agent.identity.paths import container_anchor, container_id_from_path
+from agent.identity.resolver import Identity
+from agent.identity.workload import REMOVED, Workload, workload_for_cgroup
 
 ID = "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa00112233445566778899"
 
@@ -66,6 +68,11 @@ def test_label_values_are_bounded() -> None:
     assert label.endswith("/tail.service")
 
 
+def test_undecodable_cgroup_name_is_shown_as_escapes() -> None:
+    path = "/bad\udcffname/x"  # b"/bad\xffname/x" as agent.procfs.decode reads it
+    assert workload_for_cgroup(path) == Workload(cgroup="/bad\\xffname/x")
+
+
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-cgroup"
 
 
@@ -120,26 +127,44 @@ def test_a_v1_host_service_is_its_cgroup() -> None:
 
 
 class Names:
-    def __init__(self, known: dict[str, ContainerInfo]) -> None:
+    def __init__(self, known: dict[str, Identity]) -> None:
         self.known = known
         self.asked: list[str] = []
 
-    def get(self, container_id: str) -> ContainerInfo | None:
+    def get(self, container_id: str) -> Identity | None:
         self.asked.append(container_id)
         return self.known.get(container_id)
 
 
 def test_names_come_from_the_runtime_once_known() -> None:
-    names = Names({ID: ContainerInfo(container="app", pod="web-7d4", namespace="shop")})
     path = f"/kubepods.slice/kubepods-pod1.slice/cri-containerd-{ID}.scope"
+    names = Names({ID: Identity(container="app", pod="web-7d4", namespace="shop", anchors=frozenset({path}))})
     assert workload_for_cgroup(path, names) == Workload(ID, "app", "web-7d4", "shop")
+    assert workload_for_cgroup(path + "/nested", names) == Workload(ID, "app", "web-7d4", "shop")
     assert workload_for_cgroup("/docker/" + "0" * 64, names) == Workload(container_id="0" * 64)
     assert workload_for_cgroup("/system.slice/cron.service", names) == Workload(cgroup="/system.slice/cron.service")
-    assert names.asked == [ID, "0" * 64], "only container ids are looked up"
+    assert names.asked == [ID, ID, "0" * 64], "only container ids are looked up"
 
 
-def test_runtime_names_are_bounded() -> None:
-    names = Names({ID: ContainerInfo(container="x" * 1000, pod='p"\n{}', namespace="")})
-    workload = workload_for_cgroup(f"/docker/{ID}", names)
-    assert len(workload.container) == MAX_LABEL_LENGTH
-    assert workload.pod == 'p"\n{}'  # any text is a safe label value; the exposition escapes it
+def test_a_cgroup_named_like_a_container_elsewhere_is_not_that_container() -> None:
+    real = f"/machine.slice/libpod-{ID}.scope"
+    names = Names({ID: Identity(container="db", anchors=frozenset({real}))})
+    for spoof in (
+        f"/user.slice/evil/{ID}",
+        f"/user.slice/evil/libpod-{ID}.scope",
+        f"/machine.slice/x/libpod-{ID}.scope",
+    ):
+        assert workload_for_cgroup(spoof, names) == Workload(cgroup=spoof), spoof
+
+
+def test_names_without_a_process_to_check_them_are_not_given() -> None:
+    names = Names({ID: Identity(container="db", anchors=None)})
+    assert workload_for_cgroup(f"/docker/{ID}", names) == Workload(container_id=ID)
+
+
+def test_anchor_is_the_path_up_to_the_container_component() -> None:
+    assert container_anchor(f"/machine.slice/libpod-{ID}.scope/container/x") == (
+        ID,
+        f"/machine.slice/libpod-{ID}.scope",
+    )
+    assert container_anchor("/system.slice/cron.service") == ("", "")

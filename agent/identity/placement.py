@@ -1,0 +1,305 @@
+"""Kernel map keys -> where their counts belong (a cgroup path), in one of two key spaces.
+
+- Cgroup keys (hosts with cgroup2, hybrid hosts included): a key is a cgroup2 id, placed by its path in the
+  cgroup2 tree. Its entry is final once the cgroup is gone.
+- Process keys (hosts without cgroup2, where every task sits in the cgroup2 root and cgroup ids tell nothing): a key
+  is a process (tgid) while it lives; when it dies the kernel moves its entry to an exited key (bit 63 set, exit
+  time in microseconds in bits 32-62, tgid in the low 32 bits). A process is placed by its line of
+  /proc/PID/cgroup, read again at every scrape while it lives and whenever one of the programs announces a new key
+  of it (a process often joins its cgroup just after it starts: runc's init, the test workloads), and remembered
+  by (pid, start time), so a reused pid never inherits another process's place. An exited key is placed where
+  the last process with its pid that started before the exit was last seen, and is final.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_proc_cgroup
+from agent.procfs import SMALL_FILE, ProcFS
+
+EXITED_KEY_FLAG = 1 << 63
+PID_MASK = 0xFFFFFFFF
+EXIT_SPAN = 1 << 31  # exit times are boot-clock microseconds modulo this: 36 minutes, far more than a scrape interval
+SAME_EXIT_US = 100_000  # each program moves a dying process's entry within microseconds of the other
+# v1 hierarchies to place a process by, best first: systemd's own tree names services and scopes exactly.
+V1_PREFERENCE = ("name=systemd", "cpu", "cpuacct", "memory", "pids")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one kernel key's counts belong.
+
+    ``source`` is what the totals table follows (the same for a process's live and exited keys), ``path`` the
+    cgroup path (None: gone before it could be seen), and ``final`` says the key's values are its last: fold
+    them in and delete the kernel entry.
+    """
+
+    source: Hashable
+    path: str | None
+    final: bool
+
+
+class KeySpace(Protocol):
+    """How the BPF collectors turn kernel keys into places."""
+
+    per_process: bool
+
+    @property
+    def healthy(self) -> bool:
+        """Whether places can be found at all (a missing place then means 'gone', not 'cannot see')."""
+
+    def place(self, keys: Iterable[int]) -> dict[int, Placement]:
+        """The place of each key."""
+
+    def forget(self, keys: Iterable[int]) -> None:
+        """Drop what is cached for final keys whose kernel entries were deleted."""
+
+    def sync(self) -> None:
+        """Take in whatever the kernel announced and the agent has not handled yet (before a scrape's place)."""
+
+
+class Announcer(Protocol):
+    """A BPF program announcing new process keys on a ring (agent.probes.base.BpfProbe)."""
+
+    def request_drain(self) -> None:
+        """Ask for every pending announcement to be handled."""
+
+    def wait_drained(self, timeout: float = 1.0) -> None:
+        """Until they have been."""
+
+
+class CgroupKeys:
+    """Keys are cgroup2 ids."""
+
+    per_process = False
+
+    def __init__(self, resolver: CgroupPathResolver) -> None:
+        self._resolver = resolver
+
+    @property
+    def healthy(self) -> bool:
+        """True when the cgroup2 tree is visible."""
+        return self._resolver.healthy
+
+    def place(self, keys: Iterable[int]) -> dict[int, Placement]:
+        """Each id's cgroup2 path; final when the cgroup is gone."""
+        paths = self._resolver.resolve(keys)
+        healthy = self._resolver.healthy
+        return {key: Placement(key, path, path is None and healthy) for key, path in paths.items()}
+
+    def forget(self, keys: Iterable[int]) -> None:
+        """Forget removed cgroups' ids."""
+        self._resolver.forget(keys)
+
+    def sync(self) -> None:
+        """Nothing is announced for cgroups."""
+
+
+@dataclass
+class _Seen:
+    """One process seen with a pid."""
+
+    start_us: int  # boot-clock start, from /proc (10 ms steps); or when announced, if never read
+    path: str | None
+    read_at: float  # agent clock, of the last /proc read
+    read_by_scrape: bool = False  # that read was a scrape's (an announcement's may predate joining its cgroup)
+    running: bool = True
+    gone_at: float = 0.0  # agent clock, when it was found gone
+    exited_us: int = -1  # boot-clock exit, from its first exited key
+    # When it was surely running: its first announcement (precise: after its start, before its exit), else start.
+    since_us: int = -1
+    announced: bool = False
+
+    def __post_init__(self) -> None:
+        if self.since_us < 0:
+            self.since_us = self.start_us
+
+
+class ProcessKeys:
+    """Keys are processes (live: the tgid; exited: EXITED_KEY_FLAG | exit time << 32 | tgid).
+
+    Every process seen with a pid is remembered with when it was surely running (its announcement); an exited
+    key belongs to the last of them that was running before the exit. Nothing is consumed by placing, so each
+    BPF collector places its own exited keys in any order; processes known gone are forgotten RETAIN_SECONDS later.
+    """
+
+    per_process = True
+
+    REREAD_SECONDS = 1.0  # both BPF collectors place the same processes in one scrape: one cgroup read serves both
+    RETAIN_SECONDS = 300.0  # longer than any scrape interval: every collector has placed its exited keys by then
+
+    def __init__(
+        self,
+        layout: CgroupLayout,
+        max_processes: int,
+        proc: ProcFS | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        boot_clock_us: Callable[[], int] = lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1000,
+    ) -> None:
+        self._proc = proc or ProcFS()
+        self._clock = clock
+        self._boot_clock_us = boot_clock_us
+        self._ticks = os.sysconf("SC_CLK_TCK")
+        self._hierarchies = ("",) if layout.unified is not None else (*V1_PREFERENCE, *sorted(layout.v1))
+        self._max_entries = 2 * max_processes  # the kernel map bounds keys; this bounds what is remembered
+        self._seen: dict[int, list[_Seen]] = {}  # per pid, by start
+        self._entries = 0
+        self._announcers: list[Announcer] = []
+        self._lock = threading.Lock()
+
+    @property
+    def healthy(self) -> bool:
+        """True when /proc can be read."""
+        return self._proc.path("self", "stat").exists()
+
+    def announce(self, pid: int, boot_ns: int) -> None:
+        """The kernel saw a new process (at *boot_ns*): place it now, while it lives (listener thread)."""
+        announced_us = boot_ns // 1000
+        with self._lock:
+            seen = self._live(pid, reread=True)
+            if seen is None:  # born and gone before it could be read: remember it, unplaced
+                if not any(s.since_us == announced_us for s in self._seen.get(pid, ())):
+                    now = self._clock()
+                    gone = _Seen(announced_us, None, now, running=False, gone_at=now, announced=True)
+                    self._remember(pid, gone)
+            elif not seen.announced or announced_us < seen.since_us:
+                seen.since_us, seen.announced = announced_us, True
+                self._seen[pid].sort(key=lambda s: s.since_us)
+
+    def place(self, keys: Iterable[int]) -> dict[int, Placement]:
+        """Live keys by /proc; an exited key as the last process with its pid that was running before the exit."""
+        placements = {}
+        with self._lock:
+            now_us = self._boot_clock_us()
+            # Live keys first, then exits in time order: a process's own exit is placed before a later one's.
+            for key in sorted(keys, key=lambda k: (bool(k & EXITED_KEY_FLAG), _full_exit_time(k, now_us))):
+                pid = key & PID_MASK
+                live = None if key & EXITED_KEY_FLAG else self._live(pid, reread=False)
+                if live is not None:
+                    placements[key] = Placement((pid, live.start_us), live.path, False)
+                    continue
+                # Exited; or a live key of a process that is gone (read mid-move, or not moved: the map was full).
+                exited_us = _full_exit_time(key, now_us) if key & EXITED_KEY_FLAG else now_us
+                seen = self._owner(pid, exited_us)
+                if seen is not None and key & EXITED_KEY_FLAG:
+                    if seen.exited_us < 0:
+                        seen.exited_us = exited_us
+                    elif exited_us > seen.exited_us + SAME_EXIT_US:
+                        seen = None  # it exited earlier: this is a later process whose announcement was lost
+                if seen is None:
+                    placements[key] = Placement(key, None, True)
+                    continue
+                if seen.running:
+                    seen.running, seen.gone_at = False, self._clock()
+                placements[key] = Placement((pid, seen.start_us), seen.path, True)
+            self._prune()
+        return placements
+
+    def forget(self, keys: Iterable[int]) -> None:
+        """Nothing to do at once: other collectors may still place exited keys of the same processes."""
+
+    def add_announcer(self, announcer: Announcer) -> None:
+        """A program whose announcement ring :meth:`sync` drains."""
+        self._announcers.append(announcer)
+
+    def sync(self) -> None:
+        """Handle every pending announcement of every program, so no exited key is placed before its process."""
+        for announcer in self._announcers:
+            announcer.request_drain()
+        for announcer in self._announcers:
+            announcer.wait_drained()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._entries
+
+    def _owner(self, pid: int, exited_us: int) -> _Seen | None:
+        """The last process seen with *pid* that was running before *exited_us*."""
+        owner = None
+        for seen in self._seen.get(pid, ()):
+            if seen.since_us <= exited_us:
+                owner = seen
+        return owner
+
+    def _live(self, pid: int, reread: bool) -> _Seen | None:
+        """The running process with *pid*, its place read again (it may have moved); None if none runs."""
+        now = self._clock()
+        history = self._seen.get(pid, [])
+        start_us = self._start_us(pid)
+        if start_us is None:
+            return None
+        newest = next((seen for seen in reversed(history) if seen.running and seen.start_us == start_us), None)
+        if newest is not None:
+            fresh = newest.read_by_scrape and now - newest.read_at < self.REREAD_SECONDS
+            if reread or not fresh:
+                path = self._path(pid)
+                if path is not None:  # None: it exited between the two reads; keep where it was
+                    newest.path = path
+                newest.read_at, newest.read_by_scrape = now, not reread
+            return newest
+        for older in history:  # a new process has this pid: the ones before it are gone
+            if older.running:
+                older.running, older.gone_at = False, now
+        seen = _Seen(start_us, self._path(pid), now, read_by_scrape=not reread)
+        self._remember(pid, seen)
+        return seen
+
+    def _remember(self, pid: int, seen: _Seen) -> None:
+        if self._entries >= self._max_entries:
+            self._prune(force=True)
+            if self._entries >= self._max_entries:
+                return
+        history = self._seen.setdefault(pid, [])
+        history.append(seen)
+        history.sort(key=lambda s: s.since_us)
+        self._entries += 1
+
+    def _prune(self, force: bool = False) -> None:
+        """Forget processes gone for RETAIN_SECONDS (when full: every gone one).
+
+        A live process's key is placed at every scrape, so an entry not read for that long belongs to a process
+        whose exit was never placed (its exited key was dropped from a full map): it is checked, and dropped too.
+        """
+        now = self._clock()
+        cutoff = now - (0.0 if force else self.RETAIN_SECONDS)
+        for pid in list(self._seen):
+            history = self._seen[pid]
+            for seen in history:
+                if seen.running and seen.read_at < cutoff and self._start_us(pid) != seen.start_us:
+                    seen.running, seen.gone_at = False, cutoff
+            kept = [seen for seen in history if seen.running or seen.gone_at > cutoff]
+            self._entries -= len(history) - len(kept)
+            if kept:
+                self._seen[pid] = kept
+            else:
+                del self._seen[pid]
+
+    def _start_us(self, pid: int) -> int | None:
+        stat = self._proc.read_text(pid, "stat", SMALL_FILE)
+        if stat is None:
+            return None
+        # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        return int(fields[19]) * 1_000_000 // self._ticks if len(fields) > 19 else None
+
+    def _path(self, pid: int) -> str | None:
+        text = self._proc.read_text(pid, "cgroup", SMALL_FILE)
+        if text is None:
+            return None
+        paths = parse_proc_cgroup(text)
+        for hierarchy in self._hierarchies:
+            if hierarchy in paths:
+                return paths[hierarchy]
+        return next(iter(paths.values()), None)
+
+
+def _full_exit_time(key: int, now_us: int) -> int:
+    """The boot-clock exit time of an exited key, from its 31 low bits of microseconds (the latest before now)."""
+    low = (key >> 32) & (EXIT_SPAN - 1)
+    return now_us - ((now_us - low) % EXIT_SPAN)
