@@ -125,8 +125,12 @@ def seccomp_denying_bpf() -> tuple[str, ...]:
 @pytest.mark.parametrize(
     ("how", "reason", "fix"),
     [
-        ("capabilities", "no right to load BPF programs", "run as root, or grant CAP_BPF and CAP_PERFMON"),
-        ("seccomp", "the kernel refused bpf(2): Operation not permitted", "allow the bpf system call to the agent"),
+        (
+            "capabilities",
+            "missing CAP_BPF (create maps, load programs) and CAP_PERFMON",
+            "run as root, or add BPF, PERFMON",
+        ),
+        ("seccomp", "the kernel refused bpf() EPERM (Operation not permitted)", "run with seccompProfile: Unconfined"),
     ],
 )
 def test_bpf_refused_keeps_cgroup_cpu_serving(
