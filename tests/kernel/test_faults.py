@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.procfs import printable
+from agent.identity.labels import label_value
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.invariants import assert_counters_monotonic, complaints
 from tests.support.prometheus import Prometheus
@@ -108,7 +108,7 @@ def assert_degraded_to_cgroup_cpu(agent: AgentProcess, cgroups: CgroupSandbox, r
             ]
             assert len(logged) == 1, agent.log()
             assert reason in json.dumps(logged[0]), logged[0]
-        assert "Traceback" not in agent.log()
+        assert complaints(agent.log()) == []  # the reasons were logged before it listened, once
     finally:
         assert agent.stop() == 0, agent.log()
 
@@ -309,6 +309,7 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
 ) -> None:
     agent = start(tmp_path, "--workloads-by", keyed_by, "--process-top-k", "1000")
     try:
+        # cgroup="(removed)" appears with the first cgroup removed before a scrape saw it, maybe only during the churn.
         before = agent.scrape().value(YIELDS, cgroup="(removed)") or 0.0
         tenant = hostile_comm_process()
         scraper = Scraper(agent)
@@ -323,7 +324,7 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
             ):
                 # Every other name is one a tenant could choose to break the exposition: not UTF-8, a quote.
                 group = cgroups.make("churn" if len(made) % 2 else 'churn-\udcff"')
-                made.append(printable(cgroups.relative(group)))
+                made.append(label_value(cgroups.relative(group)))
                 Workload(yielder, group, CHURN_YIELDS // 2, 2, hold=False)  # yields, exits at once
                 # Processes living a few ms, so that the agent's /proc reads race their exit.
                 subprocess.run(["sh", "-c", f"echo $$ > {group}/cgroup.procs; for i in 1 2 3 4 5; do /bin/true; done"])
@@ -354,8 +355,9 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
             k: v for k, v in last_seen.items() if v != CHURN_YIELDS
         }
         unseen = len(made) - len(last_seen)
-        removed = (scrapes[-1].value(YIELDS, cgroup="(removed)") or 0.0) - before
-        assert removed >= unseen * CHURN_YIELDS, (removed, unseen)
+        if unseen:
+            after = scrapes[-1].value(YIELDS, cgroup="(removed)")
+            assert after is not None and after - before >= unseen * CHURN_YIELDS, (before, after, unseen)
         assert len(made) >= MIN_CGROUPS
         assert complaints(agent.log()) == []
         print(f"{keyed_by}: {len(made)} cgroups, {forks} short processes, {len(scrapes)} scrapes, {unseen} unseen")
@@ -564,6 +566,12 @@ def held_bpf_ids(pid: int) -> dict[str, set[int]]:
     return held
 
 
+def still_loaded(held: dict[str, set[int]]) -> dict[str, set[int]]:
+    """Those of the *held* programs, maps and links that are still loaded in the kernel."""
+    loaded = {kind: ids & bpf_object_ids(kind) for kind, ids in held.items()}
+    return {kind: ids for kind, ids in loaded.items() if ids}
+
+
 def test_sigkill_leaves_nothing_behind_and_prometheus_handles_the_reset(
     cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
 ) -> None:
@@ -582,10 +590,13 @@ def test_sigkill_leaves_nothing_behind_and_prometheus_handles_the_reset(
         wait_for_samples(prometheus, series, at_least=2, value=3_001)
 
         first.process.send_signal(signal.SIGKILL)
-        first.process.wait(30)
-        for kind, ids in held.items():
-            left = ids & bpf_object_ids(kind)
-            assert not left, f"{kind}s {left} of the killed agent are still loaded"
+        assert first.stop() == -signal.SIGKILL
+        # The kernel frees them once the last file descriptor is gone, some of it in deferred work (and a
+        # `bpftool map show` elsewhere on the machine holds each map open for a moment): wait a little.
+        deadline = time.monotonic() + 10
+        while left := still_loaded(held):
+            assert time.monotonic() < deadline, f"the killed agent's BPF objects are still loaded: {left}"
+            time.sleep(0.1)
 
         second = start(tmp_path, name="second", port=first.port)
         Workload(yielder, group, 1_000, 2, hold=False)
@@ -603,8 +614,7 @@ def test_sigkill_leaves_nothing_behind_and_prometheus_handles_the_reset(
         prometheus.stop()
         if second is not None:
             assert second.stop() == 0, second.log()
-        if first.process.poll() is None:
-            first.stop()
+        first.stop()
 
 
 def wait_for_samples(prometheus: Prometheus, series: str, at_least: int, value: float, timeout: float = 30) -> None:
