@@ -417,6 +417,11 @@ def map_entries(pid: int, name: str) -> int:
     raise AssertionError(f"process {pid} holds no map named {name}")
 
 
+# Futex calls a 1-thread yielder makes besides its yields (pthread_create and pthread_join): each lost
+# process's events are its 1,000 yields and these.
+THREAD_LIBRARY_FUTEXES = 10
+
+
 def drops(scrape: Scrape, collector: str, name: str) -> float:
     value = scrape.value("schedwatch_bpf_events_dropped_total", collector=collector, map=name)
     assert value is not None, f"no drop counter for {collector}/{name}"
@@ -442,7 +447,8 @@ def test_full_cgroup_map_counts_drops_keeps_exact_counts_and_recovers(
         assert 1 <= len(fitted) < len(groups), counted
         assert all(counted[g] == 1_000 for g in fitted), counted
         lost = len(groups) - len(fitted)
-        assert drops(after, "syscalls", "cgroups") - drops(first, "syscalls", "cgroups") >= lost * 1_000
+        dropped = drops(after, "syscalls", "cgroups") - drops(first, "syscalls", "cgroups")
+        assert lost * 1_000 <= dropped <= lost * (1_000 + THREAD_LIBRARY_FUTEXES), dropped
         # Recovery: once the cgroups are gone and read one last time, their slots are free for new workloads.
         for group in groups:
             cgroups.remove(group)
@@ -453,7 +459,6 @@ def test_full_cgroup_map_counts_drops_keeps_exact_counts_and_recovers(
             sidecar.run(yielder, group, 1_500, 2)
         recovered = agent.scrape()
         assert [recovered.value(YIELDS, cgroup=cgroups.relative(g)) for g in fresh] == [3_000] * len(fresh)
-        dropped = drops(after, "syscalls", "cgroups") - drops(first, "syscalls", "cgroups")
         print(f"cgroups map of {capacity}: {len(fitted)} fitted exactly, {lost} x 1000 yields lost, {dropped} drops")
     finally:
         assert sidecar.stop() == 0, agent.log()
@@ -474,8 +479,9 @@ def test_full_process_map_counts_drops_keeps_exact_counts_and_recovers(
         per_process = scrape.find("schedwatch_process_sched_yield_calls_total", comm="yielder")
         assert 1 <= len(per_process) < 4 and set(per_process.values()) == {1_000}, per_process
         dropped = drops(scrape, "syscalls", "processes") - drops(first, "syscalls", "processes")
-        assert dropped >= (4 - len(per_process)) * 1_000
-        print(f"processes map of 2: {len(per_process)} fitted exactly, {4 - len(per_process)} lost, {dropped} drops")
+        lost = 4 - len(per_process)
+        assert lost * 1_000 <= dropped <= lost * (1_000 + THREAD_LIBRARY_FUTEXES), dropped
+        print(f"processes map of 2: {len(per_process)} fitted exactly, {lost} lost, {dropped} drops")
         # The per-workload total is kept in another map: every yield is there.
         assert scrape.value(YIELDS, cgroup=cgroups.relative(group)) == 4_000
         for holder in holders:
