@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ from agent import __version__, bpf, config, kernel, log, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.collectors.common import workload_map_size
-from agent.exporter import AgentCollector, build_registry, serve
+from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
@@ -25,6 +24,7 @@ from agent.identity.runtimes import RuntimeClient
 from agent.identity.runtimes.containerd import ContainerdClient
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
+from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
 
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `schedwatch` console script."""
     factories = registry()
     names = list(factories)
-    parser = argparse.ArgumentParser(prog="schedwatch", description=__doc__)
+    parser = config.ArgumentParser(prog="schedwatch", description=__doc__)
     parser.add_argument("--version", action="version", version=f"schedwatch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="load the probes and serve Prometheus metrics")
@@ -45,7 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
     )
     args = parser.parse_args(argv)
-    settings = config.from_args(args, names)
+    try:
+        settings = config.from_args(args, names)
+    except config.ConfigError as error:
+        (run_parser if args.command == "run" else check_parser).error(str(error))
     log.configure(settings.log_level, settings.log_format)
     if args.command == "run":
         return run(settings)
@@ -131,8 +134,14 @@ def run(settings: config.Settings) -> int:
         identities,
     )
     try:
-        server, _thread = serve(
-            build_registry(agent_collector), settings.listen_host, settings.listen_port, tls, basic_auth
+        server = serve(
+            build_registry(agent_collector),
+            settings.listen_host,
+            settings.listen_port,
+            max_connections=settings.web_max_connections,
+            timeout=settings.web_timeout,
+            tls=tls,
+            auth=basic_auth,
         )
     except (OSError, ssl.SSLError) as error:
         _close_all(running, stats_fd)
@@ -145,7 +154,10 @@ def run(settings: config.Settings) -> int:
         return 2
     logger.info(
         "listening",
-        address=f"{settings.listen_host}:{server.server_port}",
+        address=f"{settings.listen_host}:{server.port}",
+        tls=tls is not None,
+        max_connections=settings.web_max_connections,
+        web_timeout=settings.web_timeout,
         collectors=sorted(running),
         unavailable=sorted(unavailable),
         workloads_by="process" if context.keys.per_process else "cgroup",
@@ -153,7 +165,7 @@ def run(settings: config.Settings) -> int:
     while not stop_signals:
         time.sleep(STOP_POLL_SECONDS)
     logger.info("stopping")
-    server.shutdown()
+    server.stop()
     identities.stop()
     _close_all(running, stats_fd)
     logger.info("stopped")

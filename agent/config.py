@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from agent import log
 
 # Outside 9100-9999, which Prometheus' list of exporter ports has used up.
 DEFAULT_PORT = 17953
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_WEB_MAX_CONNECTIONS = 64
+DEFAULT_WEB_TIMEOUT = 10.0  # Prometheus' default scrape timeout: a scraper would have given up by then
+WORKLOADS_BY = ("auto", "cgroup", "process")
 
 
 @dataclass(frozen=True)
@@ -41,19 +47,65 @@ class Settings:
     tls_key_file: Path | None = None
     basic_auth_user: str = ""
     basic_auth_password_file: Path | None = None
+    web_max_connections: int = DEFAULT_WEB_MAX_CONNECTIONS
+    web_timeout: float = DEFAULT_WEB_TIMEOUT
     log_level: str = "info"
     log_format: str = "auto"
+
+
+# Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
+# maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
+# reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 128 B) 200 B +
+# sched `cgroups` (u64 -> struct cgroup_sched, 104 B) 176 B. Per process: struct process_stats (72 B) 144 B +
+# struct process_sched (40 B) 112 B. Per thread: sched `threads` (struct thread_state, 32 B) 104 B + syscalls
+# `futex_start` (u64) 80 B.
+BYTES_PER_CGROUP = 376
+BYTES_PER_PROCESS = 256
+BYTES_PER_THREAD = 184
+MAX_CGROUPS_LIMIT = 1 << 19  # 188 MiB of kernel memory
+MAX_PROCESSES_LIMIT = 1 << 20  # 256 MiB
+MAX_THREADS_LIMIT = 1 << 20  # 184 MiB
+MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open
+BOOLEAN_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(("0", "false", "no", "off"), False)
+
+
+class ConfigError(ValueError):
+    """Settings that parse but do not fit together; the message is one line saying what to do."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line on stderr (exit 2), not the whole usage text before it."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print '<prog>: error: <message>' and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+@dataclass(frozen=True)
+class _FromEnvironment:
+    """A flag's default taken from SCHEDWATCH_<NAME>, converted (and checked) only once the flags are parsed."""
+
+    variable: str
+    text: str
+    convert: Callable[[str], object]
 
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"SCHEDWATCH_{name}", default)
 
 
-def _env_flag(name: str, default: bool) -> bool:
-    value = os.environ.get(f"SCHEDWATCH_{name}")
+def _env_default(name: str, default: object, convert: Callable[[str], object]) -> object:
+    """*default*, or SCHEDWATCH_<NAME> when it is set (converted by :func:`from_args`, which names the variable)."""
+    text = os.environ.get(f"SCHEDWATCH_{name}")
+    return default if text is None else _FromEnvironment(f"SCHEDWATCH_{name}", text, convert)
+
+
+def boolean(text: str) -> bool:
+    """1/0, true/false, yes/no, on/off in any case; anything else is an error, not a silent false."""
+    value = BOOLEAN_WORDS.get(text.strip().lower())
     if value is None:
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
+        raise argparse.ArgumentTypeError(f"'{text}' is not a boolean: use 1/0, true/false, yes/no or on/off")
+    return value
 
 
 def listen_address(text: str) -> tuple[str, int]:
@@ -65,27 +117,76 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _non_negative_int(text: str) -> int:
-    if not text.strip().isdigit():
+def _whole_number(text: str) -> int:
+    if not (text.strip().isascii() and text.strip().isdigit()):
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number >= 0")
     return int(text)
 
 
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
-    return value
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MiB"
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds >= 0")
-    return value
+def count(minimum: int, maximum: int, bytes_per_entry: int = 0, entry: str = "") -> Callable[[str], int]:
+    """A converter for a whole-number flag within [minimum, maximum]; a map size says what it costs when too big."""
+
+    def convert(text: str) -> int:
+        value = _whole_number(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"'{text}' must be at least {minimum}")
+        if value > maximum and bytes_per_entry:
+            raise argparse.ArgumentTypeError(
+                f"{value} would preallocate about {_mib(value * bytes_per_entry)} of kernel memory "
+                f"({bytes_per_entry} bytes per {entry}); give at most {maximum} ({_mib(maximum * bytes_per_entry)})"
+            )
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"'{text}' is too many{entry and f' ({entry})'}: give at most {maximum}")
+        return value
+
+    return convert
+
+
+def seconds(maximum: float, zero_allowed: bool = True, why: str = "") -> Callable[[str], float]:
+    """A converter for a flag in seconds: a finite number >= 0 (or > 0), at most *maximum*."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_allowed):
+            bound = ">= 0" if zero_allowed else "> 0"
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds {bound}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is more than {maximum:g} seconds{why}: give at most {maximum:g}"
+            )
+        return value
+
+    return convert
+
+
+def choice(options: Sequence[str]) -> Callable[[str], str]:
+    """A converter accepting one of *options* (argparse checks choices of flags, not of defaults)."""
+
+    def convert(text: str) -> str:
+        if text not in options:
+            raise argparse.ArgumentTypeError(f"'{text}' is not one of {', '.join(options)}")
+        return text
+
+    return convert
+
+
+_max_cgroups = count(1, MAX_CGROUPS_LIMIT, BYTES_PER_CGROUP, "cgroup in the syscalls and sched maps")
+_max_processes = count(0, MAX_PROCESSES_LIMIT, BYTES_PER_PROCESS, "process in the syscalls and sched maps")
+_max_threads = count(1, MAX_THREADS_LIMIT, BYTES_PER_THREAD, "thread in the sched and syscalls maps")
+_process_top_k = count(0, MAX_PROCESSES_LIMIT)
+_series_grace = seconds(86400, why=", so a removed workload's series would stay for more than a day")
+_runtime_timeout = seconds(60, zero_allowed=False, why=", so a stuck runtime could hold back names that long")
+_web_max_connections = count(
+    1, MAX_WEB_CONNECTIONS_LIMIT, entry="each open connection holds a thread and a file descriptor"
+)
+_web_timeout = seconds(300, zero_allowed=False, why=", so a stalled client could hold a connection that long")
 
 
 def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -> None:
@@ -93,7 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
     parser.add_argument(
         "--listen",
         type=listen_address,
-        default=_env("LISTEN", DEFAULT_LISTEN),
+        default=_env_default("LISTEN", listen_address(DEFAULT_LISTEN), listen_address),
         help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; env SCHEDWATCH_LISTEN)",
     )
     for name in collector_names:
@@ -101,7 +202,7 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
             f"--collector.{name}",
             dest=f"collector_{name}",
             action=argparse.BooleanOptionalAction,
-            default=_env_flag(f"COLLECTOR_{name.upper()}", True),
+            default=_env_default(f"COLLECTOR_{name.upper()}", True, boolean),
             help=f"enable the {name} collector (default on; env SCHEDWATCH_COLLECTOR_{name.upper()})",
         )
     parser.add_argument(
@@ -121,46 +222,49 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
     parser.add_argument(
         "--workloads-by",
         dest="workloads_by",
-        choices=("auto", "cgroup", "process"),
-        default=_env("WORKLOADS_BY", "auto"),
+        choices=WORKLOADS_BY,
+        default=_env_default("WORKLOADS_BY", "auto", choice(WORKLOADS_BY)),
         help="what the kernel maps are keyed by: cgroup (cgroup2 id) or process (placed by /proc/PID/cgroup, for "
         "hosts without cgroup2); auto: cgroup where cgroup2 is mounted, else process (default auto)",
     )
     parser.add_argument(
         "--max-cgroups",
-        type=_positive_int,
-        default=_env("MAX_CGROUPS", "4096"),
-        help="capacity of the per-cgroup BPF maps (default 4096; at least 16384 when keyed by process)",
+        type=_max_cgroups,
+        default=_env_default("MAX_CGROUPS", 4096, _max_cgroups),
+        help=f"capacity of the per-cgroup BPF maps, {BYTES_PER_CGROUP} bytes of kernel memory each, at most "
+        f"{MAX_CGROUPS_LIMIT} (default 4096; at least 16384 when keyed by process)",
     )
     parser.add_argument(
         "--max-processes",
-        type=_non_negative_int,
-        default=_env("MAX_PROCESSES", "16384"),
-        help="capacity of the per-process BPF map; 0 turns per-process accounting off (default 16384)",
+        type=_max_processes,
+        default=_env_default("MAX_PROCESSES", 16384, _max_processes),
+        help=f"capacity of the per-process BPF maps, {BYTES_PER_PROCESS} bytes of kernel memory each, at most "
+        f"{MAX_PROCESSES_LIMIT}; 0 turns per-process accounting off (default 16384)",
     )
     parser.add_argument(
         "--max-threads",
-        type=_positive_int,
-        default=_env("MAX_THREADS", "65536"),
-        help="capacity of per-thread BPF maps, e.g. futex calls in progress (default 65536)",
+        type=_max_threads,
+        default=_env_default("MAX_THREADS", 65536, _max_threads),
+        help=f"capacity of the per-thread BPF maps, e.g. futex calls in progress, {BYTES_PER_THREAD} bytes of "
+        f"kernel memory each, at most {MAX_THREADS_LIMIT} (default 65536)",
     )
     parser.add_argument(
         "--process-top-k",
-        type=_non_negative_int,
-        default=_env("PROCESS_TOP_K", "0"),
-        help="export per-process series for the K most active processes; costs one more hash lookup per "
-        "event in the kernel (default 0: per-workload series only)",
+        type=_process_top_k,
+        default=_env_default("PROCESS_TOP_K", 0, _process_top_k),
+        help="export per-process series for the K most active processes, at most --max-processes; costs one more "
+        "hash lookup per event in the kernel (default 0: per-workload series only)",
     )
     parser.add_argument(
         "--series-grace",
-        type=_seconds,
-        default=_env("SERIES_GRACE", "300"),
-        help="seconds a removed workload's series stay exported (default 300)",
+        type=_series_grace,
+        default=_env_default("SERIES_GRACE", 300.0, _series_grace),
+        help="seconds a removed workload's series stay exported, at most 86400 (default 300)",
     )
     parser.add_argument(
         "--bpf-stats",
         action=argparse.BooleanOptionalAction,
-        default=_env_flag("BPF_STATS", False),
+        default=_env_default("BPF_STATS", False, boolean),
         help="turn on the kernel's BPF run-time accounting while the agent runs, for the "
         "schedwatch_bpf_program_* metrics (costs every BPF program ~20 ns per run)",
     )
@@ -202,9 +306,10 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
     parser.add_argument(
         "--runtime.timeout",
         dest="runtime_timeout",
-        type=_seconds,
-        default=_env("RUNTIME_TIMEOUT", "1"),
-        help="seconds one runtime lookup may take; lookups run in the background, never in a scrape (default 1)",
+        type=_runtime_timeout,
+        default=_env_default("RUNTIME_TIMEOUT", 1.0, _runtime_timeout),
+        help="seconds one runtime lookup may take, more than 0 and at most 60; lookups run in the background, "
+        "never in a scrape (default 1)",
     )
     parser.add_argument(
         "--web.tls-cert-file",
@@ -234,18 +339,45 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         help="file holding the basic-auth password (a file, so that it never shows in `ps`)",
     )
     parser.add_argument(
+        "--web.max-connections",
+        dest="web_max_connections",
+        type=_web_max_connections,
+        default=_env_default("WEB_MAX_CONNECTIONS", DEFAULT_WEB_MAX_CONNECTIONS, _web_max_connections),
+        help="connections to /metrics open at once, at most 1024; at the bound a new connection takes the slot of "
+        "the oldest one still sending its request, or is closed when all are being answered "
+        f"(default {DEFAULT_WEB_MAX_CONNECTIONS}; env SCHEDWATCH_WEB_MAX_CONNECTIONS)",
+    )
+    parser.add_argument(
+        "--web.timeout",
+        dest="web_timeout",
+        type=_web_timeout,
+        default=_env_default("WEB_TIMEOUT", DEFAULT_WEB_TIMEOUT, _web_timeout),
+        help="seconds a connection has to deliver its request, TLS handshake included, and that any read or write "
+        f"may stall; more than 0, at most 300 (default {DEFAULT_WEB_TIMEOUT:g}; env SCHEDWATCH_WEB_TIMEOUT)",
+    )
+    parser.add_argument(
         "--sidecar",
         action=argparse.BooleanOptionalAction,
-        default=_env_flag("SIDECAR", False),
+        default=_env_default("SIDECAR", False, boolean),
         help="watch only the processes of the agent's own pid namespace (a pod with shareProcessNamespace); "
         "per-process series then carry the pod's pids",
     )
-    parser.add_argument("--log-level", choices=log.LEVELS, default=_env("LOG_LEVEL", "info"))
-    parser.add_argument("--log-format", choices=log.FORMATS, default=_env("LOG_FORMAT", "auto"))
+    parser.add_argument(
+        "--log-level", choices=log.LEVELS, default=_env_default("LOG_LEVEL", "info", choice(log.LEVELS))
+    )
+    parser.add_argument(
+        "--log-format", choices=log.FORMATS, default=_env_default("LOG_FORMAT", "auto", choice(log.FORMATS))
+    )
 
 
 def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
-    """Build the settings from parsed flags."""
+    """Build the settings from parsed flags, converting defaults taken from the environment; raises ConfigError."""
+    _convert_environment(args)
+    if args.process_top_k > args.max_processes:
+        raise ConfigError(
+            f"--process-top-k {args.process_top_k} is more than --max-processes {args.max_processes}, the processes "
+            "the kernel keeps: raise --max-processes or lower --process-top-k"
+        )
     host, port = args.listen
     enabled = frozenset(name for name in collector_names if getattr(args, f"collector_{name}"))
     return Settings(
@@ -272,18 +404,26 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         tls_key_file=args.tls_key_file,
         basic_auth_user=args.basic_auth_user,
         basic_auth_password_file=args.basic_auth_password_file,
+        web_max_connections=args.web_max_connections,
+        web_timeout=args.web_timeout,
         log_level=args.log_level,
         log_format=args.log_format,
     )
 
 
+def _convert_environment(args: argparse.Namespace) -> None:
+    """Replace every default taken from the environment by its value; a bad one is an error naming the variable."""
+    for name, value in vars(args).items():
+        if isinstance(value, _FromEnvironment):
+            try:
+                setattr(args, name, value.convert(value.text))
+            except argparse.ArgumentTypeError as error:
+                raise ConfigError(f"environment variable {value.variable}: {error}") from None
+
+
 def _items(text: str) -> tuple[str, ...]:
     """A comma-separated flag value: its non-empty items, stripped."""
     return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-class ConfigError(ValueError):
-    """Settings that parse but do not fit together; the message is one line saying what to do."""
 
 
 def web_security(settings: Settings) -> tuple[tuple[Path, Path] | None, tuple[str, str] | None]:

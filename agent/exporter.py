@@ -1,20 +1,12 @@
-"""Prometheus exposition: one custom collector over every running schedwatch collector, and the HTTP server."""
+"""Prometheus exposition: one custom collector over every running schedwatch collector (served by agent.web)."""
 
 from __future__ import annotations
 
-import base64
-import hmac
-import socket
-import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 
 from agent import __version__, metrics
@@ -24,7 +16,6 @@ from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
 
 log = get_logger("exporter")
-WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
 
 
 class AgentCollector:
@@ -103,56 +94,3 @@ def build_registry(collector: AgentCollector) -> CollectorRegistry:
     registry.register(collector)
     ProcessCollector(registry=registry)
     return registry
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not logged: one line per scrape would be noise."""
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _ThreadingServerV6(_ThreadingServer):
-    address_family = socket.AF_INET6
-
-
-def _basic_auth(app: WSGIApp, user: str, password: str) -> WSGIApp:
-    """Wrap *app* so that it answers only requests carrying the right user and password."""
-    expected = base64.b64encode(f"{user}:{password}".encode()).decode()
-
-    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
-        header = environ.get("HTTP_AUTHORIZATION", "")
-        scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "basic" and hmac.compare_digest(credentials.strip(), expected):
-            return app(environ, start_response)
-        start_response(
-            "401 Unauthorized", [("WWW-Authenticate", 'Basic realm="schedwatch"'), ("Content-Type", "text/plain")]
-        )
-        return [b"401 Unauthorized\n"]
-
-    return guarded
-
-
-def serve(
-    registry: CollectorRegistry,
-    host: str,
-    port: int,
-    tls: tuple[Path, Path] | None = None,
-    basic_auth: tuple[str, str] | None = None,
-) -> tuple[Any, threading.Thread]:
-    """Serve /metrics in a background thread, optionally over TLS (cert, key) and behind basic auth (user, password)."""
-    app: WSGIApp = make_wsgi_app(registry)
-    if basic_auth is not None:
-        app = _basic_auth(app, *basic_auth)
-    server_class = _ThreadingServerV6 if ":" in host else _ThreadingServer
-    server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
-    if tls is not None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(str(tls[0]), str(tls[1]))
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-    thread.start()
-    return server, thread

@@ -203,3 +203,16 @@ RUNTIME_LOOKUPS = CounterSpec(
     "Container identity lookups asked of each runtime API, by result (ok, not_found, error).",
     ("runtime", "result"),
 )
+WEB_CONNECTIONS_DROPPED = CounterSpec(
+    "schedwatch_web_connections_dropped",
+    "Connections to /metrics closed without an answer, by reason: timeout (no complete request within "
+    "--web.timeout, or a read or write stalled that long), evicted (the oldest connection still sending its "
+    "request, closed to admit a new one at --web.max-connections), refused (at the bound, every connection "
+    "being answered), tls_handshake_failed.",
+    ("reason",),
+)
+WEB_CONNECTIONS_OPEN = GaugeSpec(
+    "schedwatch_web_connections_open",
+    "Connections to /metrics open now (at most --web.max-connections), this scrape's included.",
+    (),
+)

@@ -1,4 +1,4 @@
-"""/metrics over TLS and behind basic auth; bad web settings are one clear line."""
+"""/metrics over TLS and behind basic auth; slow clients do not hold up scrapes; bad web settings are one line."""
 
 from __future__ import annotations
 
@@ -14,35 +14,22 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent import REPO, AgentProcess
+from tests.support.scrape import Scrape
+from tests.support.web import (
+    SlowClients,
+    assert_back_to,
+    make_certificate,
+    open_fds,
+    scrape_curl,
+    scrape_urllib,
+    settled,
+    threads,
+)
 
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 def fetch(url: str, cafile: Path, user: str | None = None, password: str | None = None) -> tuple[int, str]:
@@ -114,3 +101,82 @@ def test_bad_web_settings_are_one_line(flags: list[str], message: str) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"schedwatch: {message}"), result.stderr
+
+
+WEB_TIMEOUT = 3.0
+MAX_CONNECTIONS = 8
+
+
+def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[Path, Path], tmp_path: Path) -> None:
+    """The defect: with TLS on, one client that connected and sent nothing kept every scrape waiting."""
+    cert, key = certificate
+    agent = AgentProcess(
+        tmp_path / "agent.log",
+        "--no-collector.syscalls",
+        "--no-collector.sched",
+        "--no-collector.cgroup_cpu",
+        "--web.tls-cert-file",
+        str(cert),
+        "--web.tls-key-file",
+        str(key),
+        "--web.timeout",
+        str(WEB_TIMEOUT),
+        "--web.max-connections",
+        str(MAX_CONNECTIONS),
+        "--state-dir",
+        str(tmp_path),
+    )
+    url = f"https://127.0.0.1:{agent.port}/metrics"
+    try:
+        wait_for_tls(url, agent)
+        pid = agent.process.pid
+        baseline_fds = settled(lambda: open_fds(pid))
+        baseline_threads = settled(lambda: threads(pid))
+
+        def scrape_quickly(times: int) -> Scrape:
+            body = ""
+            for attempt in range(times):
+                seconds, body = (scrape_curl if attempt % 2 else scrape_urllib)(url, 10)
+                assert seconds < 1.5, f"scrape {attempt} took {seconds:.2f} s"
+            return Scrape(body)
+
+        # Below the bound: two of each kind of slow client; the server closes each at its deadline.
+        with (
+            SlowClients(agent.port, "idle", 2) as idle,
+            SlowClients(agent.port, "dribble", 2, tls=True) as dribbling,
+            SlowClients(agent.port, "tls_stall", 2) as stalled,
+        ):
+            scrape_quickly(4)
+            lifetimes = [life for clients in (idle, dribbling, stalled) for life in clients.wait_all_closed(5)]
+        assert all(life is not None and WEB_TIMEOUT - 0.05 <= life <= WEB_TIMEOUT + 1.0 for life in lifetimes), (
+            lifetimes
+        )
+        after_timeouts = scrape_quickly(1)
+        assert after_timeouts.value("schedwatch_web_connections_dropped_total", reason="timeout") == 6
+        assert after_timeouts.value("schedwatch_web_connections_dropped_total", reason="evicted") == 0
+
+        # Far beyond the bound: scrapes still get through, every slow client is closed by the server.
+        with SlowClients(agent.port, "idle", 30) as crowd:
+            scrape_quickly(4)
+            assert all(life is not None for life in crowd.wait_all_closed(WEB_TIMEOUT + 1))
+        final = scrape_quickly(1)
+        evicted = final.value("schedwatch_web_connections_dropped_total", reason="evicted")
+        timed_out = final.value("schedwatch_web_connections_dropped_total", reason="timeout")
+        assert evicted is not None and timed_out is not None
+        assert evicted >= 30 - MAX_CONNECTIONS and evicted + timed_out - 6 == 30, (evicted, timed_out)
+
+        assert_back_to(lambda: open_fds(pid), baseline_fds, "descriptors open in the agent")
+        assert_back_to(lambda: threads(pid), baseline_threads, "threads in the agent")
+    finally:
+        assert agent.stop() == 0, agent.log()
+
+
+def wait_for_tls(url: str, agent: AgentProcess) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            scrape_urllib(url, 2)
+            return
+        except (urllib.error.URLError, ConnectionError):
+            assert time.monotonic() < deadline and agent.process.poll() is None, agent.log()
+            time.sleep(0.2)
