@@ -467,7 +467,7 @@ def test_full_cgroup_map_counts_drops_keeps_exact_counts_and_recovers(
 def test_full_process_map_counts_drops_keeps_exact_counts_and_recovers(
     cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
 ) -> None:
-    sidecar = Sidecar(tmp_path, "--process-top-k", "50", "--max-processes", "2", "--no-collector.sched")
+    sidecar = Sidecar(tmp_path, "--process-top-k", "2", "--max-processes", "2", "--no-collector.sched")
     agent = sidecar.agent
     holders: list[subprocess.Popen[str]] = []
     try:
