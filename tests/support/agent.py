@@ -28,9 +28,14 @@ class AgentProcess:
     """`schedwatch run` on 127.0.0.1 with the given flags; logs go to a file."""
 
     def __init__(
-        self, log_path: Path, *flags: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+        self,
+        log_path: Path,
+        *flags: str,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.log_path = log_path
         self._log = log_path.open("w")
