@@ -41,7 +41,10 @@ def process_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPro
 
 
 def yields_in(scrape_of: AgentProcess, cgroup: str) -> float:
-    return scrape_of.scrape().value(YIELDS, cgroup=cgroup, container_id="") or 0.0
+    """The cgroup's yield count, whose series must exist."""
+    value = scrape_of.scrape().value(YIELDS, cgroup=cgroup, container_id="")
+    assert value is not None, f"no {YIELDS} series for cgroup {cgroup!r}"
+    return value
 
 
 def short_lived(binary: Path, group: Path | str, *args: int) -> int:

@@ -16,8 +16,10 @@ FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 
 
 def cgroup_value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
+    """The value of a cgroup's series, which must exist (a missing series is a failure, never 0)."""
     value = scrape.value(name, cgroup=cgroup, container_id="", **labels)
-    return 0.0 if value is None else value
+    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape"
+    return value
 
 
 @pytest.mark.parametrize(("calls", "threads"), [(1, 1), (12_345, 1), (40_000, 3), (2_500, 16)])
@@ -130,7 +132,8 @@ def test_removed_cgroup_keeps_counting_then_expires(agent: AgentProcess, cgroups
 def test_cgroup_removed_before_any_scrape_is_not_lost(
     agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
 ) -> None:
-    before = cgroup_value(agent.scrape(), "schedwatch_sched_yield_calls_total", "(removed)")
+    # "(removed)" exists only once something was counted there: absent before means nothing yet.
+    before = agent.scrape().value("schedwatch_sched_yield_calls_total", cgroup="(removed)") or 0.0
     group = cgroups.make("ephemeral")
     Workload(yielder, group, 4_321, 1, hold=False)
     cgroups.remove(group)
