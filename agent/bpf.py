@@ -10,6 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agent.procfs import ProcFS
+
 _NR_BPF = {"x86_64": 321, "aarch64": 280}
 _BPF_ENABLE_STATS = 32
 _BPF_STATS_RUN_TIME = 0
@@ -88,9 +90,8 @@ def _short_program_name(function_name: str) -> str:
 
 def _fdinfo(fd: int) -> dict[str, int]:
     fields: dict[str, int] = {}
-    try:
-        text = Path(f"/proc/self/fdinfo/{fd}").read_text()
-    except OSError:
+    text = ProcFS().read_text("self", f"fdinfo/{fd}")
+    if text is None:
         return fields
     for key, value in re.findall(r"^(\w+):\s+(\d+)$", text, flags=re.MULTILINE):
         fields[key] = int(value)

@@ -52,7 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.configure(settings.log_level, settings.log_format)
     if args.command == "run":
         return run(settings)
-    return check(settings, args.format, load=not args.no_load)
+    try:
+        return check(settings, args.format, load=not args.no_load)
+    except BrokenPipeError:  # `schedwatch check | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _prepare_machine(settings: config.Settings) -> MachineFacts:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agent import kernel
 from agent.cgroups import CgroupLayout, layout_under, read_layout
+from agent.procfs import ProcFS
 
 # Kernel releases from which the capabilities below exist or matter.
 CAP_BPF_SINCE = (5, 8)  # CAP_BPF and CAP_PERFMON; before, loading programs needs CAP_SYS_ADMIN
@@ -109,9 +110,9 @@ def gather(cgroup_root: Path | None = None) -> MachineFacts:
     )
 
 
-def seccomp_filtered(status_path: Path = Path("/proc/self/status")) -> bool:
+def seccomp_filtered(proc: ProcFS | None = None) -> bool:
     """Whether a seccomp filter applies to this process (Seccomp: 2), as in a container with a default profile."""
-    for line in status_path.read_text().splitlines():
+    for line in ((proc or ProcFS()).read_text("self", "status") or "").splitlines():
         if line.startswith("Seccomp:"):
             return line.split()[1] == "2"
     return False

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.procfs import ProcFS
+
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 BTF_VMLINUX = Path("/sys/kernel/btf/vmlinux")
-BPF_STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
+BPF_STATS_SYSCTL = "kernel/bpf_stats_enabled"  # under /proc/sys
 KCONFIG_H = Path("include/linux/kconfig.h")
 
 # Capability numbers from linux/capability.h.
@@ -215,10 +217,10 @@ def has_tracepoint(category: str, event: str, root: Path | None = None) -> bool:
     return tracepoint_fields(category, event, root) is not None
 
 
-def effective_capabilities(status_path: Path = Path("/proc/self/status")) -> dict[str, bool]:
+def effective_capabilities(proc: ProcFS | None = None) -> dict[str, bool]:
     """The capabilities schedwatch cares about, from CapEff of this process."""
     capeff = 0
-    for line in status_path.read_text().splitlines():
+    for line in ((proc or ProcFS()).read_text("self", "status") or "").splitlines():
         if line.startswith("CapEff:"):
             capeff = int(line.split()[1], 16)
     return {name: bool(capeff >> bit & 1) for name, bit in CAPABILITIES.items()}
@@ -226,10 +228,8 @@ def effective_capabilities(status_path: Path = Path("/proc/self/status")) -> dic
 
 def bpf_stats_enabled() -> bool | None:
     """Whether kernel.bpf_stats_enabled is on (None when the sysctl is missing)."""
-    try:
-        return BPF_STATS_SYSCTL.read_text().strip() != "0"
-    except OSError:
-        return None
+    text = ProcFS().read_text("sys", BPF_STATS_SYSCTL)
+    return None if text is None else text.strip() != "0"
 
 
 def has_btf() -> bool:

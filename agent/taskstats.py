@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from agent.procfs import ProcFS
+
 DELAYACCT_SYSCTL = Path("/proc/sys/kernel/task_delayacct")
 
 
 def delay_accounting_enabled() -> bool | None:
     """Whether kernel.task_delayacct is on (None when the kernel has no such sysctl)."""
-    try:
-        return DELAYACCT_SYSCTL.read_text().strip() == "1"
-    except OSError:
-        return None
+    text = ProcFS().read_text("sys", "kernel/task_delayacct")
+    return None if text is None else text.strip() == "1"
 
 
 def cpu_delay_seconds(tids: Iterable[int]) -> float:
