@@ -30,6 +30,7 @@ FUTEX_WAITS, FUTEX_WAIT_NS, FUTEX_WAKES = 8, 1_000_000, 6
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 PERF_EVENTS = ("syscalls:sys_enter_sched_yield", "syscalls:sys_enter_futex", "sched:sched_switch")
 BPF_PROG_TYPE_TRACEPOINT = 5
+KEEP_EVENT = 1  # bpf/schedwatch.h
 
 Agents = tuple[AgentProcess, AgentProcess]
 
@@ -122,6 +123,46 @@ def perf_sched(perf: str, command: str, data: Path, *flags: str) -> str:
     return done.stdout
 
 
+def loaded_programs(running: AgentProcess) -> dict[int, str]:
+    """The BPF programs a running agent holds: id -> name."""
+    programs: dict[int, str] = {}
+    for fd in Path(f"/proc/{running.process.pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == "anon_inode:bpf-prog":
+                info = (Path(f"/proc/{running.process.pid}/fdinfo") / fd.name).read_text()
+                found = re.search(r"^prog_id:\s+(\d+)$", info, re.MULTILINE)
+                assert found is not None, info
+                shown = subprocess.run(
+                    [tool("bpftool"), "-j", "prog", "show", "id", found.group(1)], capture_output=True
+                )
+                programs[int(found.group(1))] = json.loads(shown.stdout)["name"]
+    return programs
+
+
+def exits_without_keep_event(program_id: int) -> list[str]:
+    """Exits of a loaded program reachable without r0 = KEEP_EVENT right before them (the kernel's verified copy)."""
+    dumped = subprocess.run(
+        [tool("bpftool"), "-j", "prog", "dump", "xlated", "id", str(program_id)], capture_output=True, check=True
+    )
+    opcodes_and_text = [entry["disasm"].split(" ", 1) for entry in json.loads(dumped.stdout)]
+    slots, slot = [], 0
+    for opcode, _ in opcodes_and_text:
+        slots.append(slot)
+        slot += 2 if opcode == "(18)" else 1  # a 64-bit immediate load takes two instruction slots
+    texts = [text for _, text in opcodes_and_text]
+    exits = {slots[i] for i, text in enumerate(texts) if text == "exit"}
+    problems = [
+        f"slot {slots[i]}: {texts[i - 1]!r} before exit"
+        for i, text in enumerate(texts)
+        if text == "exit" and (i == 0 or texts[i - 1] != f"r0 = {KEEP_EVENT}")
+    ]
+    for i, text in enumerate(texts):
+        jump = re.search(r"goto pc([+-]\d+)$", text)
+        if jump and slots[i] + 1 + int(jump.group(1)) in exits:
+            problems.append(f"slot {slots[i]}: {text!r} jumps straight to exit")
+    return problems
+
+
 @pytest.fixture(scope="module")
 def second_agent(agent: AgentProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """Another schedwatch with default flags, beside the session agent."""
@@ -141,13 +182,13 @@ def agents(agent: AgentProcess, second_agent: AgentProcess) -> Agents:
 def test_perf_stat_per_command_sees_every_event(
     agents: Agents, cgroups: CgroupSandbox, yielder: Path, futexer: Path, sleeper: Path, tmp_path: Path
 ) -> None:
-    output = tmp_path / "stat.csv"
-    stat = [tool("perf"), "stat", "-x,", "-o", str(output), "-e", ",".join(PERF_EVENTS), "--"]
+    def stat(output: Path) -> list[str]:
+        return [tool("perf"), "stat", "-x,", "-o", str(output), "-e", ",".join(PERF_EVENTS), "--"]
 
     yield_group = cgroups.make("perf-stat-yield")
-    (truth,), _ = run_wrapped(stat, [yielder, yield_group, YIELDS_PER_THREAD, YIELD_THREADS, 0])
+    (truth,), _ = run_wrapped(stat(tmp_path / "yield.csv"), [yielder, yield_group, YIELDS_PER_THREAD, YIELD_THREADS, 0])
     assert truth["yields"] == YIELDS
-    counts = perf_stat_counts(output)
+    counts = perf_stat_counts(tmp_path / "yield.csv")
     assert counts["syscalls:sys_enter_sched_yield"] == YIELDS, f"{counts}; {other_tracers(agents)}"
     assert_agents_count_yields(agents, cgroups.relative(yield_group), YIELDS)
 
@@ -158,9 +199,11 @@ def test_perf_stat_per_command_sees_every_event(
     assert strace_calls(witness, "futex") == classic_futex_calls(FUTEX_WAITS, FUTEX_WAKES)
 
     futex_group = cgroups.make("perf-stat-futex")
-    (truth,), _ = run_wrapped(stat, [futexer, futex_group, FUTEX_WAITS, FUTEX_WAIT_NS, FUTEX_WAKES, 0])
+    (truth,), _ = run_wrapped(
+        stat(tmp_path / "futex.csv"), [futexer, futex_group, FUTEX_WAITS, FUTEX_WAIT_NS, FUTEX_WAKES, 0]
+    )
     assert truth["wait_errors"] == 0
-    counts = perf_stat_counts(output)
+    counts = perf_stat_counts(tmp_path / "futex.csv")
     expected_futex = classic_futex_calls(FUTEX_WAITS, FUTEX_WAKES)
     assert counts["syscalls:sys_enter_futex"] == expected_futex, f"{counts}; {other_tracers(agents)}"
     assert counts["syscalls:sys_enter_sched_yield"] == 0, counts
@@ -172,8 +215,8 @@ def test_perf_stat_per_command_sees_every_event(
             assert got == truth[op], f"agent on :{running.port}, op={op}: {got}, workload made {truth[op]}"
 
     sleep_group = cgroups.make("perf-stat-sleep")
-    run_wrapped(stat, [sleeper, sleep_group, SLEEPS, SLEEP_NS, 0])
-    counts = perf_stat_counts(output)
+    run_wrapped(stat(tmp_path / "sleep.csv"), [sleeper, sleep_group, SLEEPS, SLEEP_NS, 0])
+    counts = perf_stat_counts(tmp_path / "sleep.csv")
     assert counts["sched:sched_switch"] >= SLEEPS, f"{counts}; {other_tracers(agents)}"
     assert counts["syscalls:sys_enter_sched_yield"] == 0, counts
 
@@ -253,3 +296,14 @@ def test_bpftrace_counts_every_yield(agents: Agents, cgroups: CgroupSandbox, yie
     assert counted is not None, f"bpftrace printed no count:\n{output}"
     assert int(counted.group(1)) == truth["yields"] == YIELDS
     assert_agents_count_yields(agents, cgroups.relative(group), YIELDS)
+
+
+def test_every_loaded_program_exits_with_keep_event(agents: Agents) -> None:
+    """The kernel's own copy of each program (after verification) returns 1 on every path."""
+    for running in agents:
+        programs = loaded_programs(running)
+        assert {"tracepoint__syscalls__sys_enter_sched_yield", "tracepoint__sched__sched_switch"} <= set(
+            programs.values()
+        ), programs
+        for program_id, name in programs.items():
+            assert exits_without_keep_event(program_id) == [], f"agent on :{running.port}, {name}"
