@@ -185,7 +185,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     u32 next = args->next_pid;
     if (next != 0)
         account_switch_in(next, now);
-    return 0;
+    return KEEP_EVENT;
 }
 
 /* Only threads seen leaving a CPU have an entry: the first wake-up of a thread
@@ -196,14 +196,14 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
     struct thread_state *state = threads.lookup(&tid);
     if (state && state->runnable_since == 0)
         state->runnable_since = bpf_ktime_get_ns();
-    return 0;
+    return KEEP_EVENT;
 }
 
 /* A new thread: runnable from now, in the workload of its creator (current). */
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
     if (!WATCHED())
-        return 0;
+        return KEEP_EVENT;
     u32 tid = args->pid;
     struct thread_state state = {
         .cgroup_id = workload_key(),
@@ -213,7 +213,7 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
     };
     if (threads.update(&tid, &state))
         count_drop(DROP_THREAD_MAP);
-    return 0;
+    return KEEP_EVENT;
 }
 
 TRACEPOINT_PROBE(sched, sched_process_exit)
@@ -229,7 +229,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 #endif
     u32 tgid = watched_tgid();
     if (!last_thread || !tgid)
-        return 0;
+        return KEEP_EVENT;
 #if MAX_PROCESSES > 0
     processes.delete(&tgid);
 #endif
@@ -248,5 +248,5 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     }
 #endif
 #endif
-    return 0;
+    return KEEP_EVENT;
 }

@@ -8,6 +8,10 @@
 #ifndef SCHEDWATCH_H
 #define SCHEDWATCH_H
 
+/* What every program returns on every path: when a tracepoint program returns 0 the kernel drops the event
+ * for every perf user of that tracepoint (perf stat, perf record, perf sched), so schedwatch would blind them. */
+#define KEEP_EVENT 1
+
 /* Slots of the per-program `drops` array: events that could not be
  * accounted because a bounded map (or the announcement ring) was full.
  * Exported, never silent. */

@@ -207,7 +207,7 @@ static __always_inline void futex_exit(void)
 TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield)
 {
     if (!WATCHED())
-        return 0;
+        return KEEP_EVENT;
     u64 key = workload_key();
     struct cgroup_stats *cg = cgroup_entry(key);
     if (cg)
@@ -217,33 +217,33 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield)
     if (proc)
         __sync_fetch_and_add(&proc->yields, 1);
 #endif
-    return 0;
+    return KEEP_EVENT;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 {
     int op = args->op;
     futex_enter(futex_class_of(op), futex_op_blocks(op));
-    return 0;
+    return KEEP_EVENT;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 {
     futex_exit();
-    return 0;
+    return KEEP_EVENT;
 }
 
 #ifdef HAVE_FUTEX_WAITV
 TRACEPOINT_PROBE(syscalls, sys_enter_futex_waitv)
 {
     futex_enter(FC_WAITV, true);
-    return 0;
+    return KEEP_EVENT;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_futex_waitv)
 {
     futex_exit();
-    return 0;
+    return KEEP_EVENT;
 }
 #endif
 
@@ -251,13 +251,13 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex_waitv)
 TRACEPOINT_PROBE(syscalls, sys_enter_futex_wait)
 {
     futex_enter(FC_WAIT, true);
-    return 0;
+    return KEEP_EVENT;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_futex_wait)
 {
     futex_exit();
-    return 0;
+    return KEEP_EVENT;
 }
 #endif
 
@@ -265,7 +265,7 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex_wait)
 TRACEPOINT_PROBE(syscalls, sys_enter_futex_wake)
 {
     futex_enter(FC_WAKE, false);
-    return 0;
+    return KEEP_EVENT;
 }
 #endif
 
@@ -273,7 +273,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex_wake)
 TRACEPOINT_PROBE(syscalls, sys_enter_futex_requeue)
 {
     futex_enter(FC_REQUEUE, false);
-    return 0;
+    return KEEP_EVENT;
 }
 #endif
 
@@ -290,7 +290,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 #endif
     u32 tgid = watched_tgid();
     if (!last_thread || !tgid)
-        return 0;
+        return KEEP_EVENT;
 #if MAX_PROCESSES > 0
     processes.delete(&tgid);
 #endif
@@ -309,5 +309,5 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     }
 #endif
 #endif
-    return 0;
+    return KEEP_EVENT;
 }
