@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if churn.scrape_failures:
                     print(f"  scrapes failed so far: {len(churn.scrape_failures)}", flush=True)
+                if not result.removed_checked:
+                    print(f"  {result.problems()}", flush=True)
                 if not result.lost_nothing:
                     failures.append(result.problems())
                 write_outputs(args.out, churn)

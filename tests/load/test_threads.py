@@ -95,6 +95,11 @@ class Scraper(threading.Thread):
             next_at += SCRAPE_EVERY
 
 
+def answers_seen(scrapers: list[Scraper]) -> set[int | str]:
+    """Every distinct answer (status code or error) the scrapers got."""
+    return {status for scraper in scrapers for status in scraper.statuses}
+
+
 def backwards(scrapes: list[Scrape]) -> list[tuple[Sample, float, float]]:
     """Counter samples that went down from one scrape to the next."""
     found = []
@@ -147,6 +152,7 @@ def test_thousands_of_threads_in_one_container_with_four_scrapers(thread_agent: 
         scrape_seconds_max=round(max(t for s in scrapers for t in s.seconds), 3),
         scrape_seconds_median=round(statistics.median(t for s in scrapers for t in s.seconds), 3),
         series=len(scrape.samples),
+        answers={str(status): sum(s.statuses.count(status) for s in scrapers) for status in answers_seen(scrapers)},
     )
     expected_scrapes = round(SCRAPE_FOR / SCRAPE_EVERY)
     for scraper in scrapers:
