@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.load.churn import Churn, Sample
 from tests.support.agent import AgentProcess, require_root
@@ -65,6 +66,43 @@ def write_outputs(out: Path, churn: Churn) -> None:
             )
 
 
+def summarize(report: dict[str, Any]) -> str:
+    """Markdown tables of a soak.json: every round, and the agent's memory every five minutes."""
+    samples = report["samples"]
+    by_round = {(sample["round"], sample["phase"]): sample for sample in samples}
+    lines = [
+        "| round | at (s) | yields expected | seen live | seen after removal | our series live / after grace "
+        "| map keys left | RSS after grace (kB) | anon (kB) | live scrape (s) | failed scrapes in the round |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    failures = report.get("scrape_failures", [])
+    starts = [0.0] + [by_round[(r["round"], "expired")]["seconds"] for r in report["rounds"]]
+    for result in report["rounds"]:
+        number = result["round"]
+        live, expired = by_round[(number, "live")], by_round[(number, "expired")]
+        after = f"{result['yields_seen_removed']:,}" if result.get("removed_checked", True) else "unchecked"
+        lines.append(
+            f"| {number} | {live['seconds']:.0f} | {result['yields_expected']:,} | {result['yields_seen_live']:,} "
+            f"| {after} | {live['series_ours']:,} / {expired['series_ours']} | {result['map_keys_left']} "
+            f"| {expired['rss_kb']:,} | {expired['rss_anon_kb']:,} | {live['scrape_seconds']} "
+            f"| {sum(1 for at, _ in failures if starts[number - 1] < at <= expired['seconds'])} |"
+        )
+    lines += ["", "| minute | phase | RSS (kB) | anon (kB) | series (whole scrape) | per-workload map keys |"]
+    lines.append("| --- | --- | --- | --- | --- | --- |")
+    next_minute = 0.0
+    for sample in samples:
+        if sample["seconds"] >= next_minute * 60:
+            memory = f"{sample['rss_kb']:,} | {sample['rss_anon_kb']:,}"
+            lines.append(
+                f"| {sample['seconds'] / 60:.1f} | {sample['phase']} | {memory} "
+                f"| {sample['series']:,} | {sample['kernel_cgroup_keys']:,} |"
+            )
+            next_minute += 5
+    kinds = sorted({error for _, error in failures})
+    lines += ["", f"Failed scrapes: {len(failures)} ({'; '.join(kinds) or 'none'})."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=3600, help="seconds of churn (rounds start until then)")
@@ -73,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=15, help="seconds between background samples")
     parser.add_argument("--rss-tolerance", type=float, default=0.10, help="allowed RSS growth, first to last round")
     parser.add_argument("--out", type=Path, default=Path("soak-out"))
+    parser.add_argument("--summarize", type=Path, metavar="SOAK_JSON", help="print a soak.json as markdown tables")
     args = parser.parse_args(argv)
+    if args.summarize:
+        print(summarize(json.loads(args.summarize.read_text())))
+        return 0
     require_root()
     args.out.mkdir(parents=True, exist_ok=True)
     yielder = build("yielder")
