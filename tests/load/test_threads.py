@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import subprocess
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.load.sizes import record, size
-from tests.support.agent import AgentProcess, require_root
+from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.containers import Podman, container_pid
 from tests.support.scrape import Sample, Scrape
 from tests.support.workloads import build
@@ -31,11 +33,27 @@ RUNC_INIT_YIELDS = 50
 COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 
 
+class PodmanCli(Podman):
+    """Podman through its command line only: this test needs no API socket, and must not replace the one the
+    container tier's session serves on /run/podman/podman.sock."""
+
+    def __init__(self) -> None:
+        subprocess.run([str(REPO / "scripts" / "podman-setup.sh")], check=True, capture_output=True)
+        self.prefix = f"swload-{uuid.uuid4().hex[:6]}"
+        self.binaries = REPO / "tests" / ".build"
+
+    def close(self) -> None:
+        listing = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True)
+        for name in listing.stdout.split():
+            if name.startswith(self.prefix):
+                self.remove(name)
+
+
 @pytest.fixture(scope="module")
 def podman() -> Iterator[Podman]:
     require_root()
     build("threader")
-    runtime = Podman()
+    runtime = PodmanCli()
     yield runtime
     runtime.close()
 
