@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check stack image test lint unit kernel bench clean
+.PHONY: run check stack image test lint unit kernel bench load soak clean
 
 run:
 	scripts/setup.sh run
@@ -35,6 +35,16 @@ unit:
 bench:
 	scripts/setup.sh bench
 	$(PYTHON) -m bench $(ARGS)
+
+# The issue's full sizes (100,000 forks, 10,000 threads); results in load-out/results.jsonl, see docs/load-and-soak.md.
+load:
+	scripts/setup.sh test
+	SCHEDWATCH_LOAD=full SCHEDWATCH_LOAD_OUT=load-out $(PYTHON) -m pytest -ra -s tests/load/test_fork_storm.py tests/load/test_threads.py $(ARGS)
+
+# An hour of 1,000 cgroups made, yielded in and removed (ARGS="--duration 120" for a smoke run); writes soak-out/.
+soak:
+	scripts/setup.sh test
+	$(PYTHON) -m tests.load.soak $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/.build build *.egg-info

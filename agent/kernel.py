@@ -206,7 +206,7 @@ def tracepoint_fields(category: str, event: str, root: Path | None = None) -> fr
     if root is None:
         return None
     try:
-        text = (root / "events" / category / event / "format").read_text()
+        text = (root / "events" / category / event / "format").read_text(errors="replace")
     except OSError:
         return None
     return frozenset(re.findall(r"field:[^;]*?\b(\w+)(?:\[\d*\])?;", text))
@@ -260,7 +260,7 @@ def _sched_switch_format(root: Path | None) -> str | None:
     if root is None:
         return None
     try:
-        return (root / "events" / "sched" / "sched_switch" / "format").read_text()
+        return (root / "events" / "sched" / "sched_switch" / "format").read_text(errors="replace")
     except OSError:
         return None
 
@@ -293,7 +293,11 @@ def _balanced_parentheses(text: str, start: int) -> str | None:
 
 
 def _evaluate_integer_expression(expression: str) -> int | None:
-    """Evaluate a C constant expression of integers, | + - << >> and parentheses; None for anything else."""
+    """Evaluate a C constant expression of integers, | + - << >> and parentheses; None for anything else.
+
+    A mask is at most 64 bits: anything wider (e.g. ``1 << 4000000000``, which would take half a gigabyte) or nested
+    too deeply to parse is not one.
+    """
     import ast
 
     allowed = (ast.BitOr, ast.Add, ast.Sub, ast.LShift, ast.RShift)
@@ -310,10 +314,15 @@ def _evaluate_integer_expression(expression: str) -> int | None:
                 ast.LShift: int.__lshift__,
                 ast.RShift: int.__rshift__,
             }
-            return operations[type(node.op)](left, right)
+            if isinstance(node.op, ast.LShift | ast.RShift) and not 0 <= right <= 64:
+                raise ValueError(f"shift by {right}")
+            result = operations[type(node.op)](left, right)
+            if result.bit_length() > 64:
+                raise ValueError("wider than 64 bits")
+            return result
         raise ValueError(ast.dump(node))
 
     try:
         return value(ast.parse(expression, mode="eval").body)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError):
         return None

@@ -117,7 +117,11 @@ def agent_map_keys(agent: AgentProcess, name: str) -> list[int]:
     keys: list[int] = []
     found = False
     for fdinfo in Path(f"/proc/{agent.process.pid}/fdinfo").iterdir():
-        lines = dict(line.split(":", 1) for line in fdinfo.read_text().splitlines() if ":" in line)
+        try:
+            text = fdinfo.read_text()
+        except FileNotFoundError:
+            continue  # a descriptor closed since the listing (a scrape's socket): not a map
+        lines = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
         if "map_id" not in lines:
             continue
         map_id = lines["map_id"].strip()
