@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.procfs import ProcFS
+from agent.procfs import ProcFS, decode
 
 
 @dataclass(frozen=True)
@@ -168,14 +168,22 @@ class CpuControl:
     limit_cores: float  # the tighter of the CFS quota (over every ancestor) and the cpuset, in CPUs
 
 
+def parse_int(text: str) -> int | None:
+    """A decimal integer as the kernel writes one ('-1' included), or None for anything else."""
+    text = text.strip()
+    digits = text[1:] if text.startswith("-") else text
+    return int(text) if digits.isascii() and digits.isdigit() else None
+
+
 def parse_cpu_list(text: str) -> int:
-    """Number of CPUs in a cpuset list such as '0-3,8,10-11'."""
+    """Number of CPUs in a cpuset list such as '0-3,8,10-11'; parts that are not a valid range count nothing."""
     count = 0
     for part in text.strip().split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        count += int(high or low) - int(low) + 1
+        low_text, dash, high_text = part.partition("-")
+        low = parse_int(low_text) if low_text.strip() else None
+        high = parse_int(high_text) if dash else low
+        if low is not None and high is not None and 0 <= low <= high:
+            count += high - low + 1
     return count
 
 
@@ -183,15 +191,17 @@ def parse_flat_keyed(text: str) -> dict[str, int]:
     """A cgroup 'key value' file such as cpu.stat."""
     values = {}
     for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if value.strip().lstrip("-").isdigit():
-            values[key] = int(value)
+        key, _, value_text = line.partition(" ")
+        value = parse_int(value_text)
+        if value is not None:
+            values[key] = value
     return values
 
 
 def _read(path: Path) -> str | None:
+    """A cgroup file decoded by the agent's one policy (agent.procfs.decode); None when gone or unreadable."""
     try:
-        return path.read_text()
+        return decode(path.read_bytes())
     except OSError:
         return None
 
@@ -204,18 +214,19 @@ def _ancestors(root: Path, relative: str) -> list[Path]:
 
 def _cpu_max(cgroup: Path) -> tuple[int | None, int]:
     """(quota, period) in µs from a cgroup2 cpu.max; quota None when unlimited or absent."""
-    fields = (_read(cgroup / "cpu.max") or "max 100000").split()
-    quota = None if fields[0] == "max" else int(fields[0])
-    return quota, int(fields[1]) if len(fields) > 1 else 100000
+    fields = (_read(cgroup / "cpu.max") or "").split() or ["max"]
+    quota = None if fields[0] == "max" else parse_int(fields[0])
+    period = parse_int(fields[1]) if len(fields) > 1 else 100000
+    return (quota, period) if period is not None else (None, 0)
 
 
 def _cfs_quota_v1(cgroup: Path) -> tuple[int | None, int]:
     """(quota, period) in µs from cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us; quota None when -1."""
-    quota_text = _read(cgroup / "cpu.cfs_quota_us")
-    period_text = _read(cgroup / "cpu.cfs_period_us")
-    if quota_text is None or period_text is None or int(quota_text) < 0:
+    quota = parse_int(_read(cgroup / "cpu.cfs_quota_us") or "")
+    period = parse_int(_read(cgroup / "cpu.cfs_period_us") or "")
+    if quota is None or period is None or quota < 0:
         return None, 0
-    return int(quota_text), int(period_text)
+    return quota, period
 
 
 def _quota_cores(root: Path, relative: str, reader: Callable[[Path], tuple[int | None, int]]) -> float | None:
@@ -223,7 +234,7 @@ def _quota_cores(root: Path, relative: str, reader: Callable[[Path], tuple[int |
     tightest: float | None = None
     for cgroup in _ancestors(root, relative):
         quota, period = reader(cgroup)
-        if quota is not None and period > 0:
+        if quota is not None and quota > 0 and period > 0:
             cores = quota / period
             tightest = cores if tightest is None else min(tightest, cores)
     return tightest
@@ -290,4 +301,5 @@ def count_threads(root: Path, relative: str, threads_file: str = "cgroup.threads
 def first_process(root: Path, relative: str) -> int | None:
     """One pid of a cgroup2 directory, to find its v1 paths through /proc/PID/cgroup."""
     text = _read(root / relative.lstrip("/") / "cgroup.procs")
-    return int(text.split()[0]) if text and text.split() else None
+    first = text.split()[0] if text and text.split() else ""
+    return parse_int(first) if first else None

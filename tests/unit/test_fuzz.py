@@ -29,18 +29,19 @@ from agent.cgroups import (
     CgroupPathResolver,
     parse_cpu_list,
     parse_flat_keyed,
+    parse_mountinfo,
     parse_proc_cgroup,
     read_cpu_v2,
-    read_layout,
 )
 from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import CgroupCpuCollector
 from agent.config import Settings
 from agent.facts import MachineFacts
-from agent.identity import IdentityResolver
-from agent.runtimes import ContainerInfo, RuntimeUnavailable, protowire
-from agent.runtimes.docker import DockerClient
-from agent.workloads import container_id_from_path, workload_for_cgroup
+from agent.identity.paths import container_id_from_path
+from agent.identity.resolver import IdentityResolver
+from agent.identity.runtimes import ContainerInfo, RuntimeAnswerInvalid, RuntimeUnavailable, protowire
+from agent.identity.runtimes.docker import DockerClient
+from agent.identity.workload import workload_for_cgroup
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,11 +123,6 @@ def test_workload_labels_of_any_path_are_bounded(path: str | None) -> None:
     assert all(isinstance(value, str) and len(value) <= 200 for value in labels), labels
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fixed on branch h-labels (label_value): workload_for_cgroup('\\udc80') (a cgroup named with byte "
-    "0x80) gives a label holding a lone surrogate, and generate_latest raises UnicodeEncodeError (HTTP 500)",
-)
 @FAST
 @given(cgroup_paths())
 @example("/system.slice/bars\udcffbad")
@@ -148,24 +144,13 @@ def test_proc_cgroup_parses_any_text_into_controller_paths(text: str) -> None:
 # --- mountinfo ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fixed on branch h-labels (read through agent.procfs, parse_mountinfo): read_layout raises "
-    "UnicodeDecodeError on a mountinfo holding byte 0x80",
-)
 @FILES
 @given(st.one_of(st.binary(), mutated(fixture_bytes("mountinfo-*.txt"))))
 @example(b"\x80")
 def test_mountinfo_parses_any_bytes_or_says_it_cannot_read_them(raw: bytes) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        mountinfo = Path(directory) / "mountinfo"
-        mountinfo.write_bytes(raw)
-        try:
-            layout = read_layout(mountinfo)
-        except UnicodeDecodeError:
-            pytest.fail(f"read_layout raised UnicodeDecodeError on {raw!r}")
-        assert isinstance(layout, CgroupLayout)
-        assert all(isinstance(path, Path) for path in layout.v1.values())
+    layout = parse_mountinfo(procfs.decode(raw))
+    assert isinstance(layout, CgroupLayout)
+    assert all(isinstance(path, Path) for path in layout.v1.values())
 
 
 # --- tracepoint formats -------------------------------------------------------------------------------------------
@@ -303,12 +288,6 @@ def docker_documents() -> st.SearchStrategy[bytes]:
     return st.one_of(shaped.map(lambda doc: json.dumps(doc).encode()), mutated([seed]), st.binary(max_size=100))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, fixed on branch h-labels (runtime answers of wrong types): DockerClient.inspect raises "
-    'AttributeError / JSONDecodeError / TypeError on answers such as [] or {"Config": "x"}, and returns '
-    'non-string names for {"Name": 1, ...}, instead of RuntimeUnavailable or a ContainerInfo of strings',
-)
 @settings(max_examples=80, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(docker_documents())
 @example(b"[]")
@@ -317,7 +296,7 @@ def test_docker_answers_give_names_or_runtime_unavailable(docker_api: FakeDocker
     client = DockerClient(docker_api.path, timeout=2.0)
     try:
         info = client.inspect(CONTAINER_ID)
-    except RuntimeUnavailable:
+    except (RuntimeUnavailable, RuntimeAnswerInvalid):
         return
     assert info is None or (
         isinstance(info, ContainerInfo)
@@ -345,11 +324,6 @@ def cgroup_file(name: str) -> st.SearchStrategy[bytes]:
     return st.one_of(hostile, st.binary(max_size=40), mutated(SEEDS[name]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in agent/cgroups.py (labels' module): parse_cpu_list('3-1') counts -1 CPUs (a negative "
-    "schedwatch_cpu_limit_cores), parse_cpu_list('x') raises ValueError, which no caller expects",
-)
 @FAST
 @given(
     st.one_of(
@@ -363,11 +337,6 @@ def test_cpu_list_counts_cpus_never_negative(text: str) -> None:
     assert parse_cpu_list(text) >= 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in agent/cgroups.py (labels' module): parse_flat_keyed('a \u00b2') and ('a --5') raise "
-    "ValueError: str.isdigit() is true for them but int() refuses them",
-)
 @FAST
 @given(
     st.one_of(st.sampled_from(["a \u00b2", "a --5"]), st.text(max_size=80), mutated(SEEDS["cpu.stat"]).map(agent_text))
@@ -383,11 +352,6 @@ def laid_out(root: Path, files: dict[str, bytes]) -> None:
         (root / name).write_bytes(raw)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in agent/cgroups.py (labels' module): read_cpu_v2 raises IndexError on a cpu.max of ' ', "
-    "ValueError on 'x 1', UnicodeDecodeError on non-UTF-8 bytes (_read catches only OSError)",
-)
 @FILES
 @given(st.fixed_dictionaries({name: cgroup_file(name) for name in ("cpu.stat", "cpu.max", "cpuset.cpus.effective")}))
 @example({"cpu.stat": V2_CPU_STAT, "cpu.max": b" ", "cpuset.cpus.effective": b""})
@@ -431,12 +395,6 @@ def collect_over(files: dict[str, bytes], v1: bool) -> list[object]:
         return list(cpu_collector(root, v1_cpu).collect())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in agent/cgroups.py (labels' module): count_threads raises UnicodeDecodeError on a cgroup.threads "
-    "of b'\\xb2', read_cpu_v2 IndexError on cpu.max ' ': CgroupCpuCollector.collect() raises, the collector fails "
-    "the scrape",
-)
 @FILES
 @given(hostile_tree(v1=False))
 @example({"cgroup.threads": b"\xb2", "cgroup.procs": b"", "cpu.stat": b"", "cpu.max": b""})
@@ -445,11 +403,6 @@ def test_cgroup_cpu_collector_never_raises_on_hostile_cgroup2_files(files: dict[
     assert families
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in agent/cgroups.py (labels' module): _cfs_quota_v1 int()s cpu.cfs_quota_us and cpu.cfs_period_us "
-    "('' raises ValueError), first_process int()s cgroup.procs ('x'): CgroupCpuCollector.collect() raises",
-)
 @FILES
 @given(hostile_tree(v1=True))
 @example(
