@@ -50,16 +50,23 @@ class Tenant:
     """A workload started inside a cgroup reached step by step (so paths longer than PATH_MAX work too)."""
 
     def __init__(self, binary: Path, directory: list[str], *args: str | int) -> None:
-        def enter() -> None:  # in the child, before exec: the workload then joins "." (its cgroup)
-            for component in directory:
-                os.chdir(component)
-
-        self.process = subprocess.Popen(
-            [str(binary), ".", *(str(a) for a in args), "1"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            preexec_fn=enter,
-        )
+        # Reach the directory one component at a time (no Python runs in the child between fork and exec, which
+        # is unsafe with threads); the child starts in it through the descriptor and joins "." (its cgroup).
+        fd = os.open(directory[0], os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for component in directory[1:]:
+                inner = os.open(component, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            self.process = subprocess.Popen(
+                [str(binary), ".", *(str(a) for a in args), "1"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                cwd=f"/proc/self/fd/{fd}",
+                pass_fds=(fd,),
+            )
+        finally:
+            os.close(fd)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:

@@ -26,8 +26,13 @@ int main(int argc, char **argv)
     pthread_t ids[256];
     if (threads < 1 || threads > 256)
         return 2;
-    for (int t = 0; t < threads; t++)
-        pthread_create(&ids[t], NULL, spin, NULL);
+    for (int t = 0; t < threads; t++) {
+        int error = pthread_create(&ids[t], NULL, spin, NULL);
+        if (error != 0) {
+            fprintf(stderr, "yielder: pthread_create: %s\n", strerror(error));
+            return 3;
+        }
+    }
     for (int t = 0; t < threads; t++)
         pthread_join(ids[t], NULL);
     char json[128];
