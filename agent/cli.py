@@ -166,8 +166,14 @@ def run(settings: config.Settings) -> int:
         unavailable=sorted(unavailable),
         workloads_by="process" if context.keys.per_process else "cgroup",
     )
+    # Keyed by process, an exited process holds its kernel entry until a scrape folds it in: in a fork storm,
+    # fold between scrapes once a quarter of the map may have filled with new processes (two programs announce each).
+    keys = context.keys
+    fold_after = workload_map_size(settings, per_process=True) // 2 if isinstance(keys, ProcessKeys) else 0
     while not stop_signals:
         time.sleep(STOP_POLL_SECONDS)
+        if isinstance(keys, ProcessKeys) and keys.announced_since_sync() >= fold_after:
+            agent_collector.collect_unserved()
     logger.info("stopping")
     server.stop()
     identities.stop()

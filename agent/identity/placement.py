@@ -151,6 +151,7 @@ class ProcessKeys:
         self._seen: dict[int, list[_Seen]] = {}  # per pid, by start
         self._entries = 0
         self._announcers: list[Announcer] = []
+        self._announced_since_sync = 0
         self._lock = threading.Lock()
 
     @property
@@ -162,6 +163,7 @@ class ProcessKeys:
         """The kernel saw a new process (at *boot_ns*): place it now, while it lives (listener thread)."""
         announced_us = boot_ns // 1000
         with self._lock:
+            self._announced_since_sync += 1
             seen = self._live(pid, reread=True)
             if seen is None:  # born and gone before it could be read: remember it, unplaced
                 if not any(s.since_us == announced_us for s in self._seen.get(pid, ())):
@@ -214,6 +216,13 @@ class ProcessKeys:
             announcer.request_drain()
         for announcer in self._announcers:
             announcer.wait_drained()
+        with self._lock:
+            self._announced_since_sync = 0
+
+    def announced_since_sync(self) -> int:
+        """Announcements (one per program per new process) since the last scrape placed the keys."""
+        with self._lock:
+            return self._announced_since_sync
 
     def __len__(self) -> int:
         with self._lock:
