@@ -132,14 +132,43 @@ class CgroupPathResolver:
         """Every directory of the tree by inode; by directory descriptors, so paths longer than PATH_MAX are seen."""
         assert self.root is not None
         paths: dict[int, str] = {}
-        root = str(self.root)
-        for directory, _subdirs, _files, fd in os.fwalk(root):
-            relative = directory[len(root) :] or "/"
-            paths[os.fstat(fd).st_ino] = relative
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        # Depth first without recursion, holding a descriptor per level only (a tenant may nest thousands of
+        # levels: below MAX_WALK_DEPTH directories go unnamed and their counts to "(removed)", nothing fails).
+        stack: list[tuple[int, str, list[str]]] = []
+        try:
+            stack.append(_opened(os.open(self.root, flags), "", paths))
+            while stack:
+                fd, relative, names = stack[-1]
+                if not names or len(stack) >= MAX_WALK_DEPTH:
+                    os.close(fd)
+                    stack.pop()
+                    continue
+                name = names.pop()
+                try:
+                    child = os.open(name, flags, dir_fd=fd)
+                except OSError:  # removed meanwhile
+                    continue
+                try:
+                    stack.append(_opened(child, f"{relative}/{name}", paths))
+                except OSError:
+                    os.close(child)
+        finally:
+            for fd, _relative, _names in stack:
+                os.close(fd)
         return paths
 
 
 PATH_MAX = 4096
+MAX_WALK_DEPTH = 256
+
+
+def _opened(fd: int, relative: str, paths: dict[int, str]) -> tuple[int, str, list[str]]:
+    """Record the directory open at *fd* by its inode; (fd, its relative path, its subdirectories' names)."""
+    paths[os.fstat(fd).st_ino] = relative or "/"
+    with os.scandir(fd) as entries:
+        names = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+    return fd, relative, names
 
 
 def _inode(root: str, relative: str) -> int:

@@ -106,3 +106,31 @@ def test_layout_under_a_v1_host_mount(tmp_path: Path) -> None:
     layout = layout_under(tmp_path)
     assert (layout.mode, layout.unified) == ("v1", None)
     assert layout.v1["cpu"] == tmp_path / "cpu,cpuacct"
+
+
+def test_walk_survives_a_tenant_nesting_thousands_of_levels(tmp_path: Path) -> None:
+    """1,500 levels (os.fwalk recursed once per level and raised RecursionError) and 2,000 siblings: no error,
+    no descriptor left open, the first MAX_WALK_DEPTH levels named, every sibling named."""
+    import os
+
+    from agent.cgroups import MAX_WALK_DEPTH, CgroupPathResolver
+
+    fd = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("x", dir_fd=fd)
+        inner = os.open("x", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    wide = tmp_path / "wide\udcff"
+    wide.mkdir()
+    for index in range(2000):
+        (wide / f"w{index}").mkdir()
+    (tmp_path / "cgroup.procs").write_text("")  # what makes the tree look like a mounted cgroup2 root
+    open_before = len(os.listdir("/proc/self/fd"))
+    paths = CgroupPathResolver(tmp_path).snapshot()
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    deep = [path for path in paths.values() if path.startswith("/x")]
+    assert len(deep) == MAX_WALK_DEPTH - 1
+    assert sum(1 for path in paths.values() if path.startswith("/wide\udcff/w")) == 2000
+    assert paths[os.stat(tmp_path).st_ino] == "/"
