@@ -41,7 +41,8 @@ class AgentCollector:
     def collect(self) -> Iterator[Metric]:
         """Called by prometheus_client for each scrape (scrapes are serialised)."""
         with self._lock:
-            yield from self._collect()
+            families = self._collect()
+        yield from families
 
     def collect_unserved(self) -> None:
         """Do a scrape's work without serving it: folds exited processes out of the kernel maps between scrapes."""

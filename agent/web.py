@@ -283,7 +283,8 @@ def basic_auth(app: WSGIApp, user: str, password: str) -> WSGIApp:
     def guarded(environ: dict[str, Any], start_response: Any) -> Any:
         header = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "basic" and hmac.compare_digest(credentials.strip(), expected):
+        given = credentials.strip().encode("utf-8", "surrogateescape")  # a header may hold any byte
+        if scheme.lower() == "basic" and hmac.compare_digest(given, expected.encode()):
             return app(environ, start_response)
         start_response(
             "401 Unauthorized", [("WWW-Authenticate", 'Basic realm="schedwatch"'), ("Content-Type", "text/plain")]

@@ -55,9 +55,8 @@ def gather_workload(procfs: ProcFS, pids: Iterable[int], interval: float = 1.0) 
         processes=len(taken.processes),
         pools=[pool.size for pool in facts.pools],
         libraries=sorted({f"{lib.implementation} {lib.version}" for d in details.values() for lib in d.libraries}),
-        environments=[
-            dict(items) for items in sorted({tuple(d.environment.as_dict().items()) for d in details.values()})
-        ],
+        # Which thread variables are set, never their values: logs leave the node.
+        variables_set=sorted({name for d in details.values() for name, _value in d.environment.values}),
     )
     return facts
 

@@ -13,7 +13,7 @@ _CONTAINER_COMPONENT = re.compile(
     r"^(?:[^/:]+\.slice:(?:cri-containerd|crio|docker|containerd|libpod):)?"
     r"(?:docker-|cri-containerd-|crio-|libpod-|containerd-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$"
 )
-HEX_ID = re.compile(r"^[0-9a-f]{64}$")
+HEX_ID = re.compile(r"[0-9a-f]{64}")
 
 
 def container_id_from_path(cgroup_path: str) -> str:
@@ -37,4 +37,4 @@ def container_anchor(cgroup_path: str) -> tuple[str, str]:
 
 def is_container_id(text: str) -> bool:
     """Whether *text* is a full 64-hex container id (the only thing ever put into a runtime request)."""
-    return HEX_ID.match(text) is not None
+    return HEX_ID.fullmatch(text) is not None

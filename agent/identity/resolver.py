@@ -175,4 +175,9 @@ class IdentityResolver:
             container_id = self._queue.get()
             if container_id is None:
                 return
-            self.resolve_now(container_id)
+            try:
+                self.resolve_now(container_id)
+            except Exception:  # the worker must outlive any one lookup
+                log.exception("identity_lookup_failed")
+                with self._lock:
+                    self._pending.discard(container_id)

@@ -63,12 +63,16 @@ class Scraper:
     def __init__(self, agent: AgentProcess, interval: float) -> None:
         self.agent, self.interval = agent, interval
         self.scrapes = 0
+        self.failures: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.agent.scrape()
+            try:
+                self.agent.scrape()
+            except Exception as error:  # asserted by the test: a failed scrape must not end the thread unseen
+                self.failures.append(repr(error))
             self.scrapes += 1
 
     def __enter__(self) -> Scraper:
@@ -113,6 +117,7 @@ def test_every_yield_of_a_fork_storm_is_counted(
         dropped_events=lost_to_full_maps,
         others_in_removed=placed + removed - CHILDREN * PER_CHILD,
     )
+    assert scraper.failures == [], f"scrapes failed during the storm: {scraper.failures}"
     assert lost_to_full_maps == 0
     if mode == "cgroup":
         # (removed) may grow from other users' cgroups removed before a scrape saw them: not ours to check.

@@ -250,3 +250,20 @@ def test_a_failing_scrape_is_a_500_and_the_server_goes_on(capsys: pytest.Capture
         server.stop()
     logged = capsys.readouterr()
     assert "answer_failed" in logged.out + logged.err and "collector bug" in logged.out + logged.err
+
+
+def test_basic_auth_refuses_any_header_bytes_without_failing() -> None:
+    """A header holding non-ASCII bytes (latin-1 in WSGI) is a 401, not a 500 from comparing the strings."""
+    from agent.web import basic_auth
+
+    statuses: list[str] = []
+
+    def app(environ: dict[str, object], start_response: object) -> list[bytes]:
+        return [b"ok"]
+
+    guarded = basic_auth(app, "prom", "s3cret")
+    for header in ("Basic \xe9\xe9", "Basic \udcff", "Basic cHJvbTpzM2NyZXQ=", "Digest x", ""):
+        body = guarded({"HTTP_AUTHORIZATION": header}, lambda status, headers: statuses.append(status))
+        if header == "Basic cHJvbTpzM2NyZXQ=":
+            assert body == [b"ok"]
+    assert statuses == ["401 Unauthorized"] * 4
