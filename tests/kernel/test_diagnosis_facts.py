@@ -60,6 +60,20 @@ def logging_restored() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def inherited_affinity(cpus: set[int] | None) -> Iterator[None]:
+    """Children started meanwhile inherit *cpus*: set on this thread only (no Python runs between fork and exec)."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@contextlib.contextmanager
 def started(
     command: list[str], extra: dict[str, str], cpus: set[int] | None = None, canary_in_argv: bool = False
 ) -> Iterator[tuple[int, Any]]:
@@ -71,14 +85,14 @@ def started(
     environment.update((name.encode(), value.encode()) for name, value in extra.items())
     environment[b"SCHEDWATCH_CANARY"] = bytes(CANARY)
     argv: list[str | bytes] = [b"argv0-" + bytes(CANARY) if canary_in_argv else command[0], *command[1:]]
-    process = subprocess.Popen(
-        argv,
-        executable=command[0],
-        env=environment,  # bytes names and values are accepted on POSIX
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
-    )
+    with inherited_affinity(cpus):
+        process = subprocess.Popen(
+            argv,
+            executable=command[0],
+            env=environment,  # bytes names and values are accepted on POSIX
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
     del environment, argv
     try:
         assert process.stdout is not None
@@ -222,18 +236,14 @@ def test_another_users_maps_and_environ_are_not_permitted_not_unset() -> None:
     )
     openmp_command = [str(build("openmp_pool", "-fopenmp")), "-", "0", "1"]
     with started(openmp_command, {}) as (pid, _):
-
-        def as_nobody() -> None:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-
         result = subprocess.run(
             [sys.executable, "-c", reader, str(pid)],
             cwd=REPO,
             capture_output=True,
             text=True,
-            preexec_fn=as_nobody,
+            user=65534,
+            group=65534,
+            extra_groups=[],
             check=True,
         )
     seen = json.loads(result.stdout)
@@ -270,9 +280,8 @@ def test_node_states_show_a_spinner_as_user_and_a_yielder_as_system(
 
 def run_pinned(procfs: ProcFS, command: list[str], cpus: set[int] | None = None) -> tuple[NodeStates, CpuUsage]:
     """Start *command*, let it run 0.2 s, then sample the node and the process over 0.8 s."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
-    )
+    with inherited_affinity(cpus):
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.2)
         before = read_process(procfs, process.pid)
