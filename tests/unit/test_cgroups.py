@@ -134,3 +134,20 @@ def test_walk_survives_a_tenant_nesting_thousands_of_levels(tmp_path: Path) -> N
     assert len(deep) == MAX_WALK_DEPTH - 1
     assert sum(1 for path in paths.values() if path.startswith("/wide\udcff/w")) == 2000
     assert paths[os.stat(tmp_path).st_ino] == "/"
+    _remove_deep(tmp_path / "x")  # pytest's own clean-up recurses per level and would fail on 1,500
+
+
+def _remove_deep(top: Path) -> None:
+    """Remove a chain of nested empty directories of any depth, deepest first, by descriptors."""
+    import os
+
+    chain = [os.open(top, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        while "x" in os.listdir(chain[-1]):
+            chain.append(os.open("x", os.O_RDONLY | os.O_DIRECTORY, dir_fd=chain[-1]))
+        for parent in reversed(chain[:-1]):
+            os.rmdir("x", dir_fd=parent)
+    finally:
+        for fd in chain:
+            os.close(fd)
+    top.rmdir()
