@@ -24,8 +24,31 @@ LABELS = {
 
 
 @pytest.fixture(scope="module")
-def prometheus(container_agent: AgentProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    server = Prometheus(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{container_agent.port}"])
+def kubelet_agent(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    """An agent told that Podman's Docker API is the kubelet's runtime (as cri-dockerd would be), so that the
+    container's io.kubernetes.* labels are trusted as pod and namespace (docs/identity.md)."""
+    work = tmp_path_factory.mktemp("kubelet-agent")
+    agent = AgentProcess(
+        work / "agent.log",
+        "--runtime.docker-sockets",
+        "",
+        "--runtime.kubelet-docker-sockets",
+        str(podman.socket),
+        "--runtime.cri-sockets",
+        "",
+        "--runtime.containerd-socket",
+        "",
+        "--state-dir",
+        str(work),
+    )
+    agent.wait_ready()
+    yield agent
+    assert agent.stop() == 0, agent.log()
+
+
+@pytest.fixture(scope="module")
+def prometheus(kubelet_agent: AgentProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    server = Prometheus(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{kubelet_agent.port}"])
     yield server
     server.stop()
 
@@ -49,10 +72,10 @@ def substitute(expr: str, variables: dict[str, str]) -> str:
 
 
 def test_every_panel_query_returns_data(
-    prometheus: Prometheus, busy_container: str, container_agent: AgentProcess
+    prometheus: Prometheus, busy_container: str, kubelet_agent: AgentProcess
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
-    node = f"127.0.0.1:{container_agent.port}"
+    node = f"127.0.0.1:{kubelet_agent.port}"
     # Wait until Prometheus has a few scrapes with the container named.
     deadline = time.monotonic() + 60
     while not prometheus.query('schedwatch_threads{container="api", pod="checkout", namespace="shop"}'):

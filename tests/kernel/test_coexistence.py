@@ -30,7 +30,7 @@ FUTEX_WAITS, FUTEX_WAIT_NS, FUTEX_WAKES = 8, 1_000_000, 6
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 PERF_EVENTS = ("syscalls:sys_enter_sched_yield", "syscalls:sys_enter_futex", "sched:sched_switch")
 BPF_PROG_TYPE_TRACEPOINT = 5
-PERF_TRACE_ATTEMPTS = 5
+PERF_TRACE_OWN_LOSS = 0.05  # perf trace loses some by itself here: up to 0.6 % quiet, 2.7 % under load
 KEEP_EVENT = 1  # bpf/schedwatch.h
 
 Agents = tuple[AgentProcess, AgentProcess]
@@ -273,23 +273,19 @@ def test_perf_sched_sees_the_workloads_switches(
 def test_perf_trace_summary_counts_every_yield(
     agents: Agents, cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
 ) -> None:
-    # perf trace reads the raw_syscalls tracepoints, where schedwatch has no program, and on this kernel it
-    # misses a few of a workload's events by itself now and then (a handful in 10,000, no "LOST" record; with or
-    # without --sort-events, pinned or not). An exact count in one of a few attempts shows it sees every call
-    # with schedwatch attached; a blinded perf would count 0 in all of them.
+    # perf trace reads the raw_syscalls tracepoints, where schedwatch has no program. On this kernel it misses a
+    # few of a workload's calls by itself, with no BPF program loaded at all (measured: 996-1,000 of 1,000 and
+    # 9,942-9,954 of 10,000): it must see all but PERF_TRACE_OWN_LOSS of them; a blinded perf sees none.
     trace = [tool("perf"), "trace", "-s", "--mmap-pages", "4096", "-o", str(tmp_path / "trace.txt"), "--"]
-    seen = []
-    for attempt in range(PERF_TRACE_ATTEMPTS):
-        group = cgroups.make(f"perf-trace-{attempt}")
-        (truth,), _ = run_wrapped(trace, [yielder, group, YIELDS, 1, 0])
-        assert truth["yields"] == YIELDS
-        assert_agents_count_yields(agents, cgroups.relative(group), YIELDS)
-        summary = (tmp_path / "trace.txt").read_text()
-        rows = [int(line.split()[1]) for line in summary.splitlines() if line.split()[:1] == ["sched_yield"]]
-        seen.append(sum(rows))
-        if seen[-1] == YIELDS:
-            break
-    assert seen[-1] == YIELDS, f"perf trace -s counted {seen} of {YIELDS} yields; {other_tracers(agents)}"
+    group = cgroups.make("perf-trace")
+    (truth,), _ = run_wrapped(trace, [yielder, group, YIELDS, 1, 0])
+    assert truth["yields"] == YIELDS
+    assert_agents_count_yields(agents, cgroups.relative(group), YIELDS)
+    summary = (tmp_path / "trace.txt").read_text()
+    seen = sum(int(line.split()[1]) for line in summary.splitlines() if line.split()[:1] == ["sched_yield"])
+    assert YIELDS * (1 - PERF_TRACE_OWN_LOSS) <= seen <= YIELDS, (
+        f"perf trace -s counted {seen} of {YIELDS} yields; {other_tracers(agents)}"
+    )
 
 
 def test_bpftrace_counts_every_yield(agents: Agents, cgroups: CgroupSandbox, yielder: Path) -> None:
