@@ -51,11 +51,6 @@ class MachineFacts:
     bpf_refused: str | None = None  # strerror of creating a BPF map, None when it worked
     perf_refused: str | None = None  # strerror of opening a tracepoint perf event, None when it worked or was not tried
 
-    @property
-    def can_load_bpf(self) -> bool:
-        """CAP_SYS_ADMIN, or CAP_BPF (load programs) with CAP_PERFMON (attach to tracepoints)."""
-        return not self.missing_bpf_capabilities()
-
     def kernel_before(self, version: tuple[int, int]) -> bool:
         """Whether the running kernel is older than *version* (False when the release cannot be read)."""
         release = kernel.version_tuple(self.release)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 
 from agent.artifacts import table
-from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
+from agent.artifacts.errors import Malformed
+from agent.artifacts.opening import is_error_message, report_lines
 from agent.artifacts.results import MpstatReport, MpstatRow, SystemLine
-from agent.artifacts.sysstat import stamp, system_line
-from agent.artifacts.text import Line, lines, meaningful, trimmed
+from agent.artifacts.sysstat import is_row, stamp, system_line
+from agent.artifacts.text import Line, lines, trimmed
 
 __all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
@@ -49,10 +50,6 @@ def _opens_report(line: Line) -> bool:
     return system_line(line) is not None or _header_columns(line) is not None
 
 
-def _is_row(line: Line) -> bool:
-    return stamp(line.fields) is not None
-
-
 def looks_like(text: str) -> bool:
     """True when *text* holds an mpstat header (``... CPU %usr ... %idle``)."""
     return any(_header_columns(line) for line in lines(text))
@@ -60,23 +57,20 @@ def looks_like(text: str) -> bool:
 
 def looks_like_error(text: str) -> bool:
     """True when *text* is mpstat's own error or usage message and holds no table."""
-    rows = meaningful(lines(text))
-    return bool(rows) and not looks_like(text) and _ERROR.match(rows[0].text.strip()) is not None
+    return is_error_message(text, looks_like, _is_error)
+
+
+def _is_error(line: str) -> bool:
+    return _ERROR.match(line) is not None
 
 
 def parse(text: str) -> MpstatReport:
     """Every CPU row in *text*; raises NotThisFormat, CommandFailed or Malformed (see agent.artifacts.errors)."""
-    rows = meaningful(lines(text))
-    if not rows:
-        raise NotThisFormat(FORMAT, "the text is empty")
-    if not looks_like(text):
-        if _ERROR.match(rows[0].text.strip()):
-            raise CommandFailed(FORMAT, rows[0].text.strip(), rows[0].number)
-        raise NotThisFormat(FORMAT, "no 'CPU %usr ... %idle' header")
+    rows = report_lines(text, FORMAT, looks_like, _is_error, "no 'CPU %usr ... %idle' header")
     system: SystemLine | None = None
     columns: list[str] | None = None
     result: list[MpstatRow] = []
-    for line in trimmed(rows, _opens_report, _is_row):
+    for line in trimmed(rows, _opens_report, is_row):
         if (found := system_line(line)) is not None:
             system = found
         elif (names := _header_columns(line)) is not None:

@@ -25,10 +25,11 @@ from __future__ import annotations
 import re
 
 from agent.artifacts import table
-from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
+from agent.artifacts.errors import Malformed
+from agent.artifacts.opening import is_error_message, report_lines
 from agent.artifacts.results import PidstatReport, PidstatRow, SystemLine
-from agent.artifacts.sysstat import stamp, system_line
-from agent.artifacts.text import Line, lines, meaningful, trimmed
+from agent.artifacts.sysstat import is_row, stamp, system_line
+from agent.artifacts.text import Line, lines, trimmed
 
 __all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
@@ -55,10 +56,6 @@ def _opens_report(line: Line) -> bool:
     return system_line(line) is not None or _header_columns(line) is not None
 
 
-def _is_row(line: Line) -> bool:
-    return stamp(line.fields) is not None
-
-
 def looks_like(text: str) -> bool:
     """True when *text* holds a pidstat column header (``... UID ... PID ... Command``)."""
     return any(_header_columns(line) for line in lines(text))
@@ -66,8 +63,11 @@ def looks_like(text: str) -> bool:
 
 def looks_like_error(text: str) -> bool:
     """True when *text* is pidstat's own error or usage message and holds no table."""
-    rows = meaningful(lines(text))
-    return bool(rows) and not looks_like(text) and _ERROR.match(rows[0].text.strip()) is not None
+    return is_error_message(text, looks_like, _is_error)
+
+
+def _is_error(line: str) -> bool:
+    return _ERROR.match(line) is not None
 
 
 def parse(text: str) -> PidstatReport:
@@ -75,17 +75,11 @@ def parse(text: str) -> PidstatReport:
 
     A report whose tables are all empty (pidstat found no such process) is returned with no rows.
     """
-    rows = meaningful(lines(text))
-    if not rows:
-        raise NotThisFormat(FORMAT, "the text is empty")
-    if not looks_like(text):
-        if _ERROR.match(rows[0].text.strip()):
-            raise CommandFailed(FORMAT, rows[0].text.strip(), rows[0].number)
-        raise NotThisFormat(FORMAT, "no column header ending in 'Command'")
+    rows = report_lines(text, FORMAT, looks_like, _is_error, "no column header ending in 'Command'")
     system: SystemLine | None = None
     columns: list[str] | None = None
     result: list[PidstatRow] = []
-    for line in trimmed(rows, _opens_report, _is_row):
+    for line in trimmed(rows, _opens_report, is_row):
         if (found := system_line(line)) is not None:
             system = found
         elif (names := _header_columns(line)) is not None:

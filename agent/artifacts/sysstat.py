@@ -51,3 +51,8 @@ def stamp(fields: list[str]) -> Stamp | None:
     if len(fields) > 1 and fields[1] == ":" and fields[0].isalpha():  # French: "Moyenne :"
         return Stamp(None, True, 2)
     return None
+
+
+def is_row(line: Line) -> bool:
+    """Whether *line* is a row of a sysstat table (it starts with the time stamp)."""
+    return stamp(line.fields) is not None

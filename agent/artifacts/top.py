@@ -28,9 +28,10 @@ from __future__ import annotations
 import re
 
 from agent.artifacts import table
-from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
+from agent.artifacts.errors import Malformed
+from agent.artifacts.opening import is_error_message, report_lines
 from agent.artifacts.results import CpuStates, TaskCounts, TopReport, TopRow, TopSnapshot
-from agent.artifacts.text import Line, decimal, lines, meaningful, trimmed
+from agent.artifacts.text import Line, decimal, lines, trimmed
 
 __all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
@@ -52,6 +53,9 @@ _NOT_COMMAND = frozenset({"PID", "TID", "USER", "PR", "NI", "VIRT", "RES", "SHR"
 _ERROR = re.compile(r"top: (?P<message>.+)")
 
 
+_MISSING = "no 'top - ... load average' line, no Tasks: line, no PID ... %CPU header"
+
+
 def looks_like(text: str) -> bool:
     """True when *text* holds top's first line, its Tasks/Threads line, or its PID ... %CPU column header."""
     for line in lines(text):
@@ -63,8 +67,11 @@ def looks_like(text: str) -> bool:
 
 def looks_like_error(text: str) -> bool:
     """True when *text* is top's own error message (``top: failed tty get``)."""
-    rows = meaningful(lines(text))
-    return bool(rows) and not looks_like(text) and _ERROR.fullmatch(rows[0].text.strip()) is not None
+    return is_error_message(text, looks_like, _is_error)
+
+
+def _is_error(line: str) -> bool:
+    return _ERROR.fullmatch(line) is not None
 
 
 def _opens_screen(line: Line) -> bool:
@@ -83,13 +90,9 @@ def _is_header(line: Line) -> bool:
 
 def parse(text: str) -> TopReport:
     """Every snapshot in *text*; raises NotThisFormat, CommandFailed or Malformed (see agent.artifacts.errors)."""
-    rows = meaningful(lines(text))
-    if not rows:
-        raise NotThisFormat(FORMAT, "the text is empty")
-    if not looks_like(text):
-        if _ERROR.fullmatch(rows[0].text.strip()):
-            raise CommandFailed(FORMAT, rows[0].text.strip(), rows[0].number)
-        raise NotThisFormat(FORMAT, "no 'top - ... load average' line, no Tasks: line, no PID ... %CPU header")
+    rows = report_lines(
+        text, FORMAT, looks_like, _is_error, "no 'top - ... load average' line, no Tasks: line, no PID ... %CPU header"
+    )
     rows = trimmed(rows, _opens_screen, _ends_screen)
     starts = [i for i, line in enumerate(rows) if _FIRST_LOOSE.match(line.text.strip())] or [0]
     if starts[0] != 0:

@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 
 from agent.artifacts import table
-from agent.artifacts.errors import CommandFailed, Malformed, NotThisFormat
+from agent.artifacts.errors import Malformed
+from agent.artifacts.opening import is_error_message, report_lines
 from agent.artifacts.results import VmstatReport, VmstatRow
-from agent.artifacts.text import Line, lines, meaningful, trimmed
+from agent.artifacts.text import Line, lines, trimmed
 
 __all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
 
@@ -47,6 +48,9 @@ def _is_row(line: Line) -> bool:
     return line.text.lstrip()[:1].isdigit()
 
 
+_MISSING = "no 'procs ---memory---' line and no 'r b swpd ...' header"
+
+
 def looks_like(text: str) -> bool:
     """True when *text* holds vmstat's ``procs ---memory---`` line or its ``r b swpd ...`` header."""
     return any(_GROUPS.match(line.text.strip()) or _is_header(line) for line in lines(text))
@@ -54,19 +58,18 @@ def looks_like(text: str) -> bool:
 
 def looks_like_error(text: str) -> bool:
     """True when *text* is vmstat's own error message."""
-    rows = meaningful(lines(text))
-    return bool(rows) and not looks_like(text) and _ERROR.fullmatch(rows[0].text.strip()) is not None
+    return is_error_message(text, looks_like, _is_error)
+
+
+def _is_error(line: str) -> bool:
+    return _ERROR.fullmatch(line) is not None
 
 
 def parse(text: str) -> VmstatReport:
     """Every row in *text*; raises NotThisFormat, CommandFailed or Malformed (see agent.artifacts.errors)."""
-    rows = meaningful(lines(text))
-    if not rows:
-        raise NotThisFormat(FORMAT, "the text is empty")
-    if not looks_like(text):
-        if _ERROR.fullmatch(rows[0].text.strip()):
-            raise CommandFailed(FORMAT, rows[0].text.strip(), rows[0].number)
-        raise NotThisFormat(FORMAT, "no 'procs ---memory---' line and no 'r b swpd ...' header")
+    rows = report_lines(
+        text, FORMAT, looks_like, _is_error, "no 'procs ---memory---' line and no 'r b swpd ...' header"
+    )
     header: list[str] | None = None
     result: list[VmstatRow] = []
     for line in trimmed(rows, _opens_report, _is_row):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent import AgentProcess
+from tests.support.agent import AgentProcess, kubelet_docker_agent
 from tests.support.containers import Podman
 from tests.support.prometheus import Prometheus
 
@@ -27,20 +27,7 @@ LABELS = {
 def kubelet_agent(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """An agent told that Podman's Docker API is the kubelet's runtime (as cri-dockerd would be), so that the
     container's io.kubernetes.* labels are trusted as pod and namespace (docs/identity.md)."""
-    work = tmp_path_factory.mktemp("kubelet-agent")
-    agent = AgentProcess(
-        work / "agent.log",
-        "--runtime.docker-sockets",
-        "",
-        "--runtime.kubelet-docker-sockets",
-        str(podman.socket),
-        "--runtime.cri-sockets",
-        "",
-        "--runtime.containerd-socket",
-        "",
-        "--state-dir",
-        str(work),
-    )
+    agent = kubelet_docker_agent(tmp_path_factory.mktemp("kubelet-agent"), podman.socket)
     agent.wait_ready()
     yield agent
     assert agent.stop() == 0, agent.log()

@@ -11,7 +11,7 @@ from agent.cgroups import read_layout
 from agent.identity.runtimes import ContainerInfo
 from agent.identity.runtimes.cri import CriClient
 from tests.containers.conftest import GRACE_SECONDS
-from tests.support.agent import AgentProcess
+from tests.support.agent import AgentProcess, kubelet_docker_agent
 from tests.support.containers import (
     IMAGE,
     REPO,
@@ -91,6 +91,9 @@ def test_two_podman_containers_get_their_own_counts_and_names(container_agent: A
         "namespace": "",
         "cgroup": "",
     }
+    # The sleeper is exported (its blocked time), and yields at most what runc's init did before exec:
+    # none of the yielding container's calls are given to it. No yield series at all is 0 yields.
+    assert scrape.value("schedwatch_offcpu_seconds_total", container_id=sleeping, reason="blocked") is not None
     assert (scrape.value(YIELDS, container_id=sleeping) or 0) <= RUNC_INIT_YIELDS
     process = scrape.find("schedwatch_process_sched_yield_calls_total", pid=str(yielder_pid))
     assert list(process.values()) == [50_000], process
@@ -146,17 +149,7 @@ def test_kubernetes_labels_set_by_a_podman_user_claim_no_pod(container_agent: Ag
 
 def test_kubelet_docker_runtime_names_pod_and_namespace(podman: Podman, tmp_path: Path) -> None:
     # Told that this Docker API is the kubelet's runtime (cri-dockerd), the agent trusts the kubelet's labels.
-    agent = AgentProcess(
-        tmp_path / "agent.log",
-        "--runtime.kubelet-docker-sockets",
-        str(podman.socket),
-        "--runtime.cri-sockets",
-        "",
-        "--runtime.containerd-socket",
-        "",
-        "--state-dir",
-        str(tmp_path),
-    )
+    agent = kubelet_docker_agent(tmp_path, podman.socket)
     try:
         agent.wait_ready()
         container = podman_in_pod_with_kubernetes_labels(podman, "inpod", 777)
@@ -168,7 +161,8 @@ def test_kubelet_docker_runtime_names_pod_and_namespace(podman: Podman, tmp_path
             "namespace": "shop",
             "cgroup": "",
         }
-        assert (scrape.value("schedwatch_runtime_lookups_total", runtime="kubelet-docker", result="ok") or 0) >= 1
+        lookups = scrape.value("schedwatch_runtime_lookups_total", runtime="kubelet-docker", result="ok")
+        assert lookups is not None and lookups >= 1, "the kubelet's Docker API was never asked"
     finally:
         assert agent.stop() == 0, agent.log()
 

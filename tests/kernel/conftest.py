@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support.agent import AgentProcess, require_root
-from tests.support.workloads import CgroupSandbox, build
 
-GRACE_SECONDS = 3.0
-
-
-@pytest.fixture(scope="session")
-def cgroups() -> Iterator[CgroupSandbox]:
-    require_root()
-    made = CgroupSandbox()
-    yield made
-    made.cleanup()
+GRACE_SECONDS = 3.0  # shared fixtures (cgroups, workloads) are in tests/conftest.py
 
 
 @pytest.fixture(scope="session")
@@ -40,23 +30,3 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     yield process
     code = process.stop()
     assert code == 0, f"agent exited with {code} on SIGTERM:\n{process.log()}"
-
-
-@pytest.fixture(scope="session")
-def yielder() -> Path:
-    return build("yielder")
-
-
-@pytest.fixture(scope="session")
-def futexer() -> Path:
-    return build("futexer")
-
-
-@pytest.fixture(scope="session")
-def spinner() -> Path:
-    return build("spinner")
-
-
-@pytest.fixture(scope="session")
-def sleeper() -> Path:
-    return build("sleeper")

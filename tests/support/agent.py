@@ -104,6 +104,24 @@ class AgentProcess:
         return self.process.returncode
 
 
+def kubelet_docker_agent(work: Path, docker_socket: Path) -> AgentProcess:
+    """An agent whose only runtime is a Docker API named as the kubelet's own (cri-dockerd), so that its
+    io.kubernetes.* labels are trusted as pod and namespace; not yet ready (call wait_ready)."""
+    return AgentProcess(
+        work / "agent.log",
+        "--runtime.docker-sockets",
+        "",
+        "--runtime.kubelet-docker-sockets",
+        str(docker_socket),
+        "--runtime.cri-sockets",
+        "",
+        "--runtime.containerd-socket",
+        "",
+        "--state-dir",
+        str(work),
+    )
+
+
 def require_root() -> None:
     """Kernel tests need root; say so loudly instead of skipping."""
     if os.geteuid() != 0:

@@ -1,0 +1,45 @@
+"""Fixtures every tier shares: a cgroup sandbox and the C workloads of exactly known behaviour."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.agent import require_root
+from tests.support.workloads import CgroupSandbox, build
+
+
+@pytest.fixture(scope="session")
+def cgroups() -> Iterator[CgroupSandbox]:
+    """cgroups made for this test run (needs root: fails loudly without it), removed at the end."""
+    require_root()
+    made = CgroupSandbox()
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture(scope="session")
+def yielder() -> Path:
+    return build("yielder")
+
+
+@pytest.fixture(scope="session")
+def futexer() -> Path:
+    return build("futexer")
+
+
+@pytest.fixture(scope="session")
+def spinner() -> Path:
+    return build("spinner")
+
+
+@pytest.fixture(scope="session")
+def sleeper() -> Path:
+    return build("sleeper")
+
+
+@pytest.fixture(scope="session")
+def forker() -> Path:
+    return build("forker")
