@@ -324,7 +324,8 @@ def test_v1_only_host_names_podman_and_kubelet_containers(
         name = str(podman.inspect(container)["Name"])
         pod = Pod("legacy-0", "ops")
         cri.run_pod(pod)
-        command = ["sh", "-c", "/w/yielder - 1500 2 0 && exec sleep 600"]
+        # Like the second yielder above: alive 0.3 s after its yields, so that it is surely placed, not "(removed)".
+        command = ["sh", "-c", "(sleep 0.3) | /w/yielder - 1500 2 1; exec sleep 600"]
         in_pod = cri.start_container(pod, "batch", IMAGE, command, mounts={str(BINARIES): "/w"})
         scrape = eventually(
             agent,
