@@ -307,6 +307,39 @@ def read_cpu_v1(
     return CpuControl(stat.get("nr_periods", 0), stat.get("nr_throttled", 0), stat.get("throttled_time", 0), limit)
 
 
+USER_HZ = 100  # the unit of cpuacct.stat, fixed by the kernel's ABI whatever its HZ
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    """CPU time used by a cgroup and its descendants since it was made, in nanoseconds."""
+
+    user_ns: int
+    system_ns: int
+
+
+def read_usage_v2(root: Path, relative: str) -> CpuUsage | None:
+    """user_usec and system_usec of a cgroup2 cpu.stat (there whether or not the cpu controller is enabled)."""
+    stat = parse_flat_keyed(_read(root / relative.lstrip("/") / "cpu.stat") or "")
+    if "user_usec" not in stat or "system_usec" not in stat:
+        return None
+    return CpuUsage(stat["user_usec"] * 1000, stat["system_usec"] * 1000)
+
+
+def read_usage_v1(cpuacct_root: Path, relative: str) -> CpuUsage | None:
+    """cpuacct.usage_user and usage_sys (ns) of a v1 cpuacct cgroup; cpuacct.stat (USER_HZ ticks) on older kernels."""
+    directory = cpuacct_root / relative.lstrip("/")
+    user = parse_int(_read(directory / "cpuacct.usage_user") or "")
+    system = parse_int(_read(directory / "cpuacct.usage_sys") or "")
+    if user is not None and system is not None:
+        return CpuUsage(user, system)
+    stat = parse_flat_keyed(_read(directory / "cpuacct.stat") or "")
+    if "user" not in stat or "system" not in stat:
+        return None
+    tick = 1_000_000_000 // USER_HZ
+    return CpuUsage(stat["user"] * tick, stat["system"] * tick)
+
+
 def parse_proc_cgroup(text: str) -> dict[str, str]:
     """/proc/PID/cgroup -> {controller or '' for cgroup2: path}."""
     paths = {}
