@@ -16,6 +16,7 @@ from agent import __version__, bpf, config, kernel, log, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.collectors.common import workload_map_size
+from agent.commands import diagnose
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
@@ -44,14 +45,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_parser.add_argument(
         "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
     )
+    diagnose_parser = diagnose.add_parser(commands, names)
     args = parser.parse_args(argv)
     try:
         settings = config.from_args(args, names)
     except config.ConfigError as error:
-        (run_parser if args.command == "run" else check_parser).error(str(error))
+        {"run": run_parser, "check": check_parser, "diagnose": diagnose_parser}[args.command].error(str(error))
     log.configure(settings.log_level, settings.log_format)
     if args.command == "run":
         return run(settings)
+    if args.command == "diagnose":
+        return diagnose.run(args, settings, _prepare_machine, build_identities, build_context)
     try:
         return check(settings, args.format, load=not args.no_load)
     except BrokenPipeError:  # `schedwatch check | head`: the reader has what it wanted

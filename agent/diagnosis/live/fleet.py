@@ -10,6 +10,7 @@ address as the browser would use it (a path prefix included). Counts over the wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.error
@@ -60,10 +61,8 @@ class PrometheusSource:
                 document = json.loads(response.read(MAX_BODY_BYTES))
         except urllib.error.HTTPError as error:
             detail = error.read(4096).decode("utf-8", "replace")
-            try:
-                detail = json.loads(detail).get("error", detail)
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError, AttributeError):
+                detail = str(json.loads(detail).get("error", detail))
             raise SourceError(f"{self.base} refused a query (HTTP {error.code}): {detail}") from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)

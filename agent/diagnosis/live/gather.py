@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agent.diagnosis.live.details import read_closely
 from agent.diagnosis.live.members import Filter, workload_pids
-from agent.diagnosis.live.ranking import FLAG_SCORE, MAX_FLAGGED, workload_signals
+from agent.diagnosis.live.ranking import FLAG_SCORE, MAX_FLAGGED, score
 from agent.diagnosis.live.series import Reading
 from agent.diagnosis.live.sources import Source
 from agent.diagnosis.live.window import Window, workload_views
@@ -82,21 +82,22 @@ def node_view(before: NodeSample, after: NodeSample, seconds: float) -> NodeView
 
 def ranked(views: Sequence[WorkloadView]) -> list[WorkloadView]:
     """Workloads by contention score, highest first (then by name, so that equal scores keep one order)."""
-    return sorted(views, key=lambda view: (-workload_signals(view).score, view.ref.name))
+    return sorted(views, key=lambda view: (-score(view), view.ref.name))
 
 
 def chosen(views: Sequence[WorkloadView], wanted: Filter) -> list[WorkloadView]:
     """The workloads to read closely: those the filter names, or those whose score reaches the bar."""
     candidates = [view for view in views if view.ref.cgroup not in NOT_A_WORKLOAD]
     if wanted.empty:
-        candidates = [view for view in candidates if workload_signals(view).score >= FLAG_SCORE]
+        candidates = [view for view in candidates if score(view) >= FLAG_SCORE]
     return ranked(candidates)[:MAX_FLAGGED]
 
 
 def facts_from_window(
     window: Window,
     wanted: Filter,
-    source: Source,
+    source_name: str,
+    local: bool,
     procfs: ProcFS,
     tree: Path | None,
     node: tuple[NodeSample, NodeSample] | None,
@@ -107,7 +108,7 @@ def facts_from_window(
     views = [view for view in workload_views(window, node_cpus) if wanted.matches(view.ref)]
     if not wanted.empty and not views:
         raise NothingMatches(
-            f"no workload matches {_describe(wanted)} in {source.name} "
+            f"no workload matches {_describe(wanted)} in {source_name} "
             f"({len(window.after.workloads)} workloads seen): check the name with the agent's series"
         )
     notes: list[str] = []
@@ -115,7 +116,7 @@ def facts_from_window(
     if missing:
         notes.append(f"collectors not running: {', '.join(missing)} (their counts are unknown, not zero)")
     closely = chosen(views, wanted)
-    if closely and source.local:
+    if closely and local:
         detailed = _read_closely(procfs, tree, closely, node_cpus, detail_seconds)
         views = [detailed.get(view.ref, view) for view in views]
         if tree is None:
@@ -126,7 +127,7 @@ def facts_from_window(
             "run `schedwatch diagnose` on that node for them"
         )
     node_facts = NodeView() if node is None else node_view(node[0], node[1], window.seconds)
-    return Facts(node=node_facts, workloads=tuple(ranked(views)), sources=(source.name,), notes=tuple(notes))
+    return Facts(node=node_facts, workloads=tuple(ranked(views)), sources=(source_name,), notes=tuple(notes))
 
 
 def _read_closely(
@@ -173,4 +174,6 @@ def sample_live(
     after: Reading = source.read()
     node_after = read_node_sample(procfs) if source.local else None
     node = (node_before, node_after) if node_before is not None and node_after is not None else None
-    return facts_from_window(Window(before, after), wanted, source, procfs, tree, node, detail_seconds)
+    return facts_from_window(
+        Window(before, after), wanted, source.name, source.local, procfs, tree, node, detail_seconds
+    )

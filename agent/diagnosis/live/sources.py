@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -53,7 +52,9 @@ def metrics_url(url: str) -> str:
     """*url* with /metrics added when it names no path."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise SourceError(f"--from {url!r}: give an agent as http://HOST:PORT, or a Prometheus as prometheus+http://HOST:PORT")
+        raise SourceError(
+            f"--from {url!r}: give an agent as http://HOST:PORT, or a Prometheus as prometheus+http://HOST:PORT"
+        )
     if parts.path in ("", "/"):
         parts = parts._replace(path="/metrics")
     return urllib.parse.urlunsplit(parts)
@@ -103,7 +104,7 @@ class AgentSource:
             raise SourceError(
                 f"{self.url} answered HTTP {error.code} {error.reason}: is this the agent's metrics port?"
             ) from None
-        except (urllib.error.URLError, OSError, socket.timeout) as error:
+        except OSError as error:  # URLError and timeouts are OSErrors
             reason = getattr(error, "reason", error)
             raise SourceError(
                 f"cannot reach {self.url}: {reason}; is the agent running there? "
