@@ -17,6 +17,7 @@ from agent.diagnosis.live.sources import Source
 from agent.diagnosis.live.window import Window, workload_views
 from agent.diagnosis.node import NodeTicks, node_states, read_node
 from agent.diagnosis.views import CpuShares, Facts, NodeView, WorkloadView
+from agent.log import get_logger
 from agent.procfs import ProcFS
 
 NOT_A_WORKLOAD = ("(removed)", "(unresolved)")  # catch-all label sets: no cgroup to read
@@ -170,8 +171,11 @@ def sample_live(
     """Read *source*, wait *seconds*, read it again, and build the facts."""
     node_before = read_node_sample(procfs) if source.local else None
     before: Reading = source.read()
+    logger = get_logger("diagnose")
+    logger.info("window_started", seconds=seconds, source=source.name)
     sleep(seconds)
     after: Reading = source.read()
+    logger.info("window_ended", workloads=len(after.workloads))
     node_after = read_node_sample(procfs) if source.local else None
     node = (node_before, node_after) if node_before is not None and node_after is not None else None
     return facts_from_window(
