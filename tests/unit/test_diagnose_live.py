@@ -179,7 +179,7 @@ def test_a_metrics_page_that_is_not_schedwatch_says_so(served: tuple[str, type[_
 
 
 def test_an_unreachable_agent_says_so_in_one_line() -> None:
-    with pytest.raises(SourceError, match="cannot reach http://127.0.0.1:.*is the agent running there") as error:
+    with pytest.raises(SourceError, match=r"cannot reach http://127\.0\.0\.1:.*is the agent running there") as error:
         AgentSource(f"http://127.0.0.1:{free_port()}").read()
     assert "\n" not in str(error.value)
 
