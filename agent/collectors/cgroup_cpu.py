@@ -25,6 +25,7 @@ from agent.cgroups import (
     CgroupPathResolver,
     CpuControl,
     CpuUsage,
+    MonotonicSplit,
     count_threads,
     first_process,
     parse_cpu_list,
@@ -106,6 +107,7 @@ class CgroupCpuCollector:
         self._v1_paths: dict[int, tuple[str, str]] = {}
         self._table = CounterTable(width=3, grace_seconds=context.settings.series_grace_seconds)
         self._usage_table = CounterTable(width=2, grace_seconds=context.settings.series_grace_seconds)
+        self._v1_split = MonotonicSplit()
 
     def collect(self) -> list[Metric]:
         """Read every tracked cgroup's files and build the families."""
@@ -139,7 +141,9 @@ class CgroupCpuCollector:
         self._tracked &= set(paths)
         self._v1_paths = {k: v for k, v in self._v1_paths.items() if k in self._tracked}
         self._table.update(live)
-        self._usage_table.update(_outermost(usages))
+        live_usage = _outermost(usages)
+        self._v1_split.keep_only(set(live_usage))
+        self._usage_table.update(live_usage)
         return self._families(threads, limits)
 
     def close(self) -> None:
@@ -171,7 +175,8 @@ class CgroupCpuCollector:
             return None
         # cpuacct is mounted with cpu almost everywhere; elsewhere runtimes mirror the path in every hierarchy.
         usage = read_usage_v1(cpuacct_root, cpu_path)
-        return None if usage is None else (("cpuacct", cpu_path), usage)
+        source = ("cpuacct", cpu_path)
+        return None if usage is None else (source, self._v1_split.adjust(source, usage))
 
     def _find_v1_paths(self, cgroup_id: int, path: str, cpu_root: Path) -> tuple[str, str]:
         """v1 cpu and cpuset paths of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""

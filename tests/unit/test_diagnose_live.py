@@ -209,3 +209,15 @@ def test_source_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) 
     assert "--node needs --from prometheus+http://" in capsys.readouterr().err
     assert cli.main(["diagnose", "--from", "ftp://x"]) == 2
     assert "give an agent as http://HOST:PORT" in capsys.readouterr().err
+
+
+def test_the_v1_user_system_split_never_goes_backwards() -> None:
+    from agent.cgroups import CpuUsage, MonotonicSplit
+
+    split = MonotonicSplit()
+    assert split.adjust("a", CpuUsage(600, 400)) == CpuUsage(600, 400)
+    assert split.adjust("a", CpuUsage(580, 520)) == CpuUsage(600, 500)  # user would have gone back
+    assert split.adjust("a", CpuUsage(800, 450)) == CpuUsage(750, 500)  # system would have gone back
+    assert split.adjust("a", CpuUsage(700, 500)) == CpuUsage(750, 500)  # an older reading: keep the last
+    split.keep_only(set())
+    assert split.adjust("a", CpuUsage(1, 1)) == CpuUsage(1, 1)
