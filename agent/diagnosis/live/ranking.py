@@ -17,7 +17,7 @@ MAX_FLAGGED = 8  # workloads read closely at most, highest scores first
 
 def shares(view: WorkloadView, node: NodeView | None = None, limits: Thresholds = DEFAULT) -> dict[str, float]:
     """Each known signal of *view* over its threshold, by name."""
-    derived = signals(view, node or NodeView(), limits.yields_per_thread)
+    derived = signals(view, node or NodeView(), limits)
     pairs = {
         "sched_yield per CPU": (derived.yields_per_cpu, limits.yields_per_cpu),
         "futex calls per CPU": (derived.futex_per_cpu, limits.futex_handoffs_per_cpu),
