@@ -137,7 +137,13 @@ def loaded_collectors(
 ) -> Iterator[Source]:
     """The collectors `schedwatch run` would load, as a source; SourceError when no BPF collector can run."""
     logger = log.get_logger("diagnose")
-    machine = prepare_machine(settings)
+    try:
+        machine = prepare_machine(settings)
+    except OSError as error:
+        raise SourceError(
+            f"cannot inspect this machine for the BPF programs ({error.strerror or error}: {error.filename}); run "
+            "as root, or read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
+        ) from None
     identities = build_identities(settings)
     identities.start()
     context = build_context(settings, machine, identities)
@@ -156,10 +162,13 @@ def loaded_collectors(
             except bpf.BpfUnavailable as error:
                 unavailable[name] = str(error)
         if not {"syscalls", "sched"} & set(running):
-            reasons = "; ".join(f"{name}: {reason}" for name, reason in unavailable.items()) or "none enabled"
+            by_reason: dict[str, list[str]] = {}
+            for name, reason in unavailable.items():
+                by_reason.setdefault(reason, []).append(name)
+            reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
             raise SourceError(
-                f"the BPF programs cannot be loaded here ({reasons}); read a running agent instead: "
-                "schedwatch diagnose --from http://127.0.0.1:17953"
+                f"the BPF programs cannot be loaded here ({reasons or 'no BPF collector enabled'}); "
+                "read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
             )
         for name, reason in unavailable.items():
             logger.warning("collector_unavailable", collector=name, reason=reason)

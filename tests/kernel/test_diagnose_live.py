@@ -230,3 +230,26 @@ def test_fleet_ranking_and_node_drill_down_through_prometheus(
     finally:
         storm.release()
         first.release()
+
+
+@pytest.mark.parametrize(
+    ("privileges", "said"),
+    [
+        (("--bounding-set", "-bpf,-perfmon,-sys_admin"), "the BPF programs cannot be loaded here (syscalls, sched: "),
+        (("--reuid=65534", "--regid=65534", "--clear-groups"), "cannot inspect this machine for the BPF programs"),
+    ],
+)
+def test_without_bpf_diagnose_says_to_read_an_agent(privileges: tuple[str, ...], said: str, tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    command = [sys.executable, "-m", "agent", "diagnose", "--duration", "1", "--state-dir", str(tmp_path)]
+    result = subprocess.run(
+        ["setpriv", *privileges, *command, "--log-level", "error"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"schedwatch diagnose: {said}"), line
+    assert line.endswith("read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953")
