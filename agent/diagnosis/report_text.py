@@ -29,6 +29,16 @@ SHOWN = 8  # threads and processes drawn per workload; the rest are counted
 UNNAMED = "workload (the artifacts do not name its container or cgroup)"
 
 
+def printable(text: str) -> str:
+    """*text* with control characters (a terminal's escapes among them) shown as ``\\xNN``."""
+    return "".join(char if char.isprintable() or char == " " else f"\\x{ord(char):02x}" for char in text)
+
+
+def _text(text: str = "", style: str = "") -> Text:
+    """Plain text, never markup, with control characters made visible."""
+    return Text(printable(text), style=style)
+
+
 def make_console(file: IO[str] | None = None, width: int | None = None) -> Console:
     """A console for *file* (stdout): colour on a terminal, plain text when piped or when NO_COLOR is set."""
     plain = bool(os.environ.get("NO_COLOR"))
@@ -58,7 +68,7 @@ def workload_name(ref: WorkloadRef | None) -> str:
 
 
 def _node(node: NodeView, tree: Tree) -> None:
-    branch = tree.add(Text("node", style="bold"))
+    branch = tree.add(_text("node", style="bold"))
     parts = [f"CPUs {node.cpus}" if node.cpus is not None else "CPUs unknown"]
     if node.load_average is not None:
         parts.append("load average " + " ".join(f"{value:.2f}" for value in node.load_average))
@@ -66,7 +76,7 @@ def _node(node: NodeView, tree: Tree) -> None:
         parts.append(f"runnable tasks {number(node.run_queue)}")
     if node.context_switches_per_second is not None:
         parts.append(f"context switches {number(node.context_switches_per_second)}/s")
-    branch.add(Text(" · ".join(parts)))
+    branch.add(_text(" · ".join(parts)))
     if node.cpu is not None:
         states = (
             ("us", node.cpu.user),
@@ -79,9 +89,9 @@ def _node(node: NodeView, tree: Tree) -> None:
             ("st", node.cpu.steal),
         )
         shown = "  ".join(f"{value:.1f} {name}" for name, value in states if value is not None)
-        branch.add(Text(f"CPU time: {shown}"))
+        branch.add(_text(f"CPU time: {shown}"))
     else:
-        branch.add(Text("CPU time: unknown", style="dim"))
+        branch.add(_text("CPU time: unknown", style="dim"))
 
 
 def _workload_summary(workload: WorkloadView) -> str:
@@ -125,9 +135,9 @@ def _thread_line(thread: ThreadView) -> Text:
         parts.append(f"{thread.cpu_percent:.1f} %CPU")
     if thread.system_percent is not None:
         parts.append(f"{thread.system_percent:.1f} %sys")
-    label = Text(f"{thread.tid if thread.tid is not None else '?'} ")
-    label.append(thread.comm or "?", style="cyan")
-    label.append(": " + (" · ".join(parts) or "no counts"))
+    label = _text(f"{thread.tid if thread.tid is not None else '?'} ")
+    label.append(printable(thread.comm or "?"), style="cyan")
+    label.append(printable(": " + (" · ".join(parts) or "no counts")))
     return label
 
 
@@ -138,15 +148,17 @@ def _thread_weight(thread: ThreadView) -> tuple[float, float]:
 def _threads(threads: tuple[ThreadView, ...], tree: Tree) -> None:
     ranked = sorted(threads, key=_thread_weight, reverse=True)
     more = len(ranked) - SHOWN
-    title = f"threads ({len(ranked):,}; by time in system calls, then CPU" + (f"; {more:,} more not drawn)" if more > 0 else ")")
-    branch = tree.add(Text(title, style="bold"))
+    title = f"threads ({len(ranked):,}; by time in system calls, then CPU" + (
+        f"; {more:,} more not drawn)" if more > 0 else ")"
+    )
+    branch = tree.add(_text(title, style="bold"))
     for thread in ranked[:SHOWN]:
         branch.add(_thread_line(thread))
 
 
 def _process_line(process: ProcessView) -> Text:
-    label = Text(f"{process.pid} ")
-    label.append(process.command or process.comm or "?", style="cyan")
+    label = _text(f"{process.pid} ")
+    label.append(printable(process.command or process.comm or "?"), style="cyan")
     parts: list[str] = []
     if process.threads is not None:
         parts.append(f"{process.threads} threads")
@@ -164,87 +176,102 @@ def _process_line(process: ProcessView) -> Text:
             if process.environment
             else "sets no thread variable"
         )
-    label.append(": " + (" · ".join(parts) or "no facts"))
+    label.append(printable(": " + (" · ".join(parts) or "no facts")))
     return label
 
 
 def _processes(processes: tuple[ProcessView, ...], tree: Tree) -> None:
     ranked = sorted(processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
     more = len(ranked) - SHOWN
-    branch = tree.add(Text(f"processes ({len(ranked):,}; by CPU" + (f"; {more:,} more not drawn)" if more > 0 else ")"), style="bold"))
+    branch = tree.add(
+        _text(
+            f"processes ({len(ranked):,}; by CPU" + (f"; {more:,} more not drawn)" if more > 0 else ")"), style="bold"
+        )
+    )
     for process in ranked[:SHOWN]:
         branch.add(_process_line(process))
 
 
 def _evidence(items: Iterable[Evidence], tree: Tree) -> None:
     for item in items:
-        line = Text(f"{item.fact}: ")
+        line = _text(f"{item.fact}: ")
         line.append(_with_unit(item.value, item.unit), style="bold")
         if item.compared_with:
-            line.append(f"  ({item.compared_with})", style="dim")
+            line.append(printable(f"  ({item.compared_with})"), style="dim")
         tree.add(line)
 
 
 def _finding(finding: Finding, tree: Tree) -> None:
-    title = Text("finding: ", style="bold red")
-    title.append(f"{finding.cause.value} / {finding.mechanism.value}", style="bold red")
+    title = _text("finding: ", style="bold red")
+    title.append(printable(f"{finding.cause.value} / {finding.mechanism.value}"), style="bold red")
     title.append(f"  confidence {finding.confidence.value}")
     branch = tree.add(title)
-    branch.add(Text(finding.explanation))
+    branch.add(_text(finding.explanation))
     if finding.processes:
-        branch.add(Text("processes: " + ", ".join(str(pid) for pid in finding.processes)))
+        branch.add(_text("processes: " + ", ".join(str(pid) for pid in finding.processes)))
     if finding.libraries:
-        branch.add(Text("libraries: " + ", ".join(finding.libraries)))
-    _evidence(finding.evidence, branch.add(Text("evidence", style="bold")))
-    fix = branch.add(Text("fix: " + finding.fix.summary, style="bold green"))
+        branch.add(_text("libraries: " + ", ".join(finding.libraries)))
+    _evidence(finding.evidence, branch.add(_text("evidence", style="bold")))
+    fix = branch.add(_text("fix: " + finding.fix.summary, style="bold green"))
     for number_, step in enumerate(finding.fix.steps, 1):
-        fix.add(Text(f"{number_}. {step}"))
+        fix.add(_text(f"{number_}. {step}"))
     if finding.collect_next:
-        collect = branch.add(Text("to be surer, collect", style="bold"))
+        collect = branch.add(_text("to be surer, collect", style="bold"))
         for item in finding.collect_next:
-            collect.add(Text(item))
+            collect.add(_text(item))
 
 
 def _unchecked(unchecked: Unchecked, tree: Tree) -> None:
-    branch = tree.add(Text(f"could not check {unchecked.rule.value}", style="yellow"))
-    branch.add(Text("missing: " + "; ".join(unchecked.missing)))
-    collect = branch.add(Text("collect next", style="bold"))
+    branch = tree.add(_text(f"could not check {unchecked.rule.value}", style="yellow"))
+    branch.add(_text("missing: " + "; ".join(unchecked.missing)))
+    collect = branch.add(_text("collect next", style="bold"))
     for item in unchecked.collect_next:
-        collect.add(Text(item))
+        collect.add(_text(item))
 
 
 def _observation(observation: Observation, tree: Tree) -> None:
-    branch = tree.add(Text(f"{observation.topic}: ", style="bold yellow").append(observation.summary, style=""))
+    branch = tree.add(
+        _text(f"{observation.topic}: ", style="bold yellow").append(printable(observation.summary), style="")
+    )
     _evidence(observation.evidence, branch)
     if observation.look_next:
-        look = branch.add(Text("look next", style="bold"))
+        look = branch.add(_text("look next", style="bold"))
         for item in observation.look_next:
-            look.add(Text(item))
+            look.add(_text(item))
 
 
 def _rank(diagnosis: Diagnosis) -> list[WorkloadView]:
     flagged = {finding.workload for finding in diagnosis.findings}
     return sorted(
         diagnosis.facts.workloads,
-        key=lambda w: (w.ref in flagged, w.sched_yield_calls or 0.0, w.futex_wait_seconds or 0.0, w.cpu_used_cores or 0.0),
+        key=lambda w: (
+            w.ref in flagged,
+            w.sched_yield_calls or 0.0,
+            w.futex_wait_seconds or 0.0,
+            w.cpu_used_cores or 0.0,
+        ),
         reverse=True,
     )
 
 
 def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
-    title = Text(workload_name(workload.ref), style="bold")
-    title.append(f"  {len(findings)} finding(s)" if findings else "  no finding", style="red" if findings else "green")
+    title = _text(workload_name(workload.ref), style="bold")
+    title.append(
+        printable(f"  {len(findings)} finding(s)" if findings else "  no finding"), style="red" if findings else "green"
+    )
     branch = tree.add(title)
-    branch.add(Text(_workload_summary(workload)))
+    branch.add(_text(_workload_summary(workload)))
     for pool in workload.pools or ():
-        line = Text(f"pool: {pool.size} workers of ")
-        line.append(pool.command, style="cyan")
+        line = _text(f"pool: {pool.size} workers of ")
+        line.append(printable(pool.command), style="cyan")
         line.append(f" under {pool.parent_pid}")
         branch.add(line)
     for library in workload.libraries or ():
         version = f" {library.version}" if library.version else ""
-        branch.add(Text(f"library: {library.implementation}{version} ({library.api}) in {len(library.pids)} process(es)"))
+        branch.add(
+            _text(f"library: {library.implementation}{version} ({library.api}) in {len(library.pids)} process(es)")
+        )
     if workload.processes:
         _processes(workload.processes, branch)
     if workload.thread_views:
@@ -259,32 +286,32 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
 def diagnosis_tree(diagnosis: Diagnosis, title: str) -> Tree:
     """The tree of one diagnosis (what :func:`render_text` prints)."""
     count = len(diagnosis.findings)
-    heading = Text(title, style="bold")
+    heading = _text(title, style="bold")
     heading.append(
         f"  {count} finding(s)" if count else "  no finding: no thread-contention cause in these facts",
         style="bold red" if count else "bold green",
     )
     tree = Tree(heading)
     if diagnosis.facts.sources:
-        tree.add(Text("from: " + "; ".join(diagnosis.facts.sources), style="dim"))
+        tree.add(_text("from: " + "; ".join(diagnosis.facts.sources), style="dim"))
     _node(diagnosis.facts.node, tree)
     known = {workload.ref for workload in diagnosis.facts.workloads}
     for workload in _rank(diagnosis):
         _workload(workload, diagnosis, tree)
     stray = [finding for finding in diagnosis.findings if finding.workload not in known]
     for finding in stray:
-        _finding(finding, tree.add(Text(workload_name(finding.workload), style="bold")))
+        _finding(finding, tree.add(_text(workload_name(finding.workload), style="bold")))
     for unchecked in diagnosis.unchecked:
         if unchecked.workload not in known:
             _unchecked(unchecked, tree)
     if diagnosis.observations:
-        branch = tree.add(Text("observations (not a thread-contention cause)", style="bold"))
+        branch = tree.add(_text("observations (not a thread-contention cause)", style="bold"))
         for observation in diagnosis.observations:
             _observation(observation, branch)
     if diagnosis.facts.notes:
-        branch = tree.add(Text("what these sources cannot tell", style="bold dim"))
+        branch = tree.add(_text("what these sources cannot tell", style="bold dim"))
         for note in diagnosis.facts.notes:
-            branch.add(Text(note, style="dim"))
+            branch.add(_text(note, style="dim"))
     return tree
 
 
@@ -294,35 +321,35 @@ def render_text(diagnosis: Diagnosis, console: Console, title: str = "schedwatch
 
 
 def _difference_table(comparison: Comparison) -> Table:
-    table = Table(title="what differs", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("fact")
-    table.add_column(comparison.a_name, justify="right", overflow="fold")
-    table.add_column(comparison.b_name, justify="right", overflow="fold")
-    table.add_column("A / B", justify="right")
+    table = Table(title=_text("what differs"), title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column(_text("fact"))
+    table.add_column(_text(comparison.a_name), justify="right", overflow="fold")
+    table.add_column(_text(comparison.b_name), justify="right", overflow="fold")
+    table.add_column(_text("A / B"), justify="right")
     for difference in comparison.differences:
         ratio = difference.ratio
         table.add_row(
-            difference.fact,
-            "?" if difference.a is None else _with_unit(difference.a, difference.unit),
-            "?" if difference.b is None else _with_unit(difference.b, difference.unit),
-            "" if ratio is None else f"{ratio:,.1f}x",
+            _text(difference.fact),
+            _text("?" if difference.a is None else _with_unit(difference.a, difference.unit)),
+            _text("?" if difference.b is None else _with_unit(difference.b, difference.unit)),
+            _text("" if ratio is None else f"{ratio:,.1f}x"),
         )
     return table
 
 
 def render_comparison_text(comparison: Comparison, console: Console) -> None:
     """Print *comparison*: why A and B differ, the cause and the fix, the table of differences, then each side."""
-    heading = Text("schedwatch compare: ", style="bold")
-    heading.append(comparison.a_name, style="bold cyan")
-    heading.append(" vs ", style="bold")
-    heading.append(comparison.b_name, style="bold cyan")
+    heading = _text("schedwatch compare: ", style="bold")
+    heading.append(printable(comparison.a_name), style="bold cyan")
+    heading.append(printable(" vs "), style="bold")
+    heading.append(printable(comparison.b_name), style="bold cyan")
     tree = Tree(heading)
-    why = tree.add(Text("why they differ", style="bold"))
+    why = tree.add(_text("why they differ", style="bold"))
     for sentence in comparison.explanation:
-        why.add(Text(sentence))
+        why.add(_text(sentence))
     if comparison.cause is not None:
-        side = Text("cause in ")
-        side.append(comparison.cause_side or "?", style="cyan")
+        side = _text("cause in ")
+        side.append(printable(comparison.cause_side or "?"), style="cyan")
         _finding(comparison.cause, tree.add(side))
     console.print(tree)
     console.print(_difference_table(comparison))

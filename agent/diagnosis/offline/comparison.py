@@ -123,7 +123,9 @@ def differences(a: Facts, b: Facts) -> tuple[Difference, ...]:
     workload_fact(
         "system share of its CPU time", "%", lambda w: None if w.system_share is None else 100 * w.system_share
     )
-    found.append(Difference("node CPU time in the kernel (sy)", _node_share(a, "system"), _node_share(b, "system"), "%"))
+    found.append(
+        Difference("node CPU time in the kernel (sy)", _node_share(a, "system"), _node_share(b, "system"), "%")
+    )
     found.append(Difference("node CPU time in user space (us)", _node_share(a, "user"), _node_share(b, "user"), "%"))
     load_a = a.node.load_average[0] if a.node.load_average else None
     load_b = b.node.load_average[0] if b.node.load_average else None
@@ -189,22 +191,33 @@ def explain(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis) -> tuple[tuple
         )
         sy = [d for d in differences(a.facts, b.facts) if d.fact.startswith("node CPU time in the kernel")]
         if sy:
-            side = sy[0].a if sick == a_name else sy[0].b
-            if side is not None:
-                sentences.append(f"That spinning is kernel time: {sick}'s node spent {side:.1f} % of its CPU time in the kernel.")
+            share = sy[0].a if sick == a_name else sy[0].b
+            if share is not None:
+                sentences.append(
+                    f"That spinning is kernel time: {sick}'s node spent {share:.1f} % of its CPU time in the kernel."
+                )
         finding = found_a or found_b
         return tuple(sentences), finding, sick
     if found_a and found_b:
-        sentences.append(f"Both {a_name} and {b_name} show oversubscribed thread pools; the one with more spinning threads is slower.")
+        sentences.append(
+            f"Both {a_name} and {b_name} show oversubscribed thread pools; "
+            "the differences below say where the spinning is worse."
+        )
         return tuple(sentences), found_a, a_name
     other_a = a.findings[0] if a.findings else None
     other_b = b.findings[0] if b.findings else None
-    if other_a or other_b:
+    if (other_a is None) != (other_b is None):
         finding = other_a or other_b
         side = a_name if other_a else b_name
         assert finding is not None
         sentences.append(f"Only {side} has a finding: {finding.cause.value} ({finding.mechanism.value}).")
         return tuple(sentences), finding, side
+    if other_a is not None and other_b is not None:
+        sentences.append(
+            f"Both have findings ({a_name}: {other_a.cause.value}, {b_name}: {other_b.cause.value}); "
+            "the differences below say which is worse."
+        )
+        return tuple(sentences), other_a, a_name
     sentences.append(
         "Neither side shows a contention cause schedwatch knows; the observations and notes below say what the "
         "artifacts show and what to collect next."

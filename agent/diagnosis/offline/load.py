@@ -51,7 +51,9 @@ def _text(path: Path) -> str:
     except OSError as error:
         raise OfflineError(f"{path}: cannot read it ({error.strerror or error})") from None
     if len(raw) > MAX_BYTES:
-        raise OfflineError(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace")
+        raise OfflineError(
+            f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace"
+        )
     return decode(raw)
 
 
@@ -96,7 +98,8 @@ def read_environment(paths: Sequence[Path]) -> Facts:
     if reports:
         if len(read) > 1:
             raise OfflineError(
-                f"{reports[0][0]}: a schedwatch report is one environment by itself; give it alone, not with other files"
+                f"{reports[0][0]}: a schedwatch report is one environment by itself; "
+                "give it alone, not with other files"
             )
         return reports[0][1]
     return merge([item for _path, item in read if isinstance(item, Part)])

@@ -3,6 +3,7 @@ time threads waited for a CPU (``%wait``), over the window the report's times sp
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -24,7 +25,7 @@ def window_seconds(rows: Iterable[PidstatRow]) -> float | None:
     times = sorted({_clock(row.time) for row in rows if row.time is not None and not row.average})
     if len(times) < 2:
         return None
-    steps = [(later - earlier) % 86400 for earlier, later in zip(times, times[1:], strict=False)]
+    steps = [(later - earlier) % 86400 for earlier, later in itertools.pairwise(times)]
     step = statistics.median(steps)
     return float(step * len(times)) if step > 0 else None
 
