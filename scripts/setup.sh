@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what schedwatch needs on Debian or Ubuntu and prepare .venv. Idempotent; run as root.
 #   scripts/setup.sh run     bcc, kernel headers, the Python environment
-#   scripts/setup.sh test    + compiler, promtool, Alertmanager, bpftool, perf, bpftrace, strace, chromium (the HTML
-#                              report test renders it headless) (what the tests use;
-#                              the container tests add Podman, Docker and containerd, the deploy tests need kubectl)
+#   scripts/setup.sh test    + compiler, promtool, Alertmanager, bpftool, perf, bpftrace, strace, headless chromium
+#                              (what the tests use; the container tests add Podman, Docker and containerd, the deploy
+#                              tests need kubectl)
 #   scripts/setup.sh bench   + the peers the benchmarks compare against (perf, strace, bcc tools)
 set -euo pipefail
 cd "$(dirname "$0")/.."
