@@ -42,18 +42,28 @@ def _text(text: str = "", style: str = "") -> Text:
 def make_console(file: IO[str] | None = None, width: int | None = None) -> Console:
     """A console for *file* (stdout): colour on a terminal, plain text when piped or when NO_COLOR is set."""
     plain = bool(os.environ.get("NO_COLOR"))
-    return Console(file=file, width=width, no_color=plain, highlight=False, emoji=False, markup=False)
+    return Console(
+        file=file,
+        width=width,
+        color_system=None if plain else "auto",
+        highlight=False,
+        emoji=False,
+        markup=False,
+    )
 
 
 def number(value: float) -> str:
-    """A value as people read it: 5,119,771 · 61.4 · 0.0123."""
+    """A value as people read it: 5,119,771 · 61.4 · 1.97 · 0.0123."""
     if value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"
     if abs(value) >= 100:
         return f"{value:,.0f}"
-    if abs(value) >= 1:
-        return f"{value:.1f}"
     return f"{value:.3g}"
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 thread", "2 threads"."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def _with_unit(value: float, unit: str) -> str:
@@ -99,7 +109,7 @@ def _workload_summary(workload: WorkloadView) -> str:
     if workload.seconds is not None:
         parts.append(f"over {number(workload.seconds)} s")
     if workload.threads is not None:
-        parts.append(f"{workload.threads:,} threads")
+        parts.append(plural(workload.threads, "thread"))
     if workload.cpu_used_cores is not None:
         parts.append(f"CPU used {number(workload.cpu_used_cores)}")
     if workload.cpus_allowed is not None:
@@ -161,7 +171,7 @@ def _process_line(process: ProcessView) -> Text:
     label.append(printable(process.command or process.comm or "?"), style="cyan")
     parts: list[str] = []
     if process.threads is not None:
-        parts.append(f"{process.threads} threads")
+        parts.append(plural(process.threads, "thread"))
     if process.cpu_percent is not None:
         parts.append(f"{process.cpu_percent:.1f} %CPU")
     if process.system_percent is not None:
