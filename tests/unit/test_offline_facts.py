@@ -173,12 +173,15 @@ def test_threads_of_two_tools_merge_by_thread_id() -> None:
     assert (merged.pid, merged.cpu_percent) == (27676, 3.32)  # the process from pidstat; pidstat's CPU first
 
 
-def test_untimed_counts_drop_another_tools_window() -> None:
+def test_a_timed_tool_keeps_its_window_and_a_tracers_counts_stay_per_thread() -> None:
     facts = facts_of("sick_perf_trace_s.txt", "sick_pidstat_t.txt")
     workload = only_workload(facts)
-    assert workload.seconds is None and workload.runqueue_wait_seconds is None
-    assert workload.cpu_used_cores == pytest.approx(0.4252)  # a share, true whatever the window
-    assert any("pidstat's window is not perf trace -s's" in note for note in facts.notes)
+    assert workload.seconds == 3.0 and workload.runqueue_wait_seconds == pytest.approx(3.3024 * 3.0)
+    assert workload.cpu_used_cores == pytest.approx(0.4252)
+    # perf's totals cover an unknown window: not divided by pidstat's, but each thread keeps its own
+    assert workload.sched_yield_calls is None and workload.futex_wait_seconds is None
+    assert thread(workload, 11035).sched_yield_calls == 86966
+    assert any("the window is pidstat's" in note for note in facts.notes)
 
 
 def test_first_known_takes_each_field_from_the_first_source_that_knows_it() -> None:

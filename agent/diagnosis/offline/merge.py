@@ -73,7 +73,10 @@ def merge_node(parts: Sequence[Part]) -> tuple[NodeView, list[str]]:
 
 
 def merge_workload(parts: Sequence[Part]) -> tuple[WorkloadView | None, list[str]]:
-    """The one workload the artifacts describe; None when no tool told anything about it."""
+    """The one workload the artifacts describe; None when no tool told anything about it.
+
+    Each fact comes from the first tool in WORKLOAD_ORDER that knows it; threads and processes are merged by id.
+    """
     ordered = [part for part in _ordered(parts, WORKLOAD_ORDER) if part.workload is not None]
     if not ordered:
         return None, []
@@ -91,10 +94,19 @@ def merge_workload(parts: Sequence[Part]) -> tuple[WorkloadView | None, list[str
     if len({part.kind for part in counters}) > 1:
         notes.append(f"{counters[0].kind} and {counters[1].kind} traced different runs: counts from {counters[0].kind}")
     if counters and timed:
-        merged = dataclasses.replace(merged, seconds=None, runqueue_wait_seconds=None)
+        # One window per workload: the timed tool's (its shares and waits are true rates); the tracer's totals,
+        # which cover a window nobody printed, would be divided by the wrong one. Per-thread counts stay.
+        merged = dataclasses.replace(
+            merged,
+            sched_yield_calls=None,
+            futex_calls=None,
+            futex_wait_seconds=None,
+            seconds=timed[0].workload.seconds if timed[0].workload else None,
+        )
         notes.append(
-            f"{timed[0].kind}'s window is not {counters[0].kind}'s, which has none: "
-            f"{timed[0].kind}'s time waiting for a CPU is left out"
+            f"{counters[0].kind} covers a window it does not print, {timed[0].kind} one of "
+            f"{merged.seconds:g} s: the window is {timed[0].kind}'s, and {counters[0].kind}'s counts are kept "
+            "per thread only (its workload totals are left out)"
         )
     return merged, notes
 
