@@ -8,9 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.diagnosis.findings import Cause, Diagnosis, Finding
+from agent.diagnosis.rules.signals import spinning
+from agent.diagnosis.rules.thresholds import DEFAULT
 from agent.diagnosis.views import Facts, ThreadView, WorkloadView
 
-YIELDING_CALLS = 100_000  # a thread that yielded this often in one trace was spinning (the rules' bar without a clock)
+# A thread spinning in sched_yield, as the rules count it without a clock.
+SPINNING = (
+    f"{DEFAULT.yields_per_thread:,}+ sched_yield calls or {DEFAULT.yield_seconds_per_thread:g}+ s inside sched_yield"
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,9 @@ def _threads(workload: WorkloadView | None) -> tuple[ThreadView, ...] | None:
 
 
 def yielding(threads: tuple[ThreadView, ...]) -> list[ThreadView]:
-    """Threads that yielded at least YIELDING_CALLS times."""
-    return [thread for thread in threads if (thread.sched_yield_calls or 0) >= YIELDING_CALLS]
+    """Threads spinning in sched_yield, by the rules' bars."""
+    limits = (DEFAULT.yields_per_thread, DEFAULT.yield_seconds_per_thread)
+    return [thread for thread in threads if spinning(thread, *limits)]
 
 
 def parked(threads: tuple[ThreadView, ...]) -> list[ThreadView]:
@@ -90,14 +96,14 @@ def differences(a: Facts, b: Facts) -> tuple[Difference, ...]:
     ta, tb = _threads(wa), _threads(wb)
     thread_measures: list[tuple[str, str, Callable[[tuple[ThreadView, ...]], float | None]]] = [
         ("threads traced", "threads", lambda ts: float(len(ts))),
-        (f"threads that yielded {YIELDING_CALLS:,}+ times", "threads", lambda ts: float(len(yielding(ts)))),
+        ("threads spinning in sched_yield", "threads", lambda ts: float(len(yielding(ts)))),
         (
-            "sched_yield calls per yielding thread (median)",
+            "sched_yield calls per spinning thread (median)",
             "calls",
             lambda ts: _median([float(t.sched_yield_calls or 0) for t in yielding(ts)]),
         ),
         (
-            "time in sched_yield per yielding thread (median)",
+            "time in sched_yield per spinning thread (median)",
             "s",
             lambda ts: _median([t.sched_yield_seconds or 0.0 for t in yielding(ts)]),
         ),
@@ -151,16 +157,16 @@ def _count(value: float) -> str:
 def _thread_story(name: str, threads: tuple[ThreadView, ...] | None) -> str | None:
     if threads is None:
         return None
-    spinning, resting = yielding(threads), parked(threads)
-    if spinning:
-        calls = statistics.median(float(t.sched_yield_calls or 0) for t in spinning)
-        seconds = statistics.median(t.sched_yield_seconds or 0.0 for t in spinning)
+    spinners, resting = yielding(threads), parked(threads)
+    if spinners:
+        calls = statistics.median(float(t.sched_yield_calls or 0) for t in spinners)
+        seconds = statistics.median(t.sched_yield_seconds or 0.0 for t in spinners)
         story = (
-            f"in {name} {len(spinning)} of {len(threads)} traced threads yielded {YIELDING_CALLS:,} times or more "
-            f"(median {_count(calls)} calls and {seconds:.1f} s inside sched_yield per thread)"
+            f"in {name} {len(spinners)} of {len(threads)} traced threads spun in sched_yield "
+            f"(median {_count(calls)} calls and {seconds:.1f} s inside the call per thread)"
         )
     else:
-        story = f"in {name} none of {len(threads)} traced threads yielded {YIELDING_CALLS:,} times"
+        story = f"in {name} none of {len(threads)} traced threads spun in sched_yield ({SPINNING})"
     if resting:
         story += f", and {len(resting)} sat parked in a single futex wait"
     return story
