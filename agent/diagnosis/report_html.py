@@ -18,8 +18,8 @@ from typing import Any
 from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison
-from agent.diagnosis.report_text import number, workload_name
-from agent.diagnosis.views import NodeView, ThreadView, WorkloadView
+from agent.diagnosis.report_text import UNNAMED, number, with_unit, workload_name
+from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
 TABLE_ROWS = 40  # processes and threads listed per workload
@@ -68,13 +68,9 @@ def _page(title: str, body: Sequence[str], data: Any) -> str:
     )
 
 
-def _with_unit(value: float, unit: str) -> str:
-    return f"{number(value)} %" if unit == "%" else f"{number(value)} {unit}".rstrip()
-
-
 def _evidence(items: Iterable[Evidence]) -> str:
     rows = "".join(
-        f"<tr><td>{_e(item.fact)}</td><td class=n><b>{_e(_with_unit(item.value, item.unit))}</b></td>"
+        f"<tr><td>{_e(item.fact)}</td><td class=n><b>{_e(with_unit(item.value, item.unit))}</b></td>"
         f"<td class=dim>{_e(item.compared_with)}</td></tr>"
         for item in items
     )
@@ -87,6 +83,11 @@ def _list(items: Iterable[str], ordered: bool = False) -> str:
     return f"<{tag}>{inner}</{tag}>" if inner else ""
 
 
+def _workload_line(ref: WorkloadRef) -> str:
+    name = workload_name(ref)
+    return name if name == UNNAMED else f"workload: {name}"
+
+
 def _finding(finding: Finding, where: str | None = None) -> str:
     place = f" in <b>{_e(where)}</b>" if where else ""
     parts = [
@@ -94,7 +95,7 @@ def _finding(finding: Finding, where: str | None = None) -> str:
         f'<h3><span class="badge bad">{_e(finding.cause.value)} / {_e(finding.mechanism.value)}</span>{place} '
         f'<span class="dim">confidence {_e(finding.confidence.value)}</span></h3>',
         f"<p>{_e(finding.explanation)}</p>",
-        f"<p class=dim>workload: {_e(workload_name(finding.workload))}</p>",
+        f"<p class=dim>{_e(_workload_line(finding.workload))}</p>",
     ]
     if finding.processes:
         parts.append(
@@ -309,7 +310,7 @@ def difference_chart(comparison: Comparison) -> str:
             top = y + offset * bar
             parts.append(f'<rect x="{left}" y="{top}" width="{span:.1f}" height="{bar - 1}" fill="{COLOURS[side]}"/>')
             parts.append(
-                f'<text x="{left + span + 4:.1f}" y="{top + bar - 2}">{_e(_with_unit(value, difference.unit))}</text>'
+                f'<text x="{left + span + 4:.1f}" y="{top + bar - 2}">{_e(with_unit(value, difference.unit))}</text>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -331,8 +332,8 @@ def comparison_page(comparison: Comparison) -> str:
             (
                 (
                     d.fact,
-                    "?" if d.a is None else _with_unit(d.a, d.unit),
-                    "?" if d.b is None else _with_unit(d.b, d.unit),
+                    "?" if d.a is None else with_unit(d.a, d.unit),
+                    "?" if d.b is None else with_unit(d.b, d.unit),
                     "" if d.ratio is None else f"{d.ratio:,.1f}x",
                 )
                 for d in comparison.differences

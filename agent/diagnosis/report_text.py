@@ -26,7 +26,7 @@ from agent.diagnosis.offline.comparison import Comparison
 from agent.diagnosis.views import NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
 
 SHOWN = 8  # threads and processes drawn per workload; the rest are counted
-UNNAMED = "workload (the artifacts do not name its container or cgroup)"
+UNNAMED = "unnamed workload (the artifacts name no container or cgroup)"
 
 
 def printable(text: str) -> str:
@@ -66,8 +66,13 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
-def _with_unit(value: float, unit: str) -> str:
-    return f"{number(value)} {unit}".rstrip() if unit not in ("%",) else f"{number(value)} %"
+def with_unit(value: float, unit: str) -> str:
+    """*value* and its unit, a plural unit made singular for exactly one ("1 thread")."""
+    if unit == "%":
+        return f"{number(value)} %"
+    if value == 1 and unit in ("threads", "calls", "tasks", "processes", "CPUs"):
+        unit = unit.removesuffix("es") if unit == "processes" else unit.removesuffix("s")
+    return f"{number(value)} {unit}".rstrip()
 
 
 def workload_name(ref: WorkloadRef | None) -> str:
@@ -205,7 +210,7 @@ def _processes(processes: tuple[ProcessView, ...], tree: Tree) -> None:
 def _evidence(items: Iterable[Evidence], tree: Tree) -> None:
     for item in items:
         line = _text(f"{item.fact}: ")
-        line.append(_with_unit(item.value, item.unit), style="bold")
+        line.append(with_unit(item.value, item.unit), style="bold")
         if item.compared_with:
             line.append(printable(f"  ({item.compared_with})"), style="dim")
         tree.add(line)
@@ -340,8 +345,8 @@ def _difference_table(comparison: Comparison) -> Table:
         ratio = difference.ratio
         table.add_row(
             _text(difference.fact),
-            _text("?" if difference.a is None else _with_unit(difference.a, difference.unit)),
-            _text("?" if difference.b is None else _with_unit(difference.b, difference.unit)),
+            _text("?" if difference.a is None else with_unit(difference.a, difference.unit)),
+            _text("?" if difference.b is None else with_unit(difference.b, difference.unit)),
             _text("" if ratio is None else f"{ratio:,.1f}x"),
         )
     return table
