@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from agent.commands.output import fail, print_json, write_page
+from agent.commands.output import fail, print_json, to_stdout, write_page
 
 NAME = "analyze"
 
@@ -43,7 +43,5 @@ def run(args: argparse.Namespace) -> int:
     if args.html is not None and (problem := write_page(args.html, diagnosis_page(diagnosis, title))):
         return fail(NAME, problem)
     if args.json:
-        print_json(to_json(diagnosis))
-    else:
-        render_text(diagnosis, make_console(), title=title)
-    return 0
+        return to_stdout(lambda: print_json(to_json(diagnosis)))
+    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from agent.commands.output import fail, print_json, write_page
+from agent.commands.output import fail, print_json, to_stdout, write_page
 
 NAME = "compare"
 SCHEMA = "schedwatch.comparison/v1"
@@ -76,17 +76,14 @@ def run(args: argparse.Namespace) -> int:
     if args.html is not None and (problem := write_page(args.html, comparison_page(comparison))):
         return fail(NAME, problem)
     if args.json:
-        print_json(
-            {
-                "schema": SCHEMA,
-                "a": {"name": name_a, **to_json(comparison.a)},
-                "b": {"name": name_b, **to_json(comparison.b)},
-                "differences": to_jsonable(comparison.differences),
-                "explanation": list(comparison.explanation),
-                "cause": to_jsonable(comparison.cause),
-                "cause_side": comparison.cause_side,
-            }
-        )
-    else:
-        render_comparison_text(comparison, make_console())
-    return 0
+        document = {
+            "schema": SCHEMA,
+            "a": {"name": name_a, **to_json(comparison.a)},
+            "b": {"name": name_b, **to_json(comparison.b)},
+            "differences": to_jsonable(comparison.differences),
+            "explanation": list(comparison.explanation),
+            "cause": to_jsonable(comparison.cause),
+            "cause_side": comparison.cause_side,
+        }
+        return to_stdout(lambda: print_json(document))
+    return to_stdout(lambda: render_comparison_text(comparison, make_console()))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +32,13 @@ def write_page(path: Path, page: str) -> str | None:
         return f"{path}: cannot write the HTML report ({error.strerror or error})"
     print(f"wrote {path}", file=sys.stderr)
     return None
+
+
+def to_stdout(draw: Callable[[], None]) -> int:
+    """Run *draw* (which prints the report); a reader that stops early (`| head`) is not an error. Exit status 0."""
+    try:
+        draw()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
