@@ -12,7 +12,7 @@ from agent.diagnosis.findings import Cause, Diagnosis, Mechanism
 from agent.diagnosis.offline import OfflineError, read_environment
 from agent.diagnosis.rules import diagnose
 
-FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
+FIXTURE_DIRS = (Path(__file__).parent / "fixtures" / "artifacts", Path(__file__).parent / "fixtures" / "analyze")
 DOCS = Path(__file__).parents[2] / "docs" / "analyze.md"
 POOL_STORM = "thread-pool-oversubscription / yield-storm"
 POOL_UNCHECKED = "could not check thread-pool-oversubscription"
@@ -23,6 +23,10 @@ RUN = ("perf_trace_s", "top_b", "mpstat", "vmstat", "pidstat_t")  # one recorded
 # tool printed an error instead of a report). docs/analyze.md holds the same table with the reasons.
 EXPECTED: dict[tuple[str, ...], str] = {
     ("baremetal_perf_trace_s.txt",): "none",
+    ("clock_perf_trace_s.txt",): "none",
+    ("clock_strace_fc.txt",): "none",
+    ("clock_top_b.txt",): SYSTEM_TIME,
+    ("clock_vmstat.txt",): SYSTEM_TIME,
     ("error_mpstat_usage.txt",): "error",
     ("error_perf_trace_nonroot.txt",): "error",
     ("error_strace_attach.txt",): "error",
@@ -77,6 +81,8 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("sleeper_vmstat_wt.txt",): SYSTEM_TIME,
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
+    ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,
+    ("clock_strace_fc.txt", "clock_vmstat.txt"): SYSTEM_TIME,
     tuple(f"sick_{tool}.txt" for tool in RUN): POOL_STORM,
     tuple(f"healthy_{tool}.txt" for tool in RUN): f"{POOL_UNCHECKED}, {SYSTEM_TIME}",
     ("sick_strace_fc.txt", "sick_pidstat_t.txt"): POOL_UNCHECKED,
@@ -91,8 +97,13 @@ def outcome(diagnosis: Diagnosis) -> str:
     return ", ".join(items) or "none"
 
 
+def fixture(name: str) -> Path:
+    (found,) = [directory / name for directory in FIXTURE_DIRS if (directory / name).exists()]
+    return found
+
+
 def analyzed(*names: str) -> Diagnosis:
-    return diagnose(read_environment([FIXTURES / name for name in names]))
+    return diagnose(read_environment([fixture(name) for name in names]))
 
 
 @pytest.mark.parametrize("names", list(EXPECTED), ids=lambda names: "+".join(names))
@@ -105,7 +116,8 @@ def test_fixture_outcome(names: tuple[str, ...]) -> None:
 
 
 def test_every_fixture_has_an_expected_outcome() -> None:
-    assert {path.name for path in FIXTURES.glob("*.txt")} == {names[0] for names in EXPECTED if len(names) == 1}
+    files = {path.name for directory in FIXTURE_DIRS for path in directory.glob("*.txt")}
+    assert files == {names[0] for names in EXPECTED if len(names) == 1}
 
 
 def test_the_docs_table_is_this_table() -> None:
@@ -131,3 +143,16 @@ def test_seed_gcp_names_the_pool_storm_with_its_numbers_and_the_fix() -> None:
 def test_seed_bare_metal_has_no_pool_finding() -> None:
     diagnosis = analyzed("baremetal_perf_trace_s.txt")
     assert not any(finding.cause is Cause.THREAD_POOL_OVERSUBSCRIPTION for finding in diagnosis.findings)
+
+
+def test_system_time_from_clock_reads_is_an_observation_never_a_contention_finding() -> None:
+    """Two threads reading the clock through the system call: high system time, no yield or futex storm."""
+    diagnosis = analyzed("clock_perf_trace_s.txt", "clock_vmstat.txt")
+    assert diagnosis.findings == ()
+    (observation,) = diagnosis.observations
+    assert observation.topic == "system-time-unexplained"
+    assert observation.evidence[0].value == pytest.approx((23 + 27 + 25 + 36) / 4)
+    (workload,) = diagnosis.facts.workloads
+    assert workload.syscall_seconds is not None
+    assert workload.syscall_seconds["clock_gettime"] == pytest.approx(0.538358 + 0.602568)
+    assert workload.sched_yield_calls == 0  # perf saw every call of the three threads: none was a yield
