@@ -1,1 +1,1 @@
-"""The subcommands of `schedwatch` that live in modules of their own."""
+"""Subcommands of `schedwatch` that live in modules of their own."""
