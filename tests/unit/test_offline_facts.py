@@ -246,3 +246,11 @@ def test_missing_file_and_empty_directory(tmp_path: Path) -> None:
         read_environment([tmp_path / "absent.txt"])
     with pytest.raises(OfflineError, match="an empty directory"):
         read_environment([tmp_path])
+
+
+def test_two_traces_of_one_kind_add_up() -> None:
+    facts = facts_of("gcp_perf_trace_s.txt", "baremetal_perf_trace_s.txt")
+    workload = only_workload(facts)
+    assert workload.sched_yield_calls == 84_921_956 + 1_639_164
+    assert workload.threads == 20 + 39 and len(workload.thread_views or ()) == 59
+    assert any("2 perf trace -s files: their counts are added" in note for note in facts.notes)

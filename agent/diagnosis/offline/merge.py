@@ -34,15 +34,16 @@ def first_known(records: Sequence[Record]) -> Record:
     return dataclasses.replace(records[0], **values)
 
 
-def _by_id(groups: Iterable[tuple[ThreadView, ...] | None]) -> tuple[ThreadView, ...] | None:
+def _threads(groups: Iterable[tuple[ThreadView, ...] | None]) -> tuple[ThreadView, ...] | None:
     merged: dict[object, list[ThreadView]] = {}
     seen = False
-    for group in groups:
+    for number, group in enumerate(groups):
         if group is None:
             continue
         seen = True
         for index, thread in enumerate(group):
-            merged.setdefault(thread.tid if thread.tid is not None else ("anonymous", index), []).append(thread)
+            key = thread.tid if thread.tid is not None else ("no id", number, index)
+            merged.setdefault(key, []).append(thread)
     return tuple(first_known(views) for views in merged.values()) if seen else None
 
 
@@ -56,6 +57,27 @@ def _processes(groups: Iterable[tuple[ProcessView, ...] | None]) -> tuple[Proces
         for process in group:
             merged.setdefault(process.pid, []).append(process)
     return tuple(first_known(views) for views in merged.values()) if seen else None
+
+
+def _sum(values: Iterable[float | int | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return float(sum(known)) if known else None
+
+
+def _added(merged: WorkloadView, views: Sequence[WorkloadView]) -> WorkloadView:
+    """*merged* with the totals of several traces of one kind (each of other threads) added up."""
+    per_call: dict[str, float] = {}
+    for view in views:
+        for name, seconds in (view.syscall_seconds or {}).items():
+            per_call[name] = per_call.get(name, 0.0) + seconds
+    threads = _sum(view.threads for view in views)
+    return dataclasses.replace(
+        merged,
+        threads=None if threads is None else int(threads),
+        sched_yield_calls=_sum(view.sched_yield_calls for view in views),
+        futex_wait_seconds=_sum(view.futex_wait_seconds for view in views),
+        syscall_seconds=per_call or None,
+    )
 
 
 def merge_node(parts: Sequence[Part]) -> tuple[NodeView, list[str]]:
@@ -86,13 +108,18 @@ def merge_workload(parts: Sequence[Part]) -> tuple[WorkloadView | None, list[str
     merged = dataclasses.replace(
         merged,
         ref=WorkloadRef(),
-        thread_views=_by_id(view.thread_views for view in views),
+        thread_views=_threads(view.thread_views for view in views),
         processes=_processes(view.processes for view in views),
     )
     counters = [part for part in ordered if part.untimed_counts]
     timed = [part for part in ordered if part.workload is not None and part.workload.seconds is not None]
     if len({part.kind for part in counters}) > 1:
-        notes.append(f"{counters[0].kind} and {counters[1].kind} traced different runs: counts from {counters[0].kind}")
+        other = next(part.kind for part in counters if part.kind != counters[0].kind)
+        notes.append(f"{counters[0].kind} and {other} traced different runs: counts from {counters[0].kind}")
+    same = [part.workload for part in counters if part.kind == counters[0].kind and part.workload is not None]
+    if len(same) > 1:
+        merged = _added(merged, same)
+        notes.append(f"{len(same)} {counters[0].kind} files: their counts are added (threads, processes traced apart)")
     if counters and timed:
         # One window per workload: the timed tool's (its shares and waits are true rates); the tracer's totals,
         # which cover a window nobody printed, would be divided by the wrong one. Per-thread counts stay.
