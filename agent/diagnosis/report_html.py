@@ -208,6 +208,31 @@ def _known(value: float | None, suffix: str = "") -> str:
     return "" if value is None else f"{number(value)}{suffix}"
 
 
+def _thread_table(threads: Sequence[ThreadView]) -> str:
+    ranked = sorted(
+        threads,
+        key=lambda t: (t.syscall_seconds or t.sched_yield_seconds or 0.0, t.cpu_percent or 0.0),
+        reverse=True,
+    )
+    more = len(ranked) - TABLE_ROWS
+    rows = (
+        (
+            "" if t.tid is None else str(t.tid),
+            t.comm or "?",
+            _known(None if t.sched_yield_calls is None else float(t.sched_yield_calls)),
+            _known(t.sched_yield_seconds, " s"),
+            _known(None if t.futex_calls is None else float(t.futex_calls)),
+            _known(t.futex_seconds, " s"),
+            _known(t.futex_max_seconds, " s"),
+            "" if t.cpu_percent is None else f"{t.cpu_percent:.1f}",
+        )
+        for t in ranked[:TABLE_ROWS]
+    )
+    headers = ("tid", "command", "sched_yield", "in sched_yield", "futex", "in futex", "longest futex", "%CPU")
+    note = f'<p class="dim">{more:,} more threads not listed</p>' if more > 0 else ""
+    return "<h3>Threads</h3>" + _table(headers, rows) + note
+
+
 def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
     name = workload_name(workload.ref)
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
@@ -228,8 +253,17 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
         ("waited for a CPU", _known(workload.runqueue_wait_seconds, " s")),
     ]
     parts = [f"<h2>{_e(name)} {badge}</h2>", _table(("fact", "value"), [(k, v) for k, v in facts if v])]
+    for pool in workload.pools or ():
+        parts.append(f"<p>pool: {pool.size} workers of <b>{_e(pool.command)}</b> under {pool.parent_pid}</p>")
+    for library in workload.libraries or ():
+        version = f" {library.version}" if library.version else ""
+        parts.append(
+            f"<p>library: {_e(library.implementation + version)} ({_e(library.api)}) "
+            f"in {len(library.pids)} process(es)</p>"
+        )
     if workload.thread_views:
         parts.append(thread_chart(workload.thread_views, "Time in system calls per thread"))
+        parts.append(_thread_table(workload.thread_views))
     if workload.processes:
         ranked = sorted(workload.processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
         parts.append("<h3>Processes</h3>")
