@@ -108,3 +108,15 @@ def test_compare_json_and_html(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 def test_compare_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     status, out, err = run(capsys, *argv)
     assert status == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+def test_compare_two_saved_reports_as_the_artifacts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    saved = []
+    for name, files in (("gcp.json", GCP), ("bare.json", [BARE])):
+        _, report, _ = run(capsys, "analyze", "--json", *files)
+        (tmp_path / name).write_text(report)
+        saved.append(str(tmp_path / name))
+    _, from_reports, _ = run(capsys, "compare", "--json", *saved, "--a-name", "GCP", "--b-name", "bare metal")
+    argv = ["compare", "--json", "--a", *GCP, "--b", BARE, "--a-name", "GCP", "--b-name", "bare metal"]
+    _, from_artifacts, _ = run(capsys, *argv)
+    assert json.loads(from_reports) == json.loads(from_artifacts)
