@@ -18,7 +18,7 @@ from typing import Any
 from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison
-from agent.diagnosis.report_text import UNNAMED, number, with_unit, workload_name
+from agent.diagnosis.report_text import UNNAMED, number, summary, with_unit, workload_name
 from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
@@ -39,6 +39,7 @@ border-bottom:1px solid #eceff2} td.n{text-align:right;font-variant-numeric:tabu
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232b} ul{margin:4px 0 8px}
 """
 
+BADGES = {"bad": "bad", "unsure": "warn", "good": "good"}
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"  # the page may fetch nothing
 COLOURS = {"sched_yield": "#c62f22", "futex": "#2a6fdb", "other": "#9aa4ae", "a": "#c62f22", "b": "#2a6fdb"}
 
@@ -291,12 +292,8 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
 
 def diagnosis_body(diagnosis: Diagnosis, title: str) -> list[str]:
     """The page's sections for one diagnosis (also used for each side of a comparison)."""
-    count = len(diagnosis.findings)
-    badge = (
-        f'<span class="badge bad">{count} finding(s)</span>'
-        if count
-        else '<span class="badge good">no finding: no thread-contention cause in these facts</span>'
-    )
+    verdict, tone = summary(diagnosis)
+    badge = f'<span class="badge {BADGES[tone]}">{_e(verdict)}</span>'
     body = [f"<h1>{_e(title)} {badge}</h1>"]
     if diagnosis.facts.sources:
         body.append(f'<p class="dim sources">from: {_e("; ".join(diagnosis.facts.sources))}</p>')

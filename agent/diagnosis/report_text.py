@@ -298,14 +298,21 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
             _unchecked(unchecked, branch)
 
 
+def summary(diagnosis: Diagnosis) -> tuple[str, str]:
+    """The one-line verdict and its tone ("bad", "unsure", "good")."""
+    if diagnosis.findings:
+        return plural(len(diagnosis.findings), "finding"), "bad"
+    if diagnosis.unchecked:
+        rules = plural(len(diagnosis.unchecked), "rule")
+        return f"no finding, but {rules} could not decide: collect what they ask for", "unsure"
+    return "no finding: no thread-contention cause in these facts", "good"
+
+
 def diagnosis_tree(diagnosis: Diagnosis, title: str) -> Tree:
     """The tree of one diagnosis (what :func:`render_text` prints)."""
-    count = len(diagnosis.findings)
     heading = _text(title, style="bold")
-    heading.append(
-        f"  {count} finding(s)" if count else "  no finding: no thread-contention cause in these facts",
-        style="bold red" if count else "bold green",
-    )
+    verdict, tone = summary(diagnosis)
+    heading.append(f"  {verdict}", style={"bad": "bold red", "unsure": "bold yellow", "good": "bold green"}[tone])
     tree = Tree(heading)
     if diagnosis.facts.sources:
         tree.add(_text("from: " + "; ".join(diagnosis.facts.sources), style="dim"))

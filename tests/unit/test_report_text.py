@@ -3,6 +3,7 @@ terminal or rich's markup."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from pathlib import Path
@@ -89,3 +90,10 @@ def test_no_color_on_a_terminal_is_plain(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_printable_shows_control_characters() -> None:
     assert printable("a\tb\x07c\u200bd é") == "a\\x09b\\x07c\\x200bd é"
+
+
+def test_a_rule_that_could_not_decide_is_not_called_healthy() -> None:
+    unsure = dataclasses.replace(sample_diagnosis(), findings=())
+    first = plain(render_text, unsure).splitlines()[0]
+    assert first == "schedwatch diagnosis  no finding, but 1 rule could not decide: collect what they ask for"
+    assert plain(render_text, healthy_diagnosis()).splitlines()[0].endswith("no thread-contention cause in these facts")
