@@ -18,7 +18,7 @@ from typing import Any
 from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison
-from agent.diagnosis.report_text import UNNAMED, number, summary, with_unit, workload_name
+from agent.diagnosis.report_text import UNNAMED, number, plural, summary, with_unit, workload_name
 from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
@@ -238,7 +238,7 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
     name = workload_name(workload.ref)
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
     badge = (
-        f'<span class="badge bad">{len(findings)} finding(s)</span>'
+        f'<span class="badge bad">{plural(len(findings), "finding")}</span>'
         if findings
         else '<span class="badge good">no finding</span>'
     )

@@ -272,9 +272,8 @@ def _rank(diagnosis: Diagnosis) -> list[WorkloadView]:
 def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
     title = _text(workload_name(workload.ref), style="bold")
-    title.append(
-        printable(f"  {len(findings)} finding(s)" if findings else "  no finding"), style="red" if findings else "green"
-    )
+    verdict = plural(len(findings), "finding") if findings else "no finding"
+    title.append(f"  {verdict}", style="red" if findings else "green")
     branch = tree.add(title)
     branch.add(_text(_workload_summary(workload)))
     for pool in workload.pools or ():
