@@ -254,3 +254,10 @@ def test_two_traces_of_one_kind_add_up() -> None:
     assert workload.sched_yield_calls == 84_921_956 + 1_639_164
     assert workload.threads == 20 + 39 and len(workload.thread_views or ()) == 59
     assert any("2 perf trace -s files: their counts are added" in note for note in facts.notes)
+
+
+def test_a_comparison_report_is_not_one_environment(tmp_path: Path) -> None:
+    report = tmp_path / "compare.json"
+    report.write_text(json.dumps({"schema": "schedwatch.comparison/v1", "a": {}, "b": {}}))
+    with pytest.raises(OfflineError, match=re.escape("a schedwatch.comparison/v1 report; this schedwatch reads")):
+        read_environment([report])

@@ -17,7 +17,7 @@ from typing import Any, Union
 from agent.diagnosis.findings import SCHEMA
 from agent.diagnosis.views import Facts
 
-SCHEMA_PREFIX = SCHEMA.split("/", 1)[0] + "/"
+SCHEMA_PREFIX = "schedwatch."  # any report of schedwatch: the wrong kind or version gets its own error
 
 
 class ReportError(ValueError):
@@ -25,7 +25,7 @@ class ReportError(ValueError):
 
 
 def looks_like(text: str) -> bool:
-    """A JSON object whose ``schema`` names a schedwatch diagnosis (any version)."""
+    """A JSON object whose ``schema`` names a schedwatch report (any kind, any version)."""
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped.startswith("{"):
         return False
