@@ -7,6 +7,7 @@ a file were checked with awk, e.g. ``awk '$1=="sched_yield"{c+=$2} END{print c}'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -19,6 +20,7 @@ from agent.diagnosis.offline import OfflineError, read_environment
 from agent.diagnosis.offline.merge import first_known
 from agent.diagnosis.report_json import to_json
 from agent.diagnosis.views import CpuShares, Facts, ThreadView, WorkloadView
+from tests.unit.report_samples import sample_diagnosis
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 
@@ -261,3 +263,18 @@ def test_a_comparison_report_is_not_one_environment(tmp_path: Path) -> None:
     report.write_text(json.dumps({"schema": "schedwatch.comparison/v1", "a": {}, "b": {}}))
     with pytest.raises(OfflineError, match=re.escape("a schedwatch.comparison/v1 report; this schedwatch reads")):
         read_environment([report])
+
+
+def test_a_live_diagnosis_reads_back_with_every_kind_of_fact(tmp_path: Path) -> None:
+    """Pools, libraries, futex calls by operation, thread variables: every field type of the views."""
+    facts = sample_diagnosis().facts
+    process = dataclasses.replace(
+        (facts.workloads[1].processes or ())[1],
+        affinity=(0, 1),
+        environment=(("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "unset")),
+    )
+    workload = dataclasses.replace(facts.workloads[1], processes=(process,))
+    facts = dataclasses.replace(facts, workloads=(facts.workloads[0], workload))
+    report = tmp_path / "live.json"
+    report.write_text(json.dumps(to_json(Diagnosis(facts, (), (), ()))))
+    assert read_environment([report]) == facts
