@@ -125,7 +125,11 @@ def differences(a: Facts, b: Facts) -> tuple[Difference, ...]:
     workload_fact("sched_yield calls, all threads", "calls", lambda w: w.sched_yield_calls)
     workload_fact("time in sched_yield, all threads", "s", lambda w: (w.syscall_seconds or {}).get("sched_yield"))
     workload_fact("time in futex calls, all threads", "s", lambda w: w.futex_wait_seconds)
+    workload_fact("sched_yield calls per second", "/s", lambda w: w.rate(w.sched_yield_calls))
+    workload_fact("threads blocked in futex waits (average)", "threads", lambda w: w.rate(w.futex_wait_seconds))
+    workload_fact("time waiting for a CPU per second", "s/s", lambda w: w.rate(w.runqueue_wait_seconds))
     workload_fact("CPU used", "CPUs", lambda w: w.cpu_used_cores)
+    workload_fact("CPUs it may use", "CPUs", lambda w: w.cpus_allowed)
     workload_fact(
         "system share of its CPU time", "%", lambda w: None if w.system_share is None else 100 * w.system_share
     )
