@@ -12,6 +12,7 @@ The renderer knows nothing of the rules: it draws what the diagnosis holds.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from typing import IO
@@ -54,6 +55,8 @@ def make_console(file: IO[str] | None = None, width: int | None = None) -> Conso
 
 def number(value: float) -> str:
     """A value as people read it: 5,119,771 · 61.4 · 1.97 · 0.0123."""
+    if not math.isfinite(value):
+        return str(value)
     if value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"
     if abs(value) >= 100:

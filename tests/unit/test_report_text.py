@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agent.diagnosis.report_text import make_console, printable, render_comparison_text, render_text
+from agent.diagnosis.report_text import make_console, number, printable, render_comparison_text, render_text
 from tests.unit.report_samples import healthy_diagnosis, sample_comparison, sample_diagnosis
 
 GOLDEN = Path(__file__).parent / "fixtures" / "reports"
@@ -97,3 +97,14 @@ def test_a_rule_that_could_not_decide_is_not_called_healthy() -> None:
     first = plain(render_text, unsure).splitlines()[0]
     assert first == "schedwatch diagnosis  no finding, but 1 rule could not decide: collect what they ask for"
     assert plain(render_text, healthy_diagnosis()).splitlines()[0].endswith("no thread-contention cause in these facts")
+
+
+def test_numbers_read_as_people_write_them() -> None:
+    assert [number(v) for v in (5119771.0, 61.43, 1.97, 0.01234, 4076.68, float("inf"))] == [
+        "5,119,771",
+        "61.4",
+        "1.97",
+        "0.0123",
+        "4,077",
+        "inf",
+    ]
