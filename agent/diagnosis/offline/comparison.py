@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.diagnosis.findings import Cause, Diagnosis, Finding
+from agent.diagnosis.findings import Cause, Diagnosis, Finding, Mechanism
 from agent.diagnosis.rules.signals import spinning
 from agent.diagnosis.rules.thresholds import DEFAULT
 from agent.diagnosis.views import Facts, ThreadView, WorkloadView
@@ -16,6 +16,14 @@ from agent.diagnosis.views import Facts, ThreadView, WorkloadView
 SPINNING = (
     f"{DEFAULT.yields_per_thread:,}+ sched_yield calls or {DEFAULT.yield_seconds_per_thread:g}+ s inside sched_yield"
 )
+
+
+# What idle pool threads do instead of sleeping, by the pool finding's mechanism.
+IDLE = {
+    Mechanism.YIELD_STORM: "spin calling sched_yield instead of sleeping",
+    Mechanism.USER_SPACE_SPIN: "spin in user space instead of sleeping",
+    Mechanism.FUTEX_HANDOFF: "park and wake on futexes for every chunk of work",
+}
 
 
 @dataclass(frozen=True)
@@ -193,20 +201,21 @@ def explain(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis) -> tuple[tuple
     found_a, found_b = _pool_finding(a), _pool_finding(b)
     if (found_a is None) != (found_b is None):
         sick, healthy = (a_name, b_name) if found_a else (b_name, a_name)
+        finding = found_a or found_b
+        assert finding is not None
+        healthy_threads = _threads(main_workload((b if found_a else a).facts))
+        resting = ", and idle threads sleep in a futex wait" if healthy_threads and parked(healthy_threads) else ""
+        idle = IDLE.get(finding.mechanism, "spin instead of sleeping")
         sentences.append(
             f"This is what the same program does when each worker process sizes its BLAS/OpenMP thread pool to the "
             f"CPUs the machine shows: in {sick} the workers' pools together have more threads than there are CPUs, "
-            f"so idle pool threads spin (sched_yield) instead of sleeping and take the CPUs from threads with work; "
-            f"in {healthy} they do not, and idle threads sleep in a futex wait."
+            f"so idle pool threads {idle} and take the CPUs from threads with work; "
+            f"in {healthy} they do not{resting}."
         )
         sy = [d for d in differences(a.facts, b.facts) if d.fact.startswith("node CPU time in the kernel")]
-        if sy:
-            share = sy[0].a if sick == a_name else sy[0].b
-            if share is not None:
-                sentences.append(
-                    f"That spinning is kernel time: {sick}'s node spent {share:.1f} % of its CPU time in the kernel."
-                )
-        finding = found_a or found_b
+        share = (sy[0].a if sick == a_name else sy[0].b) if sy else None
+        if share is not None and finding.mechanism in (Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF):
+            sentences.append(f"That is kernel time: {sick}'s node spent {share:.1f} % of its CPU time in the kernel.")
         return tuple(sentences), finding, sick
     if found_a and found_b:
         sentences.append(
