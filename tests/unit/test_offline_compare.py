@@ -72,3 +72,13 @@ def test_two_healthy_sides_name_no_cause() -> None:
     comparison = compared(["healthy_perf_trace_s.txt"], ["sleeper_perf_trace_s.txt"], ("a", "b"))
     assert comparison.cause is None
     assert "Neither side shows a contention cause" in " ".join(comparison.explanation)
+
+
+def test_the_cpus_each_side_shows_are_said_when_known() -> None:
+    """The seed's files do not tell the CPUs; with an mpstat on each side (2 and 4 CPUs) compare says it."""
+    sick, fast = ["sick_perf_trace_s.txt", "sick_mpstat.txt"], ["healthy_perf_trace_s.txt"]
+    assert not any("CPUs and" in sentence for sentence in compared(sick, fast).explanation)  # B's CPUs unknown
+    comparison = compared(sick, [*fast, "public_mpstat_pcp1922_ampm.txt"], ("VM", "laptop"))
+    assert "VM shows 2 CPUs and laptop 4: a pool sized to the CPUs starts 2 and 4 threads in every worker." in (
+        comparison.explanation
+    )

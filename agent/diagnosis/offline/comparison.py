@@ -212,6 +212,12 @@ def explain(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis) -> tuple[tuple
             f"so idle pool threads {idle} and take the CPUs from threads with work; "
             f"in {healthy} they do not{resting}."
         )
+        cpus_a, cpus_b = a.facts.node.cpus, b.facts.node.cpus
+        if cpus_a and cpus_b and cpus_a != cpus_b:
+            sentences.append(
+                f"{a_name} shows {cpus_a} CPUs and {b_name} {cpus_b}: a pool sized to the CPUs starts {cpus_a} and "
+                f"{cpus_b} threads in every worker."
+            )
         sy = [d for d in differences(a.facts, b.facts) if d.fact.startswith("node CPU time in the kernel")]
         share = (sy[0].a if sick == a_name else sy[0].b) if sy else None
         if share is not None and finding.mechanism in (Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF):
