@@ -8,7 +8,6 @@ needs), a running agent (``--from http://HOST:PORT``), or a Prometheus server th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from prometheus_client.core import Metric
 from agent import bpf, config, log
 from agent.cgroups import layout_under, read_layout
 from agent.collectors import Collector, CollectorContext, registry
+from agent.commands.output import print_json, to_stdout
 from agent.diagnosis.findings import Diagnosis
 from agent.diagnosis.live.fleet import NodeWindow, PrometheusSource, is_prometheus
 from agent.diagnosis.live.gather import NothingMatches, facts_from_window, ranked, sample_live
@@ -28,8 +28,8 @@ from agent.diagnosis.live.ranking import score, shares
 from agent.diagnosis.live.sources import AgentSource, CollectedSource, Source, SourceError
 from agent.diagnosis.live.window import workload_views
 from agent.diagnosis.report_json import to_json
+from agent.diagnosis.report_text import make_console, render_text
 from agent.diagnosis.rules import diagnose
-from agent.diagnosis.views import Facts
 from agent.exporter import AgentCollector
 from agent.facts import MachineFacts
 from agent.identity.resolver import IdentityResolver
@@ -118,8 +118,7 @@ def run(
     except (SourceError, NothingMatches, NoSuchProcess) as error:
         print(f"schedwatch diagnose: {error}", file=sys.stderr)
         return 2
-    print_diagnosis(diagnose(facts), args.json)
-    return 0
+    return print_diagnosis(diagnose(facts), args.json)
 
 
 def cgroup_tree(cgroup_root: Path | None) -> Path | None:
@@ -184,41 +183,12 @@ def loaded_collectors(
         identities.stop()
 
 
-def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> None:
-    """The diagnosis as JSON, or as plain text."""
+def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> int:
+    """The diagnosis as JSON, or as a tree on the terminal (plain text when piped); exit status 0."""
     if as_json:
-        print(json.dumps(to_json(diagnosis), indent=2))
-    else:
-        print(plain_text(diagnosis))
-
-
-def plain_text(diagnosis: Diagnosis) -> str:
-    """A short plain-text report (the terminal renderer draws the full tree)."""
-    facts = diagnosis.facts
-    lines = [f"schedwatch diagnose — {', '.join(facts.sources)}"]
-    node = facts.node
-    if node.cpu is not None:
-        cpu = node.cpu
-        lines.append(
-            f"node: {node.cpus} CPUs, user {cpu.user or 0:.0f} %, system {cpu.system or 0:.0f} %, "
-            f"steal {cpu.steal or 0:.0f} %, iowait {cpu.iowait or 0:.0f} %, run queue {node.run_queue}"
-        )
-    lines.append("workloads by contention:")
-    for view in facts.workloads[:10]:
-        lines.append(f"  {view.ref.name}: score {score(view, node):.2f}")
-    if not diagnosis.findings:
-        lines.append("no findings: nothing measured here slows the workloads")
-    for finding in diagnosis.findings:
-        lines.append(f"FINDING {finding.cause.value} ({finding.mechanism.value}) in {finding.workload.name}")
-        lines.append(f"  {finding.explanation}")
-        for evidence in finding.evidence:
-            lines.append(f"  - {evidence.fact}: {evidence.value:g} {evidence.unit} ({evidence.compared_with})")
-        lines.append(f"  fix: {finding.fix.summary}")
-        lines.extend(f"    {step}" for step in finding.fix.steps)
-    for observation in diagnosis.observations:
-        lines.append(f"OBSERVATION {observation.topic}: {observation.summary}")
-    lines.extend(f"note: {note}" for note in facts.notes)
-    return "\n".join(lines)
+        return to_stdout(lambda: print_json(to_json(diagnosis)))
+    title = f"schedwatch diagnose: {', '.join(diagnosis.facts.sources)}"
+    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
 
 
 def _fleet(args: argparse.Namespace, wanted: Filter) -> int:
@@ -235,14 +205,11 @@ def _fleet(args: argparse.Namespace, wanted: Filter) -> int:
         (window,) = windows
         name = f"{source.name} node {window.instance}"
         facts = facts_from_window(window.window, wanted, name, False, ProcFS(), None, None, 0.0)
-        print_diagnosis(diagnose(facts), args.json)
-        return 0
+        return print_diagnosis(diagnose(facts), args.json)
     ranking = fleet_ranking(windows, wanted, seconds)
     if args.json:
-        print(json.dumps(ranking, indent=2))
-    else:
-        print(fleet_text(ranking, args.source))
-    return 0
+        return to_stdout(lambda: print_json(ranking))
+    return to_stdout(lambda: print(fleet_text(ranking, args.source)))
 
 
 def fleet_ranking(windows: list[NodeWindow], wanted: Filter, seconds: int) -> dict[str, Any]:
@@ -294,5 +261,3 @@ def fleet_text(ranking: dict[str, Any], url: str) -> str:
     lines.append("processes, libraries and thread variables: run `schedwatch diagnose` on that node")
     return "\n".join(lines)
 
-
-__all__ = ["Facts", "add_parser", "run"]
