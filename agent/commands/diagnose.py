@@ -260,4 +260,3 @@ def fleet_text(ranking: dict[str, Any], url: str) -> str:
     lines.append(f"next: schedwatch diagnose --from {url} --node INSTANCE")
     lines.append("processes, libraries and thread variables: run `schedwatch diagnose` on that node")
     return "\n".join(lines)
-
