@@ -15,8 +15,10 @@ from typing import Any
 from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
+from agent.collectors.cgroup_cpu import online_cpus
 from agent.collectors.common import workload_map_size
 from agent.commands import analyze, compare, diagnose
+from agent.diagnosis.live.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
@@ -146,6 +148,7 @@ def run(settings: config.Settings) -> int:
         facts.release,
         lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled()),
         identities,
+        StandingFindings(online_cpus()),
     )
     try:
         server = serve(

@@ -147,6 +147,14 @@ THREADS = GaugeSpec(
     WORKLOAD_LABELS,
 )
 
+# --- diagnosis: the rules run on the agent's own series -----------------------------------------
+FINDING = GaugeSpec(
+    "schedwatch_finding",
+    "1 while the diagnosis rules name this cause for the workload, judged on its counts over the last 10 s or "
+    "more (schedwatch diagnose on the node adds its processes, libraries and the fix).",
+    ("cause", "mechanism", *WORKLOAD_LABELS),
+)
+
 # --- the agent itself ---------------------------------------------------------------------------
 BUILD_INFO = GaugeSpec(
     "schedwatch_build_info",

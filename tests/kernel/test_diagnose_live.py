@@ -253,3 +253,31 @@ def test_without_bpf_diagnose_says_to_read_an_agent(privileges: tuple[str, ...],
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"schedwatch diagnose: {said}"), line
     assert line.endswith("read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953")
+
+
+def test_the_agent_exports_a_finding_while_it_stands(
+    agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    group = cgroups.make("standing")
+    path = cgroups.relative(group)
+    wanted = {"cgroup": path, "cause": "thread-pool-oversubscription", "mechanism": "yield-storm"}
+
+    def finding() -> float | None:
+        return agent.scrape().value("schedwatch_finding", **wanted)
+
+    assert finding() is None
+    # 1,000,000 yields land in one evaluation window of 10-12 s: >= 40,000/s per CPU, far past the rules' bar.
+    storm = Workload(yielder, group, 500_000, THREADS)
+    try:
+        deadline = time.monotonic() + 30
+        while finding() is None:
+            assert time.monotonic() < deadline, "no schedwatch_finding within 30 s of a yield storm"
+            time.sleep(1)
+        assert finding() == 1
+        deadline = time.monotonic() + 30  # the next window has no yields: the finding goes
+        while finding() is not None:
+            assert time.monotonic() < deadline, "schedwatch_finding still there 30 s after the storm"
+            time.sleep(1)
+        assert agent.scrape().find("schedwatch_finding", cgroup=path) == {}
+    finally:
+        storm.release()

@@ -221,3 +221,30 @@ def test_the_v1_user_system_split_never_goes_backwards() -> None:
     assert split.adjust("a", CpuUsage(700, 500)) == CpuUsage(750, 500)  # an older reading: keep the last
     split.keep_only(set())
     assert split.adjust("a", CpuUsage(1, 1)) == CpuUsage(1, 1)
+
+
+def test_standing_findings_judge_the_time_between_evaluations() -> None:
+    from agent.diagnosis.live.standing import StandingFindings
+
+    now = [100.0]
+    standing = StandingFindings(node_cpus=2, clock=lambda: now[0], every=10.0)
+
+    def rows(text: str) -> set[tuple[str, ...]]:
+        (family,) = standing.families(list(text_string_to_metric_families(text)))
+        assert family.name == "schedwatch_finding"
+        assert all(sample.value == 1 for sample in family.samples)
+        return {
+            (s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in family.samples if s.labels["cgroup"]
+        }
+
+    assert rows(BEFORE) == set()  # one reading: nothing to judge yet
+    now[0] = 105.0
+    assert rows(AFTER) == set()  # too soon: the first reading is kept as the window's start
+    now[0] = 112.0
+    judged = rows(AFTER)
+    assert ("thread-pool-oversubscription", "yield-storm", YIELD.cgroup) in judged
+    assert ("cpu-throttling", "quota", QUOTA.cgroup) in judged
+    now[0] = 115.0
+    assert rows(BEFORE) == judged  # between evaluations the last findings stand
+    now[0] = 130.0
+    assert rows(AFTER) == set()  # nothing happened since the last evaluation: no finding
