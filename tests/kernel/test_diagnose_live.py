@@ -96,6 +96,7 @@ class Diagnose:
     def result(self) -> dict[str, Any]:
         """The JSON it printed; fails with its log when it failed."""
         out, err = self.process.communicate(timeout=120)
+        self.output = "".join(self.log) + err + out
         assert self.process.returncode == 0, f"diagnose exited {self.process.returncode}:\n{''.join(self.log)}{err}"
         document: dict[str, Any] = json.loads(out)
         return document
@@ -109,16 +110,6 @@ def only_workload(report: dict[str, Any], cgroup: str) -> dict[str, Any]:
     found = [w for w in report["workloads"] if w["ref"]["cgroup"] == cgroup]
     assert len(found) == 1, f"{cgroup} is not among {[w['ref'] for w in report['workloads']]}"
     return found[0]
-
-
-def yields_in_window(diagnose: Diagnose, cgroups: CgroupSandbox, yielder: Path) -> tuple[Path, Workload]:
-    """A fresh cgroup whose yielder makes all its yields after the window opened and well before it closes."""
-    group = cgroups.make("diagnose")
-    opened = diagnose.wait_for_window()
-    workload = Workload(yielder, group, YIELDS_PER_THREAD, THREADS)  # returns once every yield is made
-    done = time.monotonic() - opened
-    assert done < WINDOW - 1.5, f"the yields took until {done:.1f} s into a {WINDOW} s window"
-    return group, workload
 
 
 def test_diagnose_in_process_counts_the_exact_yields(cgroups: CgroupSandbox, yielder: Path, tmp_path: Path) -> None:
@@ -142,10 +133,21 @@ def test_diagnose_in_process_counts_the_exact_yields(cgroups: CgroupSandbox, yie
 
 
 def test_diagnose_from_an_agent_counts_the_exact_yields_and_reads_the_process(
-    agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+    agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path, sleeper: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    quiet_group = cgroups.make("quiet")
+    quiet = Workload(sleeper, quiet_group, 1, 1000)  # in the window too, but shows no contention
     diagnose = Diagnose("--duration", str(WINDOW), "--from", f"http://127.0.0.1:{agent.port}")
-    group, workload = yields_in_window(diagnose, cgroups, yielder)
+    group = cgroups.make("diagnose")
+    opened = diagnose.wait_for_window()
+    # The yielder's environment: one allow-listed thread variable, and a secret that must never come out.
+    canary = f"schedwatch-canary-{os.urandom(8).hex()}"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("SCHEDWATCH_TEST_SECRET", canary)
+    workload = Workload(yielder, group, YIELDS_PER_THREAD, THREADS)  # returns once every yield is made
+    monkeypatch.delenv("SCHEDWATCH_TEST_SECRET")
+    done = time.monotonic() - opened
+    assert done < WINDOW - 1.5, f"the yields took until {done:.1f} s into a {WINDOW} s window"
     try:
         report = diagnose.result()
         view = only_workload(report, cgroups.relative(group))
@@ -154,11 +156,15 @@ def test_diagnose_from_an_agent_counts_the_exact_yields_and_reads_the_process(
         (process,) = view["processes"]  # flagged by its yields, so read closely
         assert process["pid"] == workload.pid and process["comm"] == "yielder"
         assert process["threads"] == 1  # its yielding threads have exited; the main thread holds
-        assert process["environment"] is not None  # readable as root; only allow-listed names are ever in it
+        assert process["environment"] == [["OMP_NUM_THREADS", "3"]]
+        assert canary not in diagnose.output
         assert view["libraries"] == []
+        # Not flagged: its processes, maps and environment were not read.
+        assert only_workload(report, cgroups.relative(quiet_group))["processes"] is None
         assert report["sources"] == [f"agent http://127.0.0.1:{agent.port}/metrics"]
     finally:
         workload.release()
+        quiet.release()
 
 
 @pytest.fixture(scope="module")

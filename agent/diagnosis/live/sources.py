@@ -44,8 +44,9 @@ class CollectedSource:
 
     def read(self) -> Reading:
         """Collect every family once."""
+        started = self._clock()
         families = list(self._collect())
-        return read_families(families, self._clock())
+        return read_families(families, (started + self._clock()) / 2)
 
 
 def metrics_url(url: str) -> str:
@@ -83,8 +84,9 @@ class AgentSource:
 
     def read(self) -> Reading:
         """GET /metrics and parse it."""
+        started = self._clock()
         text = self._get()
-        at = self._clock()
+        at = (started + self._clock()) / 2  # the agent collects somewhere in between: a scrape can take a second
         try:
             return read_families(text_string_to_metric_families(text), at)
         except NotSchedwatch:
