@@ -18,6 +18,7 @@ import pytest
 from agent.cgroups import read_layout, read_usage_v1
 from tests.support.agent import REPO, AgentProcess
 from tests.support.prometheus import Prometheus
+from tests.support.scrape import scrape
 from tests.support.workloads import CgroupSandbox, Workload
 
 YIELDS_PER_THREAD = 100_000
@@ -46,10 +47,10 @@ def test_cpu_usage_matches_the_runtime_of_the_cgroups_threads(
     workload = Workload(spinner, dirs, 2, 1.5, -1)
     try:
         truth = runtime_ns(workload.pid) / 1e9
-        scrape = agent.scrape()
+        exported = scrape(agent.url, timeout=60)
         labels = {"cgroup": cgroups.relative(v2), "container_id": ""}
-        user = scrape.value("schedwatch_cpu_usage_seconds_total", mode="user", **labels)
-        system = scrape.value("schedwatch_cpu_usage_seconds_total", mode="system", **labels)
+        user = exported.value("schedwatch_cpu_usage_seconds_total", mode="user", **labels)
+        system = exported.value("schedwatch_cpu_usage_seconds_total", mode="system", **labels)
         assert user is not None and system is not None, f"no schedwatch_cpu_usage_seconds_total for {labels}"
         # The process joins the cgroup first thing: only its exec and start-up (well under 20 ms) ran outside.
         # The kernel splits user/system by ticks scaled to the exact runtime, so their sum is exact.
@@ -152,7 +153,8 @@ def test_diagnose_from_an_agent_counts_the_exact_yields_and_reads_the_process(
         report = diagnose.result()
         view = only_workload(report, cgroups.relative(group))
         assert view["sched_yield_calls"] == YIELDS_PER_THREAD * THREADS
-        assert view["seconds"] == pytest.approx(WINDOW, abs=1.0)
+        # The readings are WINDOW s apart, each timed at the middle of its scrape (seconds on a busy agent).
+        assert view["seconds"] >= WINDOW - 1.0
         (process,) = view["processes"]  # flagged by its yields, so read closely
         assert process["pid"] == workload.pid and process["comm"] == "yielder"
         assert process["threads"] == 1  # its yielding threads have exited; the main thread holds
@@ -269,21 +271,21 @@ def test_the_agent_exports_a_finding_while_it_stands(
     wanted = {"cgroup": path, "cause": "thread-pool-oversubscription", "mechanism": "yield-storm"}
 
     def finding() -> float | None:
-        return agent.scrape().value("schedwatch_finding", **wanted)
+        return scrape(agent.url, timeout=60).value("schedwatch_finding", **wanted)
 
     assert finding() is None
     # 1,000,000 yields land in one evaluation window of 10-12 s: >= 40,000/s per CPU, far past the rules' bar.
     storm = Workload(yielder, group, 500_000, THREADS)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # an evaluation every 10 s; scrapes are slow on a node with 30,000 series
         while finding() is None:
-            assert time.monotonic() < deadline, "no schedwatch_finding within 30 s of a yield storm"
+            assert time.monotonic() < deadline, "no schedwatch_finding within 60 s of a yield storm"
             time.sleep(1)
         assert finding() == 1
-        deadline = time.monotonic() + 30  # the next window has no yields: the finding goes
+        deadline = time.monotonic() + 60  # the next window has no yields: the finding goes
         while finding() is not None:
-            assert time.monotonic() < deadline, "schedwatch_finding still there 30 s after the storm"
+            assert time.monotonic() < deadline, "schedwatch_finding still there 60 s after the storm"
             time.sleep(1)
-        assert agent.scrape().find("schedwatch_finding", cgroup=path) == {}
+        assert scrape(agent.url, timeout=60).find("schedwatch_finding", cgroup=path) == {}
     finally:
         storm.release()
