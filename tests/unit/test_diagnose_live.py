@@ -248,3 +248,15 @@ def test_standing_findings_judge_the_time_between_evaluations() -> None:
     assert rows(BEFORE) == judged  # between evaluations the last findings stand
     now[0] = 130.0
     assert rows(AFTER) == set()  # nothing happened since the last evaluation: no finding
+
+
+def test_a_container_named_within_the_window_keeps_its_earlier_counts() -> None:
+    container_id = "ab" * 32
+    by_id = f'container_id="{container_id}",container="",pod="",namespace="",cgroup=""'
+    named = f'container_id="{container_id}",container="worker",pod="pipeline-0",namespace="ml",cgroup=""'
+    head = 'schedwatch_build_info{version="0.1.0",kernel_release="x"} 1\nschedwatch_source_up{source="syscalls"} 1\n'
+    before = head + f"schedwatch_sched_yield_calls_total{{{by_id}}} 5000000\n"
+    after = head + f"schedwatch_sched_yield_calls_total{{{named}}} 5000300\n"
+    ref = WorkloadRef(container_id, "worker", "pipeline-0", "ml")
+    # the agent moved the series, history included, to the names: only 300 calls were made in the window
+    assert workload_view(window(before, after), ref, node_cpus=2).sched_yield_calls == 300

@@ -15,7 +15,7 @@ from agent.diagnosis.live.ranking import FLAG_SCORE, MAX_FLAGGED, score
 from agent.diagnosis.live.series import Reading
 from agent.diagnosis.live.sources import Source
 from agent.diagnosis.live.window import Window, workload_views
-from agent.diagnosis.node import NodeTicks, node_states, read_node
+from agent.diagnosis.node import NodeTicks, node_states, parse_proc_stat
 from agent.diagnosis.views import CpuShares, Facts, NodeView, WorkloadView
 from agent.log import get_logger
 from agent.procfs import ProcFS
@@ -39,8 +39,10 @@ class NodeSample:
 
 def read_node_sample(procfs: ProcFS) -> NodeSample:
     """/proc/stat and /proc/loadavg now."""
-    text = procfs.read_root_text("stat") or ""
-    ticks = read_node(procfs)
+    text = procfs.read_root_text("stat")
+    if text is None:
+        raise OSError(f"cannot read {procfs.root / 'stat'}")
+    ticks = parse_proc_stat(text)
     fields = {line.split()[0]: line.split()[1] for line in text.splitlines() if len(line.split()) >= 2}
     loadavg = (procfs.read_root_text("loadavg") or "").split()
     load: tuple[float, float, float] | None = None

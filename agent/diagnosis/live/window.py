@@ -28,12 +28,23 @@ class Window:
         after = self.after.count(ref, key)
         if after is None:
             return None
-        before = self.before.count(ref, key)
+        earlier = self.earlier_ref(ref)
+        before = self.before.count(earlier, key)
         if before is None:
-            if ref in self.before.workloads or not self.before.up:
+            if earlier in self.before.workloads or not self.before.up:
                 return None
             before = 0.0
         return None if after < before else after - before
+
+    def earlier_ref(self, ref: WorkloadRef) -> WorkloadRef:
+        """*ref* as the first reading named it: a container whose names became known in the window was counted
+        under its id alone (the agent moves its series, history included, to the names)."""
+        if ref in self.before.workloads or not ref.container_id:
+            return ref
+        for known in self.before.workloads:
+            if known.container_id == ref.container_id:
+                return known
+        return ref
 
 
 def workload_view(window: Window, ref: WorkloadRef, node_cpus: int | None) -> WorkloadView:
@@ -74,7 +85,7 @@ def _futex(window: Window, ref: WorkloadRef) -> dict[str, float] | None:
     for op in FUTEX_OPS:
         key = f"futex_calls:{op}"
         after = window.after.count(ref, key)
-        before = window.before.count(ref, key)
+        before = window.before.count(window.earlier_ref(ref), key)
         grown = (after or 0.0) - (before or 0.0)
         if grown < 0:
             return None  # the agent restarted between the readings
