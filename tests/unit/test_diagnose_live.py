@@ -260,3 +260,16 @@ def test_a_container_named_within_the_window_keeps_its_earlier_counts() -> None:
     ref = WorkloadRef(container_id, "worker", "pipeline-0", "ml")
     # the agent moved the series, history included, to the names: only 300 calls were made in the window
     assert workload_view(window(before, after), ref, node_cpus=2).sched_yield_calls == 300
+
+
+def test_a_container_named_halfway_through_a_scrape_is_one_workload() -> None:
+    container_id = "cd" * 32
+    by_id = f'container_id="{container_id}",container="",pod="",namespace="",cgroup=""'
+    named = f'container_id="{container_id}",container="etl",pod="",namespace="",cgroup=""'
+    head = 'schedwatch_build_info{version="0.1.0",kernel_release="x"} 1\nschedwatch_source_up{source="syscalls"} 1\n'
+    # the syscalls collector ran before the name arrived, cgroup_cpu after
+    text = head + f"schedwatch_sched_yield_calls_total{{{by_id}}} 60001\nschedwatch_threads{{{named}}} 1\n"
+    reading = read_families(text_string_to_metric_families(text), 0.0)
+    ((ref, totals),) = reading.workloads.items()
+    assert ref == WorkloadRef(container_id, "etl")
+    assert totals.counts == {"sched_yield_calls": 60001} and totals.gauges == {"threads": 1}

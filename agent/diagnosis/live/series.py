@@ -101,4 +101,23 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
                 totals.gauges[GAUGES[name]] = sample.value
     if not agent:
         raise NotSchedwatch("no schedwatch_build_info series")
-    return Reading(at, frozenset(up), workloads)
+    return Reading(at, frozenset(up), merge_unnamed(workloads))
+
+
+def merge_unnamed(workloads: dict[WorkloadRef, WorkloadTotals]) -> dict[WorkloadRef, WorkloadTotals]:
+    """Totals a container has under its id alone folded into its named totals.
+
+    A container's names can arrive while the agent is collecting: then one scrape has one collector's series under
+    the id alone and the next collector's under the names. They are one workload.
+    """
+    named = {ref.container_id: ref for ref in workloads if ref.container_id and (ref.container or ref.pod)}
+    merged: dict[WorkloadRef, WorkloadTotals] = {}
+    for ref, totals in workloads.items():
+        target = named.get(ref.container_id, ref) if ref.container_id and not (ref.container or ref.pod) else ref
+        into = merged.setdefault(target, WorkloadTotals())
+        for key, value in totals.counts.items():
+            into.counts[key] = into.counts.get(key, 0.0) + value
+        for key, value in totals.gauges.items():
+            if target == ref or key not in into.gauges:
+                into.gauges[key] = value
+    return merged
