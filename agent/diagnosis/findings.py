@@ -3,7 +3,7 @@ observations that explain time schedwatch does not measure. Plain data; renderer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from agent.diagnosis.views import Facts, WorkloadRef
@@ -55,7 +55,7 @@ class Fix:
 
     summary: str
     steps: tuple[str, ...]
-    variables: tuple[tuple[str, str], ...] = ()  # environment variables to set: (name, value)
+    variables: dict[str, str] = field(default_factory=dict)  # environment variables to set: name -> value
     threads_per_process: int | None = None
 
 

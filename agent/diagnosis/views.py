@@ -137,6 +137,7 @@ class WorkloadView:
     pools: tuple[PoolView, ...] | None = None
     libraries: tuple[LibraryView, ...] | None = None  # None: maps not read
     thread_views: tuple[ThreadView, ...] | None = None  # per thread, where the source tells it
+    syscall_seconds: dict[str, float] | None = None  # time in each system call, all threads (perf trace, strace)
 
     def rate(self, count: float | None) -> float | None:
         """*count* per second of the window; None when either is unknown."""

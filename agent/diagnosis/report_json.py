@@ -1,0 +1,28 @@
+"""A diagnosis as JSON: the documented, versioned contract of ``--json`` (docs/diagnosis.md).
+
+Top level: ``schema`` (:data:`~agent.diagnosis.findings.SCHEMA`), ``node``, ``workloads``, ``findings``,
+``unchecked``, ``observations``, ``sources``, ``notes``. Unknown facts are ``null``, never 0. Fields are only ever
+added within one schema version; a renamed or removed field makes a new version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.diagnosis.facts import to_jsonable
+from agent.diagnosis.findings import SCHEMA, Diagnosis
+
+
+def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The JSON document of *diagnosis* (plain dicts, lists, strings, numbers, null)."""
+    facts = diagnosis.facts
+    return {
+        "schema": SCHEMA,
+        "node": to_jsonable(facts.node),
+        "workloads": [to_jsonable(workload) for workload in facts.workloads],
+        "findings": [to_jsonable(finding) for finding in diagnosis.findings],
+        "unchecked": [to_jsonable(unchecked) for unchecked in diagnosis.unchecked],
+        "observations": [to_jsonable(observation) for observation in diagnosis.observations],
+        "sources": list(facts.sources),
+        "notes": list(facts.notes),
+    }

@@ -1,0 +1,48 @@
+"""Facts -> findings. Pure functions of :class:`~agent.diagnosis.views.Facts`: no file, no clock, no network.
+
+Each cause has a module with a ``check(workload, signals, thresholds)`` that answers a Finding, an Unchecked
+(facts missing) or None (checked: not there). A pool finding explains a workload's run-queue wait and futex
+traffic, so saturation and convoy are only named when no pool is.
+"""
+
+from __future__ import annotations
+
+from agent.diagnosis.findings import Cause, Diagnosis, Finding, Unchecked
+from agent.diagnosis.rules import futex, node, pool, runqueue, throttling
+from agent.diagnosis.rules.signals import signals
+from agent.diagnosis.rules.thresholds import DEFAULT, Thresholds
+from agent.diagnosis.views import Facts, WorkloadView
+
+__all__ = ["Thresholds", "diagnose"]
+
+
+def _workload(workload: WorkloadView, facts: Facts, limits: Thresholds) -> list[Finding | Unchecked]:
+    derived = signals(workload, facts.node, limits.yields_per_thread)
+    outcomes: list[Finding | Unchecked] = []
+    pool_outcome = pool.check(workload, derived, limits)
+    if pool_outcome is not None:
+        outcomes.append(pool_outcome)
+    pool_found = isinstance(pool_outcome, Finding)
+    if not pool_found:
+        for check in (futex.check, runqueue.check):
+            outcome = check(workload, derived, limits)
+            if outcome is not None:
+                outcomes.append(outcome)
+    throttled = throttling.check(workload, derived, limits)
+    if throttled is not None:
+        outcomes.append(throttled)
+    return outcomes
+
+
+def diagnose(facts: Facts, limits: Thresholds = DEFAULT) -> Diagnosis:
+    """Every finding, unchecked rule and observation for *facts*, findings in order of cause then workload."""
+    outcomes = [outcome for workload in facts.workloads for outcome in _workload(workload, facts, limits)]
+    order = list(Cause)
+    findings = tuple(
+        sorted(
+            (outcome for outcome in outcomes if isinstance(outcome, Finding)),
+            key=lambda finding: (order.index(finding.cause), finding.workload.name),
+        )
+    )
+    unchecked = tuple(outcome for outcome in outcomes if isinstance(outcome, Unchecked))
+    return Diagnosis(facts, findings, unchecked, node.observations(facts, findings, limits))

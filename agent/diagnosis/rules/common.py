@@ -1,0 +1,29 @@
+"""Small helpers shared by the rules: evidence wording and the names of libraries and processes."""
+
+from __future__ import annotations
+
+from agent.diagnosis.findings import Evidence
+from agent.diagnosis.views import LibraryView
+
+COLLECT_LIVE = "run `schedwatch diagnose` on the node while it is slow (exact counts, libraries and thread variables)"
+COLLECT_MAPS = "`grep -E 'blas|omp|mkl|tbb|torch' /proc/PID/maps` of one worker (which thread-pool library it loaded)"
+COLLECT_THREADPOOLCTL = "`python -m threadpoolctl -i numpy` in the container (library, version and thread count)"
+
+
+def evidence(fact: str, value: float, unit: str, compared_with: str) -> Evidence:
+    """One number and what it was compared with."""
+    return Evidence(fact=fact, value=round(value, 3), unit=unit, compared_with=compared_with)
+
+
+def library_names(libraries: tuple[LibraryView, ...] | None) -> tuple[str, ...]:
+    """ "openblas 0.3.23.dev", ... sorted and unique."""
+    return tuple(
+        sorted(
+            {f"{lib.implementation} {lib.version}" if lib.version else lib.implementation for lib in libraries or ()}
+        )
+    )
+
+
+def number(value: float) -> str:
+    """A count as people read it: 5,119,771 or 0.41."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2g}"

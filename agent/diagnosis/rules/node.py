@@ -1,0 +1,151 @@
+"""Observations: time the facts show that is not a thread-contention cause schedwatch measures, and where to look.
+
+A signature named here is said to be likely, never a finding: schedwatch does not measure clock sources,
+compaction or page faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agent.diagnosis.findings import Evidence, Finding, Mechanism, Observation
+from agent.diagnosis.rules.common import COLLECT_LIVE, evidence
+from agent.diagnosis.rules.thresholds import Thresholds
+from agent.diagnosis.views import Facts, WorkloadView
+
+# Mechanisms that spend their time in the kernel: they explain high system time.
+SYSTEM_TIME_MECHANISMS = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
+
+# Well-known system-call signatures of system time schedwatch does not measure: (calls, what it likely is, look next).
+SIGNATURES: tuple[tuple[frozenset[str], str, str], ...] = (
+    (
+        frozenset({"clock_gettime", "gettimeofday", "time", "clock_nanosleep"}),
+        "clock reads going through the kernel: likely a clock source without a vDSO fast path "
+        "(e.g. xen or hpet instead of tsc)",
+        "cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
+    ),
+    (
+        frozenset({"mmap", "munmap", "brk", "madvise", "mprotect"}),
+        "memory mapped and unmapped over and over: likely allocator churn and the page faults that follow",
+        "perf stat -e page-faults,minor-faults -p PID; MALLOC_ARENA_MAX / a malloc that keeps memory",
+    ),
+    (
+        frozenset(
+            {
+                "read",
+                "write",
+                "pread64",
+                "pwrite64",
+                "recvfrom",
+                "sendto",
+                "recvmsg",
+                "sendmsg",
+                "poll",
+                "epoll_wait",
+                "select",
+            }
+        ),
+        "I/O system calls: the time is spent reading and writing, not contending for CPUs",
+        "the I/O path: iostat -x 1, ss -tin, the service the workload talks to",
+    ),
+)
+SIGNATURE_SHARE = 0.5  # of the syscall time, for a signature to be named
+
+
+def _signature(workload: WorkloadView) -> tuple[str, str, float] | None:
+    times = workload.syscall_seconds
+    if not times:
+        return None
+    total = sum(times.values())
+    if total <= 0:
+        return None
+    for calls, what, look in SIGNATURES:
+        share = sum(seconds for name, seconds in times.items() if name in calls) / total
+        if share >= SIGNATURE_SHARE:
+            return what, look, share
+    return None
+
+
+def _multithreaded_workers(workloads: Iterable[WorkloadView]) -> Observation | None:
+    for workload in workloads:
+        busy = [p for p in workload.processes or () if (p.cpu_percent or 0) > 100]
+        commands = {p.command or p.comm for p in busy}
+        if len(busy) >= 2 and len(commands) == 1:
+            top = max(p.cpu_percent or 0 for p in busy)
+            return Observation(
+                topic="workers-use-several-cpus",
+                summary=(
+                    f"{len(busy)} processes of {commands.pop()} each use more than one CPU (up to {top:.0f} %): each "
+                    "runs several threads. If those are thread pools sized to every CPU, workers x threads outnumber "
+                    "the CPUs (likely, not measured by these artifacts)."
+                ),
+                evidence=(
+                    evidence("processes using more than one CPU", len(busy), "processes", "pool workers: 1 CPU each"),
+                ),
+                look_next=(
+                    COLLECT_LIVE,
+                    "perf trace -s -p PID of one worker for ~10 s (sched_yield and futex per thread)",
+                ),
+                workload=workload.ref,
+            )
+    return None
+
+
+def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds) -> tuple[Observation, ...]:
+    """What the node's CPU time and the workloads' system calls show beyond the findings."""
+    found: list[Observation] = []
+    cpu = facts.node.cpu
+    explained = any(finding.mechanism in SYSTEM_TIME_MECHANISMS for finding in findings)
+    if cpu is not None and cpu.system is not None and cpu.system >= limits.system_percent and not explained:
+        shown: list[Evidence] = [
+            evidence("node CPU time in the kernel", cpu.system, "%", f"bar {limits.system_percent:g} %")
+        ]
+        look = [
+            COLLECT_LIVE,
+            "perf top -g (which kernel functions)",
+            "grep -E 'compact|thp' /proc/vmstat; cat /proc/softirqs",
+        ]
+        summary = (
+            f"The node spends {cpu.system:.0f} % of its CPU time in the kernel, and no thread-contention cause "
+            "measured here explains it."
+        )
+        for workload in facts.workloads:
+            signature = _signature(workload)
+            if signature is not None:
+                what, where, share = signature
+                summary += f" In {workload.ref.name}: {what} ({100 * share:.0f} % of its system-call time)."
+                look.insert(0, where)
+                break
+        found.append(Observation("system-time-unexplained", summary, tuple(shown), tuple(look)))
+        workers = _multithreaded_workers(facts.workloads)
+        if workers is not None:
+            found.append(workers)
+    if cpu is not None and cpu.steal is not None and cpu.steal >= limits.steal_percent:
+        found.append(
+            Observation(
+                "steal",
+                f"The hypervisor gave {cpu.steal:.0f} % of this VM's CPU time to others (steal): "
+                "not the workload's doing.",
+                (evidence("steal", cpu.steal, "%", f"bar {limits.steal_percent:g} %"),),
+                ("the VM's size or type; a dedicated-core instance",),
+            )
+        )
+    if cpu is not None and cpu.softirq is not None and cpu.softirq >= limits.softirq_percent:
+        found.append(
+            Observation(
+                "softirq",
+                f"{cpu.softirq:.0f} % of CPU time goes to soft interrupts (network, timers, block I/O).",
+                (evidence("softirq", cpu.softirq, "%", f"bar {limits.softirq_percent:g} %"),),
+                ("cat /proc/softirqs twice; mpstat -I SCPU 1",),
+            )
+        )
+    if cpu is not None and cpu.iowait is not None and cpu.iowait >= limits.iowait_percent:
+        found.append(
+            Observation(
+                "iowait",
+                f"CPUs sit idle waiting for I/O {cpu.iowait:.0f} % of the time: storage, not CPU contention.",
+                (evidence("iowait", cpu.iowait, "%", f"bar {limits.iowait_percent:g} %"),),
+                ("iostat -x 1; pidstat -d 1",),
+            )
+        )
+    return tuple(found)

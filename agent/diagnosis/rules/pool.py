@@ -1,0 +1,149 @@
+"""thread-pool-oversubscription: every worker process runs a thread pool sized to all CPUs, so workers x threads
+outnumber the CPUs and idle pool threads spin (sched_yield, user space, or futex hand-offs) while others wait."""
+
+from __future__ import annotations
+
+import statistics
+
+from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Mechanism, Unchecked
+from agent.diagnosis.rules.common import COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL, evidence, library_names
+from agent.diagnosis.rules.fixes import pool_fix
+from agent.diagnosis.rules.signals import Signals
+from agent.diagnosis.rules.thresholds import Thresholds
+from agent.diagnosis.views import WorkloadView
+
+EXPLANATIONS = {
+    Mechanism.YIELD_STORM: (
+        "Each worker process runs a BLAS/OpenMP thread pool sized to every CPU, so the pools' threads outnumber the "
+        "CPUs; idle pool threads wait for work by calling sched_yield in a loop, which burns system time and takes "
+        "the CPU from the threads that have work."
+    ),
+    Mechanism.USER_SPACE_SPIN: (
+        "Each worker process runs a BLAS/OpenMP thread pool sized to every CPU, so the pools' threads outnumber the "
+        "CPUs; idle pool threads spin in user space waiting for work (newer OpenBLAS never yields), so threads with "
+        "work wait in the run queue while spinners hold the CPUs. top shows busy user time, not system time."
+    ),
+    Mechanism.FUTEX_HANDOFF: (
+        "Each worker process runs an OpenMP/BLAS thread pool sized to every CPU, so the pools' threads outnumber the "
+        "CPUs; for every parallel region threads park on a futex and are woken again, and with more threads than CPUs "
+        "each hand-off waits for a CPU."
+    ),
+}
+
+
+def _workers(workload: WorkloadView, signals: Signals) -> int:
+    """Pool workers: the largest pool of processes with a pool library, else those processes, else 1."""
+    pool_pids = {process.pid for process in signals.pool_processes}
+    sizes = [len(set(pool.pids) & pool_pids) if pool_pids else pool.size for pool in workload.pools or ()]
+    best = max(sizes, default=0)
+    return max(best, len(signals.pool_processes), 1)
+
+
+def _thread_evidence(signals: Signals) -> list[Evidence]:
+    threads = signals.yielding_threads
+    if not threads:
+        return []
+    calls = [thread.sched_yield_calls or 0 for thread in threads]
+    found = [
+        evidence("threads yielding at least the bar", len(threads), "threads", "a pool storm: 2 or more"),
+        evidence("sched_yield calls per yielding thread (median)", statistics.median(calls), "calls", "bar: 100,000"),
+    ]
+    seconds = [thread.sched_yield_seconds for thread in threads if thread.sched_yield_seconds is not None]
+    if seconds:
+        found.append(
+            evidence("time in sched_yield per yielding thread (median)", statistics.median(seconds), "s", "healthy: ~0")
+        )
+    longest = [thread.futex_max_seconds for thread in threads if thread.futex_max_seconds is not None]
+    if longest:
+        found.append(evidence("longest futex wait of those threads", max(longest), "s", "pool threads parked for work"))
+    return found
+
+
+def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Finding | Unchecked | None:
+    """The pool cause for one workload, or None when it is not there."""
+    by_rate = signals.yields_per_cpu is not None and signals.yields_per_cpu >= limits.yields_per_cpu
+    by_threads = signals.yields_per_cpu is None and len(signals.yielding_threads) >= limits.storm_threads
+    libraries = signals.pool_libraries
+    waiting = signals.runqueue_per_cpu is not None and signals.runqueue_per_cpu >= limits.runqueue_wait_per_cpu
+    over = signals.pool_threads_over_cpus
+    mechanism: Mechanism | None = None
+    if by_rate or by_threads:
+        mechanism = Mechanism.YIELD_STORM
+    elif libraries and waiting and over:
+        handoffs = signals.futex_per_cpu is not None and signals.futex_per_cpu >= limits.futex_handoffs_per_cpu
+        mechanism = Mechanism.FUTEX_HANDOFF if handoffs else Mechanism.USER_SPACE_SPIN
+    if mechanism is None:
+        if libraries is None and waiting:
+            return Unchecked(
+                rule=Cause.THREAD_POOL_OVERSUBSCRIPTION,
+                workload=workload.ref,
+                missing=("the thread-pool libraries its processes mapped",),
+                collect_next=(COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL),
+            )
+        return None
+    found: list[Evidence] = []
+    if signals.yields_per_cpu is not None:
+        found.append(
+            evidence(
+                "sched_yield calls per second per CPU",
+                signals.yields_per_cpu,
+                "/s",
+                f"healthy: below {limits.yields_per_cpu:,.0f}",
+            )
+        )
+    found.extend(_thread_evidence(signals))
+    if signals.pool_threads is not None and signals.cpus is not None:
+        found.append(
+            evidence(
+                "threads in processes with a pool library",
+                signals.pool_threads,
+                "threads",
+                f"CPUs it may use: {signals.cpus:g}",
+            )
+        )
+    if signals.runqueue_per_cpu is not None:
+        found.append(
+            evidence(
+                "run-queue wait per CPU",
+                signals.runqueue_per_cpu,
+                "s/s",
+                f"threads waiting for a CPU; bar {limits.runqueue_wait_per_cpu:g}",
+            )
+        )
+    if mechanism is Mechanism.FUTEX_HANDOFF and signals.futex_per_cpu is not None:
+        found.append(
+            evidence(
+                "futex calls per second per CPU",
+                signals.futex_per_cpu,
+                "/s",
+                f"bar {limits.futex_handoffs_per_cpu:,.0f}",
+            )
+        )
+    if workload.system_share is not None:
+        found.append(
+            evidence("system share of its CPU time", 100 * workload.system_share, "%", "healthy compute: below 10 %")
+        )
+    collect: list[str] = []
+    if libraries is None:
+        confidence = Confidence.MEDIUM
+        collect.extend((COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL))
+    elif not libraries:
+        confidence = Confidence.LOW
+        collect.append("no known thread-pool library is mapped: " + COLLECT_THREADPOOLCTL)
+    elif mechanism is Mechanism.YIELD_STORM and over is False:
+        confidence = Confidence.MEDIUM
+    else:
+        confidence = Confidence.HIGH
+    workers = _workers(workload, signals)
+    return Finding(
+        cause=Cause.THREAD_POOL_OVERSUBSCRIPTION,
+        mechanism=mechanism,
+        workload=workload.ref,
+        processes=tuple(sorted(process.pid for process in signals.pool_processes)),
+        libraries=library_names(libraries),
+        evidence=tuple(found),
+        confidence=confidence,
+        fix=pool_fix(workload, signals.cpus, workers, libraries, spin=mechanism is not Mechanism.YIELD_STORM),
+        explanation=EXPLANATIONS[mechanism],
+        collect_next=tuple(collect),
+    )
