@@ -26,13 +26,15 @@ WARM_UP = 3.0  # numpy's import and the pool's start are done by then
 def measure(agent: AgentProcess, sandbox: CgroupSandbox, scenario: Scenario, seconds: float) -> dict[str, object]:
     """One run: warm up, then one window of *seconds*."""
     group = ScenarioCgroup(sandbox, scenario.name, scenario.quota)
-    with running(scenario, group, WARM_UP + seconds + 30) as process:
+    with running(scenario, group, WARM_UP + seconds + 300) as process:
         time.sleep(WARM_UP)
         before = point(agent, group)
         time.sleep(seconds)
         after = point(agent, group)
         if process.poll() is not None:
-            raise RuntimeError(f"{scenario.name} ended early ({process.returncode}): {process.stderr.read()!r}")
+            assert process.stderr is not None and process.stdout is not None
+            output = (process.stdout.read() + process.stderr.read()).decode(errors="replace")
+            raise RuntimeError(f"{scenario.name} ended early ({process.returncode}): {output}")
     measured = window(before, after, group.label).as_dict()
     sandbox.remove(group.v2)
     return {"scenario": scenario.name, "load": os.getloadavg()[0], **measured}
@@ -54,7 +56,11 @@ def main() -> None:
             agent.wait_ready()
             for run in range(options.runs):
                 for scenario in chosen:
-                    result = {"run": run + 1, **measure(agent, sandbox, scenario, options.window)}
+                    try:
+                        result = {"run": run + 1, **measure(agent, sandbox, scenario, options.window)}
+                    except RuntimeError as error:  # one bad run (a busy machine) does not end the calibration
+                        print(f"{scenario.name} run {run + 1}: {error}", file=sys.stderr, flush=True)
+                        continue
                     line = json.dumps(result)
                     print(line, flush=True)
                     if options.out:

@@ -50,7 +50,10 @@ def point(agent: AgentProcess, group: ScenarioCgroup) -> Point:
     cpu = group.cpu_use()
     throttling = group.throttling()
     at = time.monotonic()
-    return Point(at, agent.scrape(), cpu, throttling)
+    scraped = agent.scrape()
+    if time.monotonic() - at > 2.0:  # the cgroup files and the agent's counters no longer describe one instant
+        raise RuntimeError(f"a scrape took {time.monotonic() - at:.1f} s: the machine is too busy to calibrate")
+    return Point(at, scraped, cpu, throttling)
 
 
 def series(scrape: Scrape, name: str, label: str, **labels: str) -> float:
