@@ -510,12 +510,11 @@ def judge(first: Run, fixed: Run) -> Verdict:
         return Verdict(False, None, False, "the fixed run was stopped at the duration limit")
     speedup = first.wall_seconds / fixed.wall_seconds if fixed.wall_seconds > 0 else None
     lower_bound = first.stopped
+    if fixed.exit_status != 0 and first.exit_status == 0:  # failing fast is not being faster
+        statuses = f"exit status {first.exit_status} as is, {fixed.exit_status} fixed"
+        return Verdict(False, speedup, lower_bound, f"the fixed run failed ({statuses})")
     if speedup is not None and speedup >= MIN_SPEEDUP:
         return Verdict(True, speedup, lower_bound, f"{_fold(speedup, lower_bound)} faster")
-    if first.exit_status != 0 or fixed.exit_status != 0:
-        statuses = f"exit status {first.exit_status} as is, {fixed.exit_status} fixed"
-        if fixed.exit_status != 0 and first.exit_status == 0:
-            return Verdict(False, speedup, lower_bound, f"the fixed run failed ({statuses})")
     gone = [name for name, was, now in _contention(first, fixed) if now <= CONTENTION_GONE * was]
     if speedup is not None and speedup >= MAX_SLOWDOWN and gone:
         return Verdict(True, speedup, lower_bound, f"about as fast, and {' and '.join(gone)} mostly gone")

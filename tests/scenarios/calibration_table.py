@@ -33,6 +33,7 @@ COLUMNS = (
     ("throttled periods / periods", lambda r: r["throttled_ratio"], "{:.0%}"),
     ("throttled s/s", lambda r: r["throttled_seconds"], "{:.2f}"),
     ("load (1 min)", lambda r: r["load"], "{:.1f}"),
+    ("scrape s", lambda r: r.get("scrape_seconds"), "{:.1f}"),
 )
 
 

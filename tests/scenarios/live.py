@@ -35,8 +35,8 @@ class CpuUse:
 class Throttling:
     """CFS quota enforcement so far (cumulative)."""
 
-    periods: int
-    throttled: int
+    periods: float
+    throttled: float
     seconds: float
 
 

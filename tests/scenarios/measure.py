@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 
 from tests.scenarios.live import CpuUse, ScenarioCgroup, Throttling
 from tests.support.agent import AgentProcess
@@ -11,6 +11,7 @@ from tests.support.scrape import Scrape
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 RUNQ = "schedwatch_runqueue_latency_seconds"
+MAX_SCRAPE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Window:
     system_share: float
     throttled_ratio: float | None
     throttled_seconds: float
+    scrape_seconds: float  # the longer of the two scrapes: the window's edges are this uncertain
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -44,16 +46,23 @@ class Point:
     scrape: Scrape
     cpu: CpuUse
     throttling: Throttling
+    scrape_seconds: float
 
 
 def point(agent: AgentProcess, group: ScenarioCgroup) -> Point:
-    cpu = group.cpu_use()
-    throttling = group.throttling()
-    at = time.monotonic()
+    """A scrape, with the cgroup files read just before and just after it and taken at the middle: on a busy
+    machine (thousands of other cgroups) a scrape takes seconds, and the agent reads its maps somewhere inside."""
+    cpu_before, throttling_before, started = group.cpu_use(), group.throttling(), time.monotonic()
     scraped = agent.scrape()
-    if time.monotonic() - at > 2.0:  # the cgroup files and the agent's counters no longer describe one instant
-        raise RuntimeError(f"a scrape took {time.monotonic() - at:.1f} s: the machine is too busy to calibrate")
-    return Point(at, scraped, cpu, throttling)
+    ended = time.monotonic()
+    cpu_after, throttling_after = group.cpu_use(), group.throttling()
+    if ended - started > MAX_SCRAPE_SECONDS:
+        raise RuntimeError(f"a scrape took {ended - started:.1f} s: the machine is too busy to calibrate")
+    cpu = CpuUse(*((a + b) / 2 for a, b in zip(astuple(cpu_before), astuple(cpu_after), strict=True)))
+    throttling = Throttling(
+        *((a + b) / 2 for a, b in zip(astuple(throttling_before), astuple(throttling_after), strict=True))
+    )
+    return Point((started + ended) / 2, scraped, cpu, throttling, ended - started)
 
 
 def series(scrape: Scrape, name: str, label: str, **labels: str) -> float:
@@ -102,4 +111,5 @@ def window(before: Point, after: Point, label: str) -> Window:
         system_share=system / (user + system) if user + system > 0 else 0.0,
         throttled_ratio=throttled / periods if periods else None,
         throttled_seconds=(after.throttling.seconds - before.throttling.seconds) / seconds,
+        scrape_seconds=max(before.scrape_seconds, after.scrape_seconds),
     )
