@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from agent import __version__, bpf, config, kernel, log, taskstats
+from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.collectors.common import workload_map_size
-from agent.commands import verify
+from agent.commands import analyze, compare, verify
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
@@ -28,6 +28,7 @@ from agent.identity.runtimes.docker import DockerClient
 from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
+TRIM_SECONDS = 1.0  # at most this often, free heap pages go back to the kernel after a scrape
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_parser.add_argument(
         "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
     )
+    analyze.add_parser(commands)
+    compare.add_parser(commands)
     verify.add_parser(commands)
     args = parser.parse_args(argv)
     if (handler := getattr(args, "handler", None)) is not None:
@@ -89,6 +92,7 @@ def _prepare_machine(settings: config.Settings) -> MachineFacts:
 def run(settings: config.Settings) -> int:
     """Load every enabled collector that can run here and serve /metrics until SIGTERM or SIGINT."""
     logger = log.get_logger("agent")
+    memory.limit_arenas()
     try:
         tls, basic_auth = config.web_security(settings)
     except config.ConfigError as error:
@@ -174,10 +178,16 @@ def run(settings: config.Settings) -> int:
     # fold between scrapes once a quarter of the map may have filled with new processes (two programs announce each).
     keys = context.keys
     fold_after = workload_map_size(settings, per_process=True) // 2 if isinstance(keys, ProcessKeys) else 0
+    trimmed_at, trimmed_after = time.monotonic(), 0
     while not stop_signals:
         time.sleep(STOP_POLL_SECONDS)
         if isinstance(keys, ProcessKeys) and keys.announced_since_sync() >= fold_after:
             agent_collector.collect_unserved()
+        # A scrape leaves megabytes freed; hand them back off the scrape's path (a trim takes ~10 ms).
+        if agent_collector.collections != trimmed_after and time.monotonic() - trimmed_at >= TRIM_SECONDS:
+            trimmed_after = agent_collector.collections
+            memory.release_free_memory()
+            trimmed_at = time.monotonic()
     logger.info("stopping")
     server.stop()
     identities.stop()

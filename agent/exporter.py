@@ -37,6 +37,7 @@ class AgentCollector:
         self._lock = threading.Lock()
         self._guard = SampleGuard()
         self._dropped: dict[str, int] = {}
+        self.collections = 0  # scrapes and unserved collections done so far
 
     def collect(self) -> Iterator[Metric]:
         """Called by prometheus_client for each scrape (scrapes are serialised)."""
@@ -50,6 +51,7 @@ class AgentCollector:
             self._collect()
 
     def _collect(self) -> list[Metric]:
+        self.collections += 1
         build = metrics.BUILD_INFO.family()
         build.add_metric([__version__, self._kernel_release], 1)
         stats = metrics.BPF_STATS_ENABLED.family()

@@ -117,10 +117,19 @@ def test_openmp_pool_handing_off_on_futexes():
     assert any("OMP_WAIT_POLICY=passive" in step for step in finding.fix.steps)
 
 
-def test_pool_that_fits_the_cpus_is_healthy():
-    # Busy, and the pools have more threads than CPUs, but nobody waits for a CPU: they take turns.
+def test_pool_threads_over_the_cpus_but_nobody_waiting_is_healthy():
     view = busy(runqueue_wait_seconds=0.3, **workers("openblas", threads=2))
     assert diagnose(view).findings == ()
+
+
+def test_the_fixed_pool_one_thread_per_worker_is_healthy_though_workers_outnumber_cpus():
+    # 4 single-threaded workers on 2 CPUs wait for CPUs now and then, hand tasks over futexes, and are not busy.
+    assert diagnose(busy(**FIXED_NUMPY_POOL, **workers("openblas", threads=1))).findings == ()
+
+
+def test_cpu_hogs_measured_on_a_shared_machine_saturate():
+    finding = only(diagnose(busy(**CPU_HOGS, **workers(None, threads=1))))
+    assert finding.cause is Cause.RUN_QUEUE_SATURATION
 
 
 def test_cpu_bound_processes_without_a_pool_saturate_the_run_queue():
@@ -140,13 +149,28 @@ def test_saturation_with_libraries_unknown_is_low_confidence_and_the_pool_rule_s
     assert any("/proc/PID/maps" in step for step in unchecked.collect_next)
 
 
+# Measured over 10 s on the scenarios of docs/diagnosis.md (2 CPUs, a shared machine).
+CONVOY = {
+    "threads": 5,
+    "cpu_used_cores": 0.97,
+    "system_share": 0.016,
+    "futex_calls": {"wait": 9_340.0, "wake": 9_350.0},
+    "futex_wait_seconds": 27.8,
+    "runqueue_wait_seconds": 1.44,
+}
+FIXED_NUMPY_POOL = {
+    "threads": 8,
+    "cpu_used_cores": 1.05,
+    "system_share": 0.107,
+    "futex_calls": {"wait": 3_880.0, "wake": 5_780.0},
+    "futex_wait_seconds": 22.7,
+    "runqueue_wait_seconds": 19.6,
+}
+CPU_HOGS = {"threads": 5, "cpu_used_cores": 1.50, "system_share": 0.001, "runqueue_wait_seconds": 24.9}
+
+
 def test_lock_convoy():
-    view = busy(
-        cpu_used_cores=1.0,
-        futex_calls={"wait": 4_000.0, "wake": 4_000.0},
-        futex_wait_seconds=30.0,
-        **workers(None),
-    )
+    view = busy(**CONVOY, **workers(None, threads=4))
     finding = only(diagnose(view))
     assert (finding.cause, finding.mechanism) == (Cause.FUTEX_CONTENTION, Mechanism.LOCK_CONVOY)
 
@@ -205,7 +229,7 @@ def test_without_a_clock_many_threads_yielding_millions_of_times_are_a_storm():
         Mechanism.YIELD_STORM,
         Confidence.MEDIUM,
     )
-    median = next(e for e in finding.evidence if e.fact == "sched_yield calls per yielding thread (median)")
+    median = next(e for e in finding.evidence if e.fact == "sched_yield calls per spinning thread (median)")
     assert median.value == 5_119_771
     longest = next(e for e in finding.evidence if e.fact == "longest futex wait of those threads")
     assert longest.value == 21.9
@@ -213,8 +237,34 @@ def test_without_a_clock_many_threads_yielding_millions_of_times_are_a_storm():
     assert "CPUs it may use / pool workers" in finding.fix.summary
 
 
+def test_a_tracer_slowed_storm_is_found_by_the_time_in_sched_yield():
+    # perf trace slows the loop ~30x: numpy 1.26 pool threads made 2,500-87,000 calls but spent 0.9-3.4 s in them.
+    threads = tuple(
+        ThreadView(tid=900 + i, comm="python", sched_yield_calls=calls, sched_yield_seconds=seconds)
+        for i, (calls, seconds) in enumerate([(2_500, 0.9), (87_000, 3.4), (40_000, 2.1)])
+    )
+    finding = only(diagnose(WorkloadView(ref=WorkloadRef(), thread_views=threads), node=NodeView()))
+    assert finding.mechanism is Mechanism.YIELD_STORM
+    assert next(e for e in finding.evidence if e.fact == "threads spinning in sched_yield").value == 3
+
+
+def test_a_yield_count_without_threads_or_clock_is_unchecked_not_a_finding():
+    # strace -c -f: one table for every thread, and no duration.
+    diagnosis = diagnose(WorkloadView(ref=WorkloadRef(), sched_yield_calls=112_764.0), node=NodeView())
+    assert diagnosis.findings == ()
+    (unchecked,) = diagnosis.unchecked
+    assert unchecked.rule is Cause.THREAD_POOL_OVERSUBSCRIPTION
+    assert "which threads yielded (one spinning thread or a pool)" in unchecked.missing
+
+
 def test_one_thread_handing_work_over_is_not_a_storm():
-    view = WorkloadView(ref=WorkloadRef(), thread_views=perf_trace_threads([1_599_811, 0, 0, 0]))
+    # The seed's bare metal: one thread 1.6 M yields in 4.0 s, the main thread 39 k in 0.13 s, the rest parked.
+    threads = (
+        ThreadView(tid=114304, comm="python", sched_yield_calls=1_599_811, sched_yield_seconds=3.996),
+        ThreadView(tid=113694, comm="python", sched_yield_calls=39_353, sched_yield_seconds=0.131),
+        *(ThreadView(tid=114305 + i, comm="python", futex_calls=1) for i in range(20)),
+    )
+    view = WorkloadView(ref=WorkloadRef(), thread_views=threads)
     assert diagnose(view, node=NodeView()).findings == ()
 
 

@@ -17,7 +17,7 @@ __all__ = ["Thresholds", "diagnose"]
 
 
 def _workload(workload: WorkloadView, facts: Facts, limits: Thresholds) -> list[Finding | Unchecked]:
-    derived = signals(workload, facts.node, limits.yields_per_thread)
+    derived = signals(workload, facts.node, limits)
     outcomes: list[Finding | Unchecked] = []
     pool_outcome = pool.check(workload, derived, limits)
     if pool_outcome is not None:

@@ -29,10 +29,15 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
                 collect_next=(COLLECT_LIVE,),
             )
         return None
-    if waits < limits.convoy_waits_per_second or blocked < limits.convoy_blocked_threads:
+    if waits < limits.convoy_waits_per_second or wakes < limits.convoy_wakes_per_wait * waits:
         return None
-    if wakes < limits.convoy_wakes_per_wait * waits:
+    if workload.threads:
+        if blocked / workload.threads < limits.convoy_blocked_share:
+            return None
+    elif blocked < limits.convoy_blocked_threads:
         return None
+    if signals.runqueue_per_cpu is not None and signals.runqueue_per_cpu >= limits.runqueue_wait_per_cpu:
+        return None  # its threads wait for CPUs too: the futex traffic is a symptom, not the cause
     found = (
         evidence("futex waits per second", waits, "/s", f"bar {limits.convoy_waits_per_second:g}"),
         evidence(

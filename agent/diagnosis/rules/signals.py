@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.diagnosis.rules.thresholds import Thresholds
 from agent.diagnosis.views import LibraryView, NodeView, ProcessView, ThreadView, WorkloadView
 
 WAIT_OPS = ("wait", "waitv", "lock_pi")
@@ -25,14 +26,19 @@ class Signals:
     throttled_share: float | None
     pool_libraries: tuple[LibraryView, ...] | None  # None: maps not read
     pool_processes: tuple[ProcessView, ...]  # processes with a pool library mapped
-    pool_threads: int | None  # threads of those processes together
+    workers: tuple[ProcessView, ...]  # of those, the pool workers (all of them when there is no worker pool)
+    pool_threads: int | None  # threads of the workers together
 
     @property
     def pool_threads_over_cpus(self) -> bool | None:
-        """More threads in pool processes than CPUs it may use; None when unknown."""
+        """Multi-threaded workers whose threads together outnumber the CPUs it may use; None when unknown.
+
+        Workers of one thread each are not a pool problem however many there are (that is saturation).
+        """
         if self.pool_threads is None or self.cpus is None:
             return None
-        return self.pool_threads > self.cpus
+        widest = max((worker.threads or 0 for worker in self.workers), default=0)
+        return widest >= 2 and self.pool_threads > self.cpus
 
 
 def cpus_allowed(workload: WorkloadView, node: NodeView) -> float | None:
@@ -46,7 +52,15 @@ def _per_cpu(value: float | None, cpus: float | None) -> float | None:
     return None if value is None or not cpus else value / cpus
 
 
-def signals(workload: WorkloadView, node: NodeView, yields_per_thread: int) -> Signals:
+def spinning(thread: ThreadView, yields: int, seconds: float) -> bool:
+    """A thread that yielded at least *yields* times or spent *seconds* in sched_yield (sources without a clock).
+
+    Tracers slow a spin loop (perf trace 10-30x): the time in the call survives better than the count.
+    """
+    return (thread.sched_yield_calls or 0) >= yields or (thread.sched_yield_seconds or 0.0) >= seconds
+
+
+def signals(workload: WorkloadView, node: NodeView, limits: Thresholds) -> Signals:
     """The derived numbers of *workload* on *node*."""
     cpus = cpus_allowed(workload, node)
     futex = workload.futex_calls
@@ -62,11 +76,15 @@ def signals(workload: WorkloadView, node: NodeView, yields_per_thread: int) -> S
     pool_pids = {pid for library in pool_libraries or () for pid in library.pids}
     processes = workload.processes or ()
     pool_processes = tuple(process for process in processes if process.pid in pool_pids or process.libraries)
+    pooled = {pid for pool in workload.pools or () for pid in pool.pids}
+    workers = tuple(process for process in pool_processes if process.pid in pooled) or pool_processes
     pool_threads = None
-    if workload.processes is not None and pool_processes and all(p.threads is not None for p in pool_processes):
-        pool_threads = sum(process.threads or 0 for process in pool_processes)
+    if workload.processes is not None and workers and all(worker.threads is not None for worker in workers):
+        pool_threads = sum(worker.threads or 0 for worker in workers)
     yielding = tuple(
-        thread for thread in workload.thread_views or () if (thread.sched_yield_calls or 0) >= yields_per_thread
+        thread
+        for thread in workload.thread_views or ()
+        if spinning(thread, limits.yields_per_thread, limits.yield_seconds_per_thread)
     )
     return Signals(
         cpus=cpus,
@@ -81,5 +99,6 @@ def signals(workload: WorkloadView, node: NodeView, yields_per_thread: int) -> S
         throttled_share=throttled,
         pool_libraries=pool_libraries,
         pool_processes=pool_processes,
+        workers=workers,
         pool_threads=pool_threads,
     )

@@ -16,20 +16,27 @@ class Thresholds:
     # A yield storm: healthy workloads measured below 100/s per CPU; OpenBLAS 0.3.23 pools in 4 workers on 2 CPUs
     # ~390,000/s per CPU; the seed case ~400,000/s per CPU.
     yields_per_cpu: float = 2_000.0
-    # Without a clock (a saved perf trace -s): a thread that yielded this many times was spinning.
+    # Without a clock (a saved perf trace -s): a thread that yielded this many times, or spent this long in
+    # sched_yield, was spinning. perf trace slows the loop ~30x: numpy 1.26 pool threads traced here made 2,500-87,000
+    # calls each but spent 0.9-3.4 s in them over 4 s; the seed's bare-metal hand-off thread 4.0 s, its main 0.13 s.
     yields_per_thread: int = 100_000
+    yield_seconds_per_thread: float = 0.5
     # At least this many spinning threads make a pool storm (one thread handing work over is not one).
     storm_threads: int = 2
     # Threads waiting for a CPU: seconds of run-queue wait per second, per CPU the workload may use.
     runqueue_wait_per_cpu: float = 0.25
-    # Busy: CPU used / CPUs it may use.
-    busy_share: float = 0.8
+    # Busy: CPU used / CPUs it may use. 4 CPU hogs on 2 CPUs measured 0.75 on a shared machine (1.0 alone); a
+    # fixed 4-worker numpy pool that waits for its parent 0.52-0.57.
+    busy_share: float = 0.7
     # Futex hand-offs of a pool: futex calls per second per CPU.
     futex_handoffs_per_cpu: float = 1_000.0
-    # A lock convoy: futex waits per second, threads blocked on average, wakes per wait.
+    # A lock convoy: futex waits per second, wakes per wait, share of its threads blocked on average (a convoy of
+    # 4 threads measured 930 waits/s and 2.8 of 5 threads blocked; a healthy 4-worker pool 390 waits/s and 2.3 of
+    # 8 blocked, but its threads also wait for CPUs, which a convoy's do not: they wait for the lock).
     convoy_waits_per_second: float = 100.0
-    convoy_blocked_threads: float = 0.5
     convoy_wakes_per_wait: float = 0.3
+    convoy_blocked_share: float = 0.4
+    convoy_blocked_threads: float = 0.5  # when the thread count is unknown
     # Throttling: share of CFS periods throttled, and at least this many periods seen.
     throttled_share: float = 0.2
     throttled_min_periods: int = 10
