@@ -49,7 +49,7 @@ soak:
 # Every scenario 3 times, diagnosed live; the precision/recall table goes to docs/diagnosis-scenarios.md (~25 min).
 scenarios:
 	scripts/setup.sh test
-	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out.jsonl $(ARGS)
+	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out/runs.jsonl --documents scenarios-out $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/.build build *.egg-info

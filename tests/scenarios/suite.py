@@ -122,13 +122,23 @@ def findings_for(document: dict[str, Any], cgroup: str = "", container_id: str =
     return tuple(found)
 
 
-def run_plain(scenario: Scenario, run: int, sandbox: CgroupSandbox, work: Path, seconds: float) -> Outcome:
+def keep(document: dict[str, Any], documents: Path | None, name: str, run: int) -> None:
+    """Save a diagnosis as it came, to see later why a run was scored as it was."""
+    if documents is not None:
+        documents.mkdir(parents=True, exist_ok=True)
+        (documents / f"{name}-{run}.json").write_text(json.dumps(document, indent=1))
+
+
+def run_plain(
+    scenario: Scenario, run: int, sandbox: CgroupSandbox, work: Path, seconds: float, documents: Path | None = None
+) -> Outcome:
     """One run of a scenario in a cgroup made for it."""
     group = ScenarioCgroup(sandbox, scenario.name, scenario.quota)
     try:
         with running(scenario, group, WARM_UP + seconds + LIFETIME_MARGIN) as process:
             time.sleep(WARM_UP)
             document = diagnose(work, seconds, ["--cgroup", group.label])
+            keep(document, documents, scenario.name, run)
             if process.poll() is not None:
                 raise RuntimeError(f"{scenario.name} ended before its diagnosis did ({process.returncode})")
         return Outcome(scenario.name, run, scenario.expected, findings_for(document, cgroup=group.label))
@@ -139,12 +149,15 @@ def run_plain(scenario: Scenario, run: int, sandbox: CgroupSandbox, work: Path, 
         sandbox.remove(group.v2)
 
 
-def run_container(scenario: ContainerScenario, run: int, work: Path, seconds: float) -> Outcome:
+def run_container(
+    scenario: ContainerScenario, run: int, work: Path, seconds: float, documents: Path | None = None
+) -> Outcome:
     """One run of a scenario in a Podman container with a CPU limit."""
     try:
         with container_running(scenario, WARM_UP + seconds + LIFETIME_MARGIN) as container_id:
             time.sleep(WARM_UP)
             document = diagnose(work, seconds, ["--container", container_id])
+            keep(document, documents, scenario.name, run)
         return Outcome(scenario.name, run, scenario.expected, findings_for(document, container_id=container_id))
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as error:
         return Outcome(scenario.name, run, scenario.expected, (), error=str(error)[-500:])
@@ -163,7 +176,9 @@ def containers_lock() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def run_suite(names: Iterable[str], runs: int, seconds: float, log: Any = None) -> list[Outcome]:
+def run_suite(
+    names: Iterable[str], runs: int, seconds: float, log: Any = None, documents: Path | None = None
+) -> list[Outcome]:
     """Every chosen scenario *runs* times (plain ones first, then the container ones under the lock)."""
     chosen = list(names)
     plain = [BY_NAME[name] for name in chosen if name in BY_NAME]
@@ -181,14 +196,14 @@ def run_suite(names: Iterable[str], runs: int, seconds: float, log: Any = None) 
         try:
             for run in range(1, runs + 1):
                 for scenario in plain:
-                    record(run_plain(scenario, run, sandbox, work, seconds))
+                    record(run_plain(scenario, run, sandbox, work, seconds, documents))
         finally:
             sandbox.cleanup()
         if boxed:
             with containers_lock():
                 for run in range(1, runs + 1):
                     for container in boxed:
-                        record(run_container(container, run, work, seconds))
+                        record(run_container(container, run, work, seconds, documents))
     return outcomes
 
 
@@ -241,14 +256,17 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=DIAGNOSE_SECONDS)
     parser.add_argument("--report", type=Path, help="write the markdown table here (between the markers)")
     parser.add_argument("--log", type=Path, help="append one JSON line per run here")
+    parser.add_argument("--documents", type=Path, help="save each diagnosis (JSON) in this directory")
     parser.add_argument("scenarios", nargs="*", default=[], help=f"default: all ({', '.join(names)})")
     options = parser.parse_args()
     unknown = sorted(set(options.scenarios) - set(names))
     if unknown:
         parser.error(f"unknown scenarios {unknown}; choose from {names}")
     require_root()
+    if options.log:
+        options.log.parent.mkdir(parents=True, exist_ok=True)
     log = options.log.open("a") if options.log else sys.stdout
-    outcomes = run_suite(options.scenarios or names, options.runs, options.duration, log)
+    outcomes = run_suite(options.scenarios or names, options.runs, options.duration, log, options.documents)
     command = (
         "sudo make scenarios"
         if not options.scenarios
