@@ -61,8 +61,10 @@ class Outcome:
 
     @property
     def false_findings(self) -> tuple[Found, ...]:
-        """Findings that are not the expected one (every finding, on a healthy scenario)."""
-        return tuple(found for found in self.found if not self._matches(found))
+        """Findings that are not the expected one nor also true there (every finding, on a healthy scenario)."""
+        return tuple(
+            found for found in self.found if not self._matches(found) and found.cause not in self.expected.also_true
+        )
 
     @property
     def correct(self) -> bool:
