@@ -19,9 +19,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ class Counts:
 class Run:
     """One run of the command."""
 
-    label: str
+    label: str  # "as is" or "fixed"
+    repeat: int  # 1, 2, ... (--repeat)
     variables: dict[str, str]  # thread variables set for this run (empty: as it is)
     exit_status: int | None  # None: stopped at the duration limit
     wall_seconds: float
@@ -125,8 +127,10 @@ class Report:
     command: list[str]
     cpus: float
     recommendation: Recommendation
-    runs: list[Run] = field(default_factory=list)
-    verdict: Verdict | None = None
+    runs: list[Run]  # every run, in the order they ran
+    as_is: Run  # the one compared: the median wall time of its side
+    fixed: Run
+    verdict: Verdict
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -144,6 +148,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"stop each run after S seconds (default {DEFAULT_LIMIT_SECONDS:g})",
     )
     parser.add_argument("--cpus", type=float, metavar="N", help="run both under a CPU quota of N CPUs")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each side N times, alternating, and compare the runs of median wall time (a noisy machine)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the command's output to stderr)")
     parser.add_argument("--state-dir", type=Path, default=Path("/run/schedwatch"), help="where kernel headers are kept")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
@@ -157,12 +168,12 @@ def main(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
-    problem = _usage_problem(command, args.duration_limit, args.cpus)
+    problem = _usage_problem(command, args.duration_limit, args.cpus, args.repeat)
     if problem:
         print(f"schedwatch verify: {problem}", file=sys.stderr)
         return USAGE
     try:
-        report = verify(command, args.duration_limit, args.cpus, args.state_dir, quiet=args.json)
+        report = verify(command, args.duration_limit, args.cpus, args.state_dir, args.json, args.repeat)
     except VerifyError as error:
         print(f"schedwatch verify: {error}", file=sys.stderr)
         return UNMEASURED
@@ -175,30 +186,48 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(report), indent=2))
     else:
         print(to_text(report))
-    return 0 if report.verdict is not None and report.verdict.helps else 1
+    return 0 if report.verdict.helps else 1
 
 
-def _usage_problem(command: list[str], limit: float, cpus: float | None) -> str | None:
+def _usage_problem(command: list[str], limit: float, cpus: float | None, repeat: int) -> str | None:
     if not command:
         return "no command: schedwatch verify [--duration-limit S] -- CMD [ARG ...]"
     if not (limit > 0 and math.isfinite(limit)):
         return f"--duration-limit must be a number of seconds above 0, not {limit:g}"
     if cpus is not None and not (0.01 <= cpus <= 4096):
         return f"--cpus must be between 0.01 and 4096, not {cpus:g}"
+    if not 1 <= repeat <= 20:
+        return f"--repeat must be between 1 and 20, not {repeat}"
     return None
 
 
-def verify(command: list[str], limit: float, quota: float | None, state_dir: Path, quiet: bool) -> Report:
-    """Run *command* as it is, choose the fix from that run, run it fixed, and compare."""
+def verify(
+    command: list[str], limit: float, quota: float | None, state_dir: Path, quiet: bool, repeat: int = 1
+) -> Report:
+    """Run *command* as it is, choose the fix from that run, run it fixed, and compare; with *repeat* > 1 the two
+    alternate that many times and the run of median wall time of each side is compared."""
     if os.geteuid() != 0:
         raise VerifyError("needs root (it makes cgroups and loads BPF programs): run it with sudo")
     output = sys.stderr if quiet else None
+    runs: list[Run] = []
     with Counters.loaded(state_dir) as counters, Cgroups.made(quota) as cgroups:
         cpus = cgroups.cpus_allowed()
-        first, facts = run_once("as is", command, {}, counters, cgroups, limit, output, read_facts=True)
+        first, facts = run_once("as is", 1, command, {}, counters, cgroups, limit, output, read_facts=True)
         recommendation = recommend(first, facts, cpus, quota)
-        fixed, _ = run_once("fixed", command, recommendation.variables, counters, cgroups, limit, output)
-    return Report(command, cpus, recommendation, [first, fixed], judge(first, fixed))
+        runs.append(first)
+        for index in range(1, repeat + 1):
+            if index > 1:
+                runs.append(run_once("as is", index, command, {}, counters, cgroups, limit, output)[0])
+            fixed = run_once("fixed", index, command, recommendation.variables, counters, cgroups, limit, output)[0]
+            runs.append(fixed)
+    as_is, fixed = median_run(runs, "as is"), median_run(runs, "fixed")
+    return Report(command, cpus, recommendation, runs, as_is, fixed, judge(as_is, fixed))
+
+
+def median_run(runs: list[Run], label: str) -> Run:
+    """The run of *label* whose wall time is the median (the lower middle one of an even count)."""
+    chosen = sorted((run for run in runs if run.label == label), key=lambda run: run.wall_seconds)
+    return chosen[(len(chosen) - 1) // 2]
 
 
 class Counters:
@@ -358,6 +387,7 @@ def _joiner(dirs: list[Path]) -> Callable[[], None]:
 
 def run_once(
     label: str,
+    repeat: int,
     command: list[str],
     variables: dict[str, str],
     counters: Counters,
@@ -367,35 +397,35 @@ def run_once(
     read_facts: bool = False,
 ) -> tuple[Run, WorkloadFacts | None]:
     """Run *command* with *variables* set in a fresh cgroup until it exits or *limit* seconds pass."""
-    dirs = cgroups.fresh(label)
+    dirs = cgroups.fresh(f"{label}-{repeat}")
     unified = dirs[0]
     cgroup_id = unified.stat().st_ino
     environment = {**os.environ, **variables}
     before_cpu = _cpu_stat(unified)
     started = time.monotonic()
     process = subprocess.Popen(command, env=environment, preexec_fn=_joiner(dirs), stdout=output)
+    ended: list[float] = []  # when it exited, noted by a thread of its own: reading facts must not delay it
+    waiter = threading.Thread(target=lambda: ended.append((process.wait(), time.monotonic())[1]), daemon=True)
+    waiter.start()
     facts: WorkloadFacts | None = None
     threads = 0
-    exit_status: int | None = None
-    while True:
-        try:
-            exit_status = process.wait(timeout=0.1)
+    while not ended:
+        waiter.join(timeout=0.1)
+        elapsed = time.monotonic() - started
+        threads = max(threads, _threads(unified))
+        if elapsed >= limit:
             break
-        except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            threads = max(threads, _threads(unified))
-            if elapsed >= limit:
-                break
-            if read_facts and facts is None and elapsed >= FACTS_AFTER_SECONDS:
-                facts = gather_workload(ProcFS(), _pids(unified), FACTS_INTERVAL_SECONDS)
-    wall = time.monotonic() - started
+        if read_facts and facts is None and elapsed >= FACTS_AFTER_SECONDS and not ended:
+            facts = gather_workload(ProcFS(), _pids(unified), FACTS_INTERVAL_SECONDS)
+    exit_status = process.returncode if ended else None
+    wall = (ended[0] if ended else time.monotonic()) - started
     kill_all(unified)  # what it left running (daemons), or all of it at the limit
     process.wait()
     after_cpu = _cpu_stat(unified)
     counts = counters.read(cgroup_id)
     user = (after_cpu.get("user_usec", 0) - before_cpu.get("user_usec", 0)) / 1e6
     system = (after_cpu.get("system_usec", 0) - before_cpu.get("system_usec", 0)) / 1e6
-    return Run(label, variables, exit_status, wall, user, system, counts, threads), facts
+    return Run(label, repeat, variables, exit_status, wall, user, system, counts, threads), facts
 
 
 def _cpu_stat(unified: Path) -> dict[str, int]:
@@ -541,26 +571,29 @@ def _fold(speedup: float | None, lower_bound: bool) -> str:
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    """The report as JSON: schema "schedwatch.verify/v1"."""
-    runs = []
-    for run in report.runs:
-        entry = asdict(run)
-        entry.update(entry.pop("counts"))
-        entry["stopped_at_limit"] = run.stopped
-        runs.append(entry)
+    """The report as JSON: schema "schedwatch.verify/v1". "as_is" and "fixed" are the runs compared (the median
+    wall time of each side); "runs" lists every run."""
+
+    def entry(run: Run) -> dict[str, Any]:
+        fields = asdict(run)
+        fields.update(fields.pop("counts"))
+        fields["stopped_at_limit"] = run.stopped
+        return fields
+
     return {
         "schema": "schedwatch.verify/v1",
         "command": report.command,
         "cpus": report.cpus,
         "fix": asdict(report.recommendation),
-        "runs": runs,
-        "verdict": None if report.verdict is None else asdict(report.verdict),
+        "as_is": entry(report.as_is),
+        "fixed": entry(report.fixed),
+        "runs": [entry(run) for run in report.runs],
+        "verdict": asdict(report.verdict),
     }
 
 
 def to_text(report: Report) -> str:
     """The report for a person: the two runs side by side, the fix, the verdict."""
-    first, fixed = report.runs
     count = next(iter(report.recommendation.variables.values()), "?")
     rows: list[tuple[str, Callable[[Run], str]]] = [
         ("wall time", lambda r: f"{r.wall_seconds:.2f} s" + (" (stopped)" if r.stopped else "")),
@@ -573,20 +606,24 @@ def to_text(report: Report) -> str:
         ("preempted", lambda r: _seconds(r.counts.preempted_seconds)),
         ("exit status", lambda r: "stopped" if r.stopped else str(r.exit_status)),
     ]
-    header = f"{'':<20}{'as is':>16}{'fixed':>16}"
     lines = [
         f"schedwatch verify: {' '.join(report.command)}",
         f"  fix: thread variables = {count} ({report.recommendation.source})",
         f"  CPUs it may use: {report.cpus:g}",
+    ]
+    if len(report.runs) > 2:
+        for label in ("as is", "fixed"):
+            walls = ", ".join(f"{run.wall_seconds:.2f}" for run in report.runs if run.label == label)
+            lines.append(f"  wall times {label}: {walls} s (the median run is shown)")
+    lines += [
         "",
-        header,
-        *(f"{name:<20}{cell(first):>16}{cell(fixed):>16}" for name, cell in rows),
+        f"{'':<20}{'as is':>16}{'fixed':>16}",
+        *(f"{name:<20}{cell(report.as_is):>16}{cell(report.fixed):>16}" for name, cell in rows),
         "",
     ]
     verdict = report.verdict
-    if verdict is not None:
-        speed = _fold(verdict.speedup, verdict.speedup_is_lower_bound)
-        lines.append(f"speed-up: {speed}; the fix {'HELPS' if verdict.helps else 'DOES NOT HELP'}: {verdict.reason}")
+    speed = _fold(verdict.speedup, verdict.speedup_is_lower_bound)
+    lines.append(f"speed-up: {speed}; the fix {'HELPS' if verdict.helps else 'DOES NOT HELP'}: {verdict.reason}")
     return "\n".join(lines)
 
 

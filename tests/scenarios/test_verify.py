@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +15,17 @@ from tests.scenarios.catalog import WORKERS, numpy_target
 from tests.support.agent import REPO, require_root
 from tests.support.workloads import SOURCES, build
 
-TASKS = 400  # fixed work: ~3-4 s as it is on 2 CPUs
+TASKS = 600  # fixed work: ~4-6 s as it is on 2 CPUs (speed-up 1.1-1.45 here with other tests running)
+REPEAT = 3  # each side 3 times, the medians compared: other work on the machine moves single runs
 
 
-def verify(tmp_path: Path, *command: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+def verify(
+    tmp_path: Path, *command: str, env: dict[str, str] | None = None, repeat: int = 1
+) -> tuple[int, dict[str, Any], str]:
     """`schedwatch verify --json -- COMMAND`: exit status, the JSON report, and what went to stderr."""
+    options = ["--json", "--repeat", str(repeat), "--state-dir", str(tmp_path)]
     result = subprocess.run(
-        [sys.executable, "-m", "agent", "verify", "--json", "--state-dir", str(tmp_path), "--", *command],
+        [sys.executable, "-m", "agent", "verify", *options, "--", *command],
         cwd=REPO,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -35,25 +40,34 @@ def test_the_fix_removes_a_numpy126_pools_yields_and_speeds_it_up(tmp_path: Path
     require_root()
     numpy126 = numpy_target("1.26")
     command = [sys.executable, str(SOURCES / "numpy_pool.py"), "-", str(WORKERS), "unset", str(TASKS), "0"]
-    status, report, stderr = verify(tmp_path, *command, env={"PYTHONPATH": str(numpy126)})
-    as_is, fixed = report["runs"]
+    status, report, stderr = verify(tmp_path, *command, env={"PYTHONPATH": str(numpy126)}, repeat=REPEAT)
     # The command's own report of each run (its stdout goes to stderr with --json): pool time and BLAS threads.
     truths = [json.loads(line) for line in stderr.splitlines() if line.startswith('{"pid"')]
-    assert len(truths) == 2, stderr[-3000:]
-    assert truths[0]["blas"] == ["openblas 0.3.23.dev threads=2"], truths  # sized to both CPUs: the disease
-    assert truths[1]["blas"] == ["openblas 0.3.23.dev threads=1"], truths  # the fix reached every worker
+    runs = report["runs"]
+    assert [run["label"] for run in runs] == ["as is", "fixed"] * REPEAT, runs
+    assert len(truths) == len(runs), stderr[-3000:]
+    for run, truth in zip(runs, truths, strict=True):
+        threads = 2 if run["label"] == "as is" else 1  # sized to both CPUs (the disease), then the fix reached it
+        assert truth["blas"] == [f"openblas 0.3.23.dev threads={threads}"], truths
+        assert run["exit_status"] == 0
+        assert truth["seconds"] < run["wall_seconds"] < truth["seconds"] + 5, (run, truth)
+        if run["label"] == "as is":
+            assert run["sched_yield_calls"] > 100_000, run
+        else:
+            assert run["sched_yield_calls"] == 0, run  # one BLAS thread per worker: no pool thread left to yield
     # 2 CPUs / 4 pool workers, at least 1: from the diagnosis of the first run.
     assert report["fix"]["variables"]["OPENBLAS_NUM_THREADS"] == "1", report["fix"]
     assert report["fix"]["finding"] == "thread-pool-oversubscription/yield-storm", report["fix"]
-    assert as_is["exit_status"] == fixed["exit_status"] == 0
-    for run, truth in zip((as_is, fixed), truths, strict=True):
-        assert truth["seconds"] < run["wall_seconds"] < truth["seconds"] + 5, (run, truth)
-    assert as_is["sched_yield_calls"] > 100_000, as_is
-    assert fixed["sched_yield_calls"] == 0, fixed  # one BLAS thread per worker: no pool thread left to yield
+    as_is, fixed = report["as_is"], report["fixed"]  # the median run of each side
     assert fixed["runqueue_wait_seconds"] < as_is["runqueue_wait_seconds"] / 2, (as_is, fixed)
-    assert as_is["system_seconds"] > 2 * fixed["system_seconds"], (as_is, fixed)
+    assert as_is["system_seconds"] > 1.5 * fixed["system_seconds"], (as_is, fixed)  # 2.2-4.1x here
     assert report["verdict"]["helps"] is True and report["verdict"]["speedup"] > 1.0, report["verdict"]
-    assert truths[0]["seconds"] > truths[1]["seconds"], truths  # the command's own clock agrees
+    # The command's own clock agrees: its median pool time is shorter with the fix.
+    pool_seconds = {
+        label: statistics.median(t["seconds"] for r, t in zip(runs, truths, strict=True) if r["label"] == label)
+        for label in ("as is", "fixed")
+    }
+    assert pool_seconds["as is"] > pool_seconds["fixed"], truths
     assert status == 0
 
 

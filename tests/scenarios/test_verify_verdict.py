@@ -9,7 +9,7 @@ from agent.commands.verify import Counts, Run, judge
 
 def run(wall: float, yields: int = 0, runq: float = 0.0, status: int | None = 0) -> Run:
     counts = Counts(yields, {"wait": 0, "wake": 0}, 0.0, runq, 0.0)
-    return Run("as is", {}, status, wall, wall / 2, 0.1, counts, 4)
+    return Run("as is", 1, {}, status, wall, wall / 2, 0.1, counts, 4)
 
 
 @pytest.mark.parametrize(
