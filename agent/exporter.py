@@ -11,6 +11,7 @@ from prometheus_client.core import Metric
 
 from agent import __version__, metrics
 from agent.collectors import Collector
+from agent.diagnosis.live.standing import StandingFindings
 from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
@@ -28,8 +29,10 @@ class AgentCollector:
         kernel_release: str,
         bpf_stats_on: Callable[[], bool],
         identities: IdentityResolver,
+        findings: StandingFindings | None = None,
     ) -> None:
         self._identities = identities
+        self._findings = findings
         self._running = running
         self._unavailable = unavailable
         self._kernel_release = kernel_release
@@ -84,7 +87,10 @@ class AgentCollector:
         for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
             lookups.add_metric([runtime, result], count)
         self._identities.forget_unwanted()
-        return [build, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        families = [build, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        if self._findings is not None:
+            families += self._findings.families(families)
+        return families
 
 
 def _merge(merged: dict[str, Metric], family: Metric) -> None:
