@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.commands.verify import Counts, Run, judge
+from agent.verification.runner import Counts, Run
+from agent.verification.verdict import judge
 
 
 def run(wall: float, yields: int = 0, runq: float = 0.0, status: int | None = 0) -> Run:
