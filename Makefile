@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check stack image test lint unit kernel bench load soak clean
+.PHONY: run check stack image test lint unit kernel bench load soak scenarios clean
 
 run:
 	scripts/setup.sh run
@@ -45,6 +45,11 @@ load:
 soak:
 	scripts/setup.sh test
 	$(PYTHON) -m tests.load.soak $(ARGS)
+
+# Every scenario 3 times, diagnosed live; the precision/recall table goes to docs/diagnosis-scenarios.md (~25 min).
+scenarios:
+	scripts/setup.sh test
+	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out/runs.jsonl --documents scenarios-out $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/.build build *.egg-info

@@ -17,7 +17,7 @@ from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, registry
 from agent.collectors.cgroup_cpu import online_cpus
 from agent.collectors.common import workload_map_size
-from agent.commands import analyze, compare, diagnose
+from agent.commands import analyze, compare, diagnose, verify
 from agent.diagnosis.live.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     analyze.add_parser(commands)
     compare.add_parser(commands)
     diagnose_parser = diagnose.add_parser(commands, names)
+    verify.add_parser(commands)
     args = parser.parse_args(argv)
     if (handler := getattr(args, "handler", None)) is not None:
         return int(handler(args))

@@ -1,0 +1,123 @@
+"""The fix `schedwatch verify` applies: thread variables, their count from a diagnosis of the first run."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from agent.diagnosis import rules
+from agent.diagnosis.facts import WorkloadFacts
+from agent.diagnosis.findings import Cause, Diagnosis
+from agent.diagnosis.views import Facts, LibraryView, NodeView, PoolView, ProcessView, WorkloadRef, WorkloadView
+from agent.verification.runner import FACTS_AFTER_SECONDS, Run
+
+# Thread-count variables of the common pool libraries; the fix sets each to the same count.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The variables of the fix and where their value came from."""
+
+    variables: dict[str, str]
+    source: str  # how the count was chosen, in words
+    finding: str | None = None  # cause/mechanism of the diagnosis the count came from
+
+
+def recommend(first: Run, facts: WorkloadFacts | None, cpus: float, quota: float | None) -> Recommendation:
+    """The thread variables to set: from a diagnosis of the first run, else CPUs / pool workers, else 1."""
+    if facts is not None:
+        diagnosis = rules.diagnose(_facts_of(first, facts, cpus, quota))
+        for finding in diagnosis.findings:
+            variables = dict(finding.fix.variables)
+            if finding.cause is Cause.THREAD_POOL_OVERSUBSCRIPTION and variables:
+                count = next(iter(variables.values()))
+                return Recommendation(
+                    {name: count for name in THREAD_VARIABLES},
+                    f"the diagnosis of the first run: {finding.fix.summary}",
+                    f"{finding.cause.value}/{finding.mechanism.value}",
+                )
+        workers = max((pool.size for pool in facts.pools), default=0)
+        if workers:
+            threads = max(1, math.floor(cpus / workers))
+            return Recommendation(
+                dict.fromkeys(THREAD_VARIABLES, str(threads)),
+                f"no pool finding in the first run; {cpus:g} CPUs / {workers} pool workers = {threads} per process",
+                _names(diagnosis),
+            )
+        return Recommendation(
+            dict.fromkeys(THREAD_VARIABLES, "1"),
+            "no pool finding and no pool of workers in the first run: 1 thread per process",
+            _names(diagnosis),
+        )
+    return Recommendation(
+        dict.fromkeys(THREAD_VARIABLES, "1"),
+        f"the first run ended before its processes could be read (at {FACTS_AFTER_SECONDS:g} s): 1 thread per process",
+    )
+
+
+def _names(diagnosis: Diagnosis) -> str | None:
+    return ", ".join(f"{f.cause.value}/{f.mechanism.value}" for f in diagnosis.findings) or None
+
+
+def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) -> Facts:
+    """The rules' view of the first run: its whole counts over its whole wall time, and its processes."""
+    usage = facts.sample.usage
+    processes = tuple(
+        ProcessView(
+            pid=process.pid,
+            ppid=process.ppid,
+            comm=process.comm,
+            command=process.command,
+            threads=process.threads,
+            cpu_percent=usage[process.pid].percent if process.pid in usage else None,
+            system_percent=usage[process.pid].system_percent if process.pid in usage else None,
+            affinity=process.affinity,
+            libraries=tuple(lib.implementation for lib in facts.details[process.pid].libraries)
+            if process.pid in facts.details
+            else (),
+            environment=_environment(facts, process.pid),
+        )
+        for process in facts.sample.processes
+    )
+    libraries: dict[tuple[str, str, str | None], list[int]] = {}
+    for pid, detail in facts.details.items():
+        for library in detail.libraries:
+            libraries.setdefault((library.api, library.implementation, library.version), []).append(pid)
+    used = run.user_seconds + run.system_seconds
+    workload = WorkloadView(
+        ref=WorkloadRef(cgroup="(verify)"),
+        seconds=run.wall_seconds,
+        cpus_allowed=cpus,
+        cpu_limit_cores=quota,
+        cpu_used_cores=used / run.wall_seconds if run.wall_seconds else None,
+        system_share=run.system_seconds / used if used else None,
+        threads=run.threads_seen or None,
+        sched_yield_calls=run.counts.sched_yield_calls,
+        futex_calls={op: float(count) for op, count in run.counts.futex_calls.items()},
+        futex_wait_seconds=run.counts.futex_wait_seconds,
+        runqueue_wait_seconds=run.counts.runqueue_wait_seconds,
+        preempted_seconds=run.counts.preempted_seconds,
+        processes=processes,
+        pools=tuple(PoolView(pool.parent_pid, pool.command, pool.pids) for pool in facts.pools),
+        libraries=tuple(
+            LibraryView(api, impl, version, tuple(pids)) for (api, impl, version), pids in libraries.items()
+        ),
+    )
+    return Facts(NodeView(cpus=os.cpu_count()), (workload,), sources=("bpf (schedwatch verify)",))
+
+
+def _environment(facts: WorkloadFacts, pid: int) -> tuple[tuple[str, str], ...] | None:
+    detail = facts.details.get(pid)
+    if detail is None or detail.environment.access.value != "read":
+        return None
+    return detail.environment.values

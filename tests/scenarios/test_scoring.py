@@ -1,0 +1,92 @@
+"""How the scenario suite scores a diagnosis (no root needed): what counts as correct, as a hit, as a false finding,
+and which workload's findings are read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.scenarios.catalog import HEALTHY, Expected
+from tests.scenarios.suite import BEGIN, END, Found, Outcome, findings_for, report, write_between_markers
+
+POOL = Expected("thread-pool-oversubscription", "yield-storm")
+STORM = Found("thread-pool-oversubscription", "yield-storm")
+SPIN = Found("thread-pool-oversubscription", "user-space-spin")
+THROTTLED = Found("cpu-throttling", "quota")
+SATURATED = Found("run-queue-saturation", "too-many-runnable")
+
+
+@pytest.mark.parametrize(
+    ("expected", "found", "correct", "hit", "false"),
+    [
+        (POOL, (STORM,), True, True, ()),
+        (POOL, (SPIN,), False, False, (SPIN,)),  # the right cause by the wrong mechanism is a miss
+        (POOL, (STORM, SATURATED), False, True, (SATURATED,)),
+        (POOL, (), False, False, ()),
+        (Expected("cpu-throttling"), (THROTTLED,), True, True, ()),  # no mechanism expected: any will do
+        (
+            Expected("thread-pool-oversubscription", "yield-storm", frozenset({"cpu-throttling"})),
+            (STORM, THROTTLED),
+            True,
+            True,
+            (),
+        ),
+        (HEALTHY, (), True, False, ()),
+        (HEALTHY, (SATURATED,), False, False, (SATURATED,)),
+    ],
+)
+def test_outcome(
+    expected: Expected, found: tuple[Found, ...], correct: bool, hit: bool, false: tuple[Found, ...]
+) -> None:
+    outcome = Outcome("s", 1, expected, found)
+    assert (outcome.correct, outcome.hit, outcome.false_findings) == (correct, hit, false)
+
+
+def test_a_failed_diagnosis_is_never_correct() -> None:
+    assert not Outcome("s", 1, HEALTHY, (), error="diagnose exited with 1").correct
+
+
+def document(
+    *workloads: dict[str, str], findings: tuple[tuple[dict[str, str], str, str], ...] = ()
+) -> dict[str, object]:
+    ref = {"container_id": "", "container": "", "pod": "", "namespace": "", "cgroup": ""}
+    return {
+        "workloads": [{"ref": {**ref, **workload}} for workload in workloads],
+        "findings": [{"workload": {**ref, **w}, "cause": c, "mechanism": m} for w, c, m in findings],
+    }
+
+
+def test_only_the_scenarios_workload_is_read() -> None:
+    mine, other = {"cgroup": "/t/numpy"}, {"cgroup": "/t/numpy-other"}
+    diagnosis = document(
+        mine, other, findings=((other, "cpu-throttling", "quota"), (mine, "run-queue-saturation", "too-many-runnable"))
+    )
+    assert findings_for(diagnosis, cgroup="/t/numpy") == (SATURATED,)
+    boxed = document({"container_id": "abc123"}, findings=(({"container_id": "abc123"}, "cpu-throttling", "quota"),))
+    assert findings_for(boxed, container_id="abc123") == (THROTTLED,)
+
+
+def test_no_finding_counts_only_when_the_workload_was_looked_at() -> None:
+    with pytest.raises(RuntimeError, match="does not list the workload /t/sleeper"):
+        findings_for(document({"cgroup": "/t/other"}), cgroup="/t/sleeper")
+
+
+def test_report_table_and_markers(tmp_path: Path) -> None:
+    outcomes = [
+        Outcome("numpy126-pool", 1, POOL, (STORM,)),
+        Outcome("numpy126-pool", 2, POOL, (STORM, SATURATED)),
+        Outcome("sleeper", 1, HEALTHY, ()),
+    ]
+    table = report(outcomes, "make scenarios", 10.0)
+    assert "recall (sick runs named with the right cause and mechanism): 2/2 = 100%" in table
+    assert "precision (findings that were the expected one): 2/3 = 67%" in table
+    assert (
+        "| numpy126-pool | thread-pool-oversubscription/yield-storm | thread-pool-oversubscription/yield-storm |"
+        in table
+    )
+    assert "**thread-pool-oversubscription/yield-storm, run-queue-saturation/too-many-runnable** | 1/2 |" in table
+    page = tmp_path / "page.md"
+    page.write_text(f"intro\n{BEGIN}\nold\n{END}\noutro\n")
+    write_between_markers(page, table)
+    assert page.read_text() == f"intro\n{BEGIN}\n{table}\n{END}\noutro\n"

@@ -1,0 +1,100 @@
+"""`schedwatch verify` on real commands: a numpy 1.26 Pool whose fix must remove the yields and speed it up, a
+command with nothing to fix, and the usage errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.scenarios.catalog import WORKERS, numpy_target
+from tests.support.agent import REPO, require_root
+from tests.support.workloads import SOURCES, build
+
+TASKS = 600  # fixed work: ~4-6 s as it is on 2 CPUs (speed-up 1.1-1.45 here with other tests running)
+REPEAT = 3  # each side 3 times, the medians compared: other work on the machine moves single runs
+
+
+def verify(
+    tmp_path: Path, *command: str, env: dict[str, str] | None = None, repeat: int = 1
+) -> tuple[int, dict[str, Any], str]:
+    """`schedwatch verify --json -- COMMAND`: exit status, the JSON report, and what went to stderr."""
+    options = ["--json", "--repeat", str(repeat), "--state-dir", str(tmp_path)]
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "verify", *options, "--", *command],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.stdout.strip(), f"no report (exit {result.returncode}): {result.stderr[-3000:]}"
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def test_the_fix_removes_a_numpy126_pools_yields_and_speeds_it_up(tmp_path: Path) -> None:
+    require_root()
+    numpy126 = numpy_target("1.26")
+    command = [sys.executable, str(SOURCES / "numpy_pool.py"), "-", str(WORKERS), "unset", str(TASKS), "0"]
+    status, report, stderr = verify(tmp_path, *command, env={"PYTHONPATH": str(numpy126)}, repeat=REPEAT)
+    # The command's own report of each run (its stdout goes to stderr with --json): pool time and BLAS threads.
+    truths = [json.loads(line) for line in stderr.splitlines() if line.startswith('{"pid"')]
+    runs = report["runs"]
+    assert [run["label"] for run in runs] == ["as is", "fixed"] * REPEAT, runs
+    assert len(truths) == len(runs), stderr[-3000:]
+    for run, truth in zip(runs, truths, strict=True):
+        threads = 2 if run["label"] == "as is" else 1  # sized to both CPUs (the disease), then the fix reached it
+        assert truth["blas"] == [f"openblas 0.3.23.dev threads={threads}"], truths
+        assert run["exit_status"] == 0
+        assert truth["seconds"] < run["wall_seconds"] < truth["seconds"] + 5, (run, truth)
+        if run["label"] == "as is":
+            assert run["sched_yield_calls"] > 100_000, run
+        else:
+            assert run["sched_yield_calls"] == 0, run  # one BLAS thread per worker: no pool thread left to yield
+    # 2 CPUs / 4 pool workers, at least 1: from the diagnosis of the first run.
+    assert report["fix"]["variables"]["OPENBLAS_NUM_THREADS"] == "1", report["fix"]
+    assert report["fix"]["finding"] == "thread-pool-oversubscription/yield-storm", report["fix"]
+    as_is, fixed = report["as_is"], report["fixed"]  # the median run of each side
+    assert fixed["runqueue_wait_seconds"] < as_is["runqueue_wait_seconds"] / 2, (as_is, fixed)
+    assert as_is["system_seconds"] > 1.5 * fixed["system_seconds"], (as_is, fixed)  # 2.2-4.1x here
+    assert report["verdict"]["helps"] is True and report["verdict"]["speedup"] > 1.0, report["verdict"]
+    # The command's own clock agrees: its median pool time is shorter with the fix.
+    pool_seconds = {
+        label: statistics.median(t["seconds"] for r, t in zip(runs, truths, strict=True) if r["label"] == label)
+        for label in ("as is", "fixed")
+    }
+    assert pool_seconds["as is"] > pool_seconds["fixed"], truths
+    assert status == 0
+
+
+def test_a_command_with_nothing_to_fix_is_reported_as_not_helped(tmp_path: Path) -> None:
+    require_root()
+    sleeper = build("sleeper")
+    status, report, _ = verify(tmp_path, str(sleeper), "-", "10", "100000000", "0")  # 1 s of sleeping
+    as_is, fixed = report["runs"]
+    for run in (as_is, fixed):
+        assert run["exit_status"] == 0
+        assert 1.0 <= run["wall_seconds"] < 2.0, run
+        assert run["sched_yield_calls"] == 0 and run["runqueue_wait_seconds"] < 0.1, run
+    assert report["fix"]["variables"]["OMP_NUM_THREADS"] == "1"  # no pool seen: 1 per process, and it says so
+    assert "1 thread per process" in report["fix"]["source"], report["fix"]
+    assert report["verdict"]["helps"] is False, report["verdict"]
+    assert status == 1
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    for arguments, said in (
+        ([], "no command"),
+        (["--duration-limit", "0", "--", "true"], "--duration-limit must be"),
+        (["--cpus", "0", "--", "true"], "--cpus must be"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", "verify", *arguments], cwd=REPO, capture_output=True, text=True
+        )
+        assert result.returncode == 2, (arguments, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], (arguments, result.stderr)

@@ -1,0 +1,1 @@
+"""Scenario workloads written in Python (the C ones are in tests/workloads, built by tests.support.workloads)."""
