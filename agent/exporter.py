@@ -28,8 +28,10 @@ class AgentCollector:
         kernel_release: str,
         bpf_stats_on: Callable[[], bool],
         identities: IdentityResolver,
+        mode: str = "bpf",
     ) -> None:
         self._identities = identities
+        self._mode = mode
         self._running = running
         self._unavailable = unavailable
         self._kernel_release = kernel_release
@@ -56,6 +58,8 @@ class AgentCollector:
         build.add_metric([__version__, self._kernel_release], 1)
         stats = metrics.BPF_STATS_ENABLED.family()
         stats.add_metric([], 1 if self._bpf_stats_on() else 0)
+        mode = metrics.MODE.family()
+        mode.add_metric([self._mode], 1)
         up = metrics.SOURCE_UP.family()
         duration = metrics.COLLECT_DURATION.family()
         merged: dict[str, Metric] = {}
@@ -84,7 +88,7 @@ class AgentCollector:
         for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
             lookups.add_metric([runtime, result], count)
         self._identities.forget_unwanted()
-        return [build, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        return [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
 
 
 def _merge(merged: dict[str, Metric], family: Metric) -> None:
