@@ -76,8 +76,6 @@ class ExitRecords:
 
     def drain(self) -> list[ExitRecord]:
         """Every record received since the last drain."""
-        from pyroute2.netlink.taskstats import taskstatsmsg
-
         records: list[ExitRecord] = []
         while True:
             try:
@@ -95,30 +93,60 @@ class ExitRecords:
                 if length < 16:
                     break
                 if kind == self._family:
-                    record = _record(taskstatsmsg(data[offset : offset + length]))
+                    record = parse_message(data[offset : offset + length])
                     if record is not None:
                         records.append(record)
-                offset += (length + 3) & ~3
+                offset += _aligned(length)
 
     def close(self) -> None:
         """Close the socket (the kernel unregisters it)."""
         self._socket.close()
 
 
-def _record(message: object) -> ExitRecord | None:
-    message.decode()  # type: ignore[attr-defined]
-    aggregate = message.get_attr("TASKSTATS_TYPE_AGGR_PID")  # type: ignore[attr-defined]
-    if aggregate is None:  # a whole thread group's record: its threads' records came already
+# struct taskstats (include/uapi/linux/taskstats.h): offsets of the fields read. ac_tgid is there in records of
+# version 16 (this kernel; checked against threads of a known thread group), absent from shorter, older ones.
+_CPU_DELAY_TOTAL = 24  # sched_info.run_delay, as schedstat's field 2
+_CPU_RUN_VIRTUAL_TOTAL = 72  # se.sum_exec_runtime, as schedstat's field 1
+_AC_TGID = 368
+_TASKSTATS_TYPE_PID = 1
+_TASKSTATS_TYPE_STATS = 3
+_TASKSTATS_TYPE_AGGR_PID = 4
+
+
+def _aligned(length: int) -> int:
+    return (length + 3) & ~3
+
+
+def _attributes(data: bytes, start: int, end: int) -> dict[int, bytes]:
+    """Netlink attributes (type -> payload) between *start* and *end*."""
+    found: dict[int, bytes] = {}
+    while start + 4 <= end:
+        length, kind = struct.unpack_from("HH", data, start)
+        if length < 4:
+            break
+        found[kind & 0x3FFF] = data[start + 4 : start + length]
+        start += _aligned(length)
+    return found
+
+
+def parse_message(message: bytes) -> ExitRecord | None:
+    """A thread's exit record from one netlink message (nlmsghdr, genlmsghdr, attributes); None for others.
+
+    A whole thread group's record (TASKSTATS_TYPE_AGGR_TGID) is skipped: its threads' records came already.
+    """
+    aggregate = _attributes(message, 20, len(message)).get(_TASKSTATS_TYPE_AGGR_PID)
+    if aggregate is None:
         return None
-    stats = aggregate.get_attr("TASKSTATS_TYPE_STATS")
-    tid = aggregate.get_attr("TASKSTATS_TYPE_PID")
-    if stats is None or tid is None:
+    inner = _attributes(aggregate, 0, len(aggregate))
+    pid, stats = inner.get(_TASKSTATS_TYPE_PID), inner.get(_TASKSTATS_TYPE_STATS)
+    if pid is None or len(pid) < 4 or stats is None or len(stats) < _CPU_RUN_VIRTUAL_TOTAL + 8:
         return None
+    tgid = struct.unpack_from("I", stats, _AC_TGID)[0] if len(stats) >= _AC_TGID + 4 else 0
     return ExitRecord(
-        tid=int(tid),
-        tgid=int(stats.get("ac_tgid") or 0),
-        run_ns=int(stats["cpu_run_virtual_total"]),
-        wait_ns=int(stats["cpu_delay_total"]),
+        tid=struct.unpack_from("I", pid)[0],
+        tgid=tgid,
+        run_ns=struct.unpack_from("Q", stats, _CPU_RUN_VIRTUAL_TOTAL)[0],
+        wait_ns=struct.unpack_from("Q", stats, _CPU_DELAY_TOTAL)[0],
     )
 
 

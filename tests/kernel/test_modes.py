@@ -1,0 +1,251 @@
+"""perf and procfs modes (no BPF) against the same ground truth as BPF mode, and auto mode's fallback.
+
+In perf mode a cgroup's counters open at the first scrape that sees it: each test scrapes once after making its
+cgroup and before starting its workload, as a collector scraping every few seconds does for a new container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kernel.conftest import GRACE_SECONDS
+from tests.support.agent import REPO, AgentProcess, require_root
+from tests.support.scrape import Scrape
+from tests.support.workloads import CgroupSandbox, Workload, build
+
+FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
+YIELDS = "schedwatch_sched_yield_calls_total"
+RUNQ_WAIT = "schedwatch_runqueue_wait_seconds_total"
+ONCPU = "schedwatch_oncpu_seconds_total"
+# Only CAP_PERFMON left of what BPF needs: BPF refused, counting perf events allowed.
+KEEP_PERFMON_ONLY = ("setpriv", "--bounding-set", "-bpf,-sys_admin", "--inh-caps", "-bpf,-sys_admin")
+DROP_BPF_AND_PERF = ("setpriv", "--bounding-set", "-bpf,-perfmon,-sys_admin", "--inh-caps", "-bpf,-perfmon,-sys_admin")
+
+
+def start_agent(log: Path, *flags: str, prefix: tuple[str, ...] = ()) -> AgentProcess:
+    require_root()
+    agent = AgentProcess(
+        log, "--series-grace", str(GRACE_SECONDS), "--state-dir", str(log.parent / "state"), *flags, prefix=prefix
+    )
+    agent.wait_ready()
+    return agent
+
+
+@pytest.fixture(scope="module")
+def perf_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    agent = start_agent(tmp_path_factory.mktemp("perf") / "agent.log", "--mode", "perf")
+    yield agent
+    assert agent.stop() == 0, agent.log()
+
+
+@pytest.fixture(scope="module")
+def procfs_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    agent = start_agent(tmp_path_factory.mktemp("procfs") / "agent.log", "--mode", "procfs")
+    yield agent
+    assert agent.stop() == 0, agent.log()
+
+
+def cgroup_value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
+    """The value of a cgroup's series, which must exist (a missing series is a failure, never 0)."""
+    value = scrape.value(name, cgroup=cgroup, container_id="", **labels)
+    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape"
+    return value
+
+
+def schedstat(pid: int) -> tuple[float, float]:
+    """(seconds on CPU, seconds waiting on a run queue) of every thread of *pid* now, by the kernel."""
+    run = wait = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = (task / "schedstat").read_text().split()
+        run, wait = run + int(fields[0]), wait + int(fields[1])
+    return run / 1e9, wait / 1e9
+
+
+def new_cgroup(agent: AgentProcess, cgroups: CgroupSandbox, name: str) -> tuple[Path, str]:
+    """A cgroup the agent has seen (so its perf counters are open), and its label."""
+    group = cgroups.make(name)
+    agent.scrape()
+    return group, cgroups.relative(group)
+
+
+# --- perf mode -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("calls", "threads"), [(12_345, 1), (40_000, 3)])
+def test_perf_mode_counts_every_yield(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path, calls: int, threads: int
+) -> None:
+    group, path = new_cgroup(perf_agent, cgroups, "perf-yield")
+    workload = Workload(yielder, group, calls, threads)
+    try:
+        assert cgroup_value(perf_agent.scrape(), YIELDS, path) == calls * threads == workload.truth["yields"]
+    finally:
+        workload.release()
+
+
+def test_perf_mode_counts_futex_calls_by_operation(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, futexer: Path
+) -> None:
+    group, path = new_cgroup(perf_agent, cgroups, "perf-futex")
+    workload = Workload(futexer, group, 12, 2_000_000, 9)
+    try:
+        truth = workload.truth
+        assert truth["wait_errors"] == 0
+        scrape = perf_agent.scrape()
+        exported = {op: cgroup_value(scrape, "schedwatch_futex_calls_total", path, op=op) for op in FUTEX_OPS}
+        assert exported == {op: truth[op] for op in FUTEX_OPS}
+    finally:
+        workload.release()
+
+
+def test_perf_mode_counts_stay_in_their_cgroup_and_outlive_it(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    parent, parent_path = new_cgroup(perf_agent, cgroups, "perf-parent")
+    child = parent / "child"
+    child.mkdir()
+    perf_agent.scrape()
+    child_path = f"{parent_path}/child"
+    Workload(yielder, child, 7_000, 1, hold=False)
+    Workload(yielder, parent, 3_000, 1, hold=False)
+    scrape = perf_agent.scrape()
+    assert cgroup_value(scrape, YIELDS, child_path) == 7_000
+    assert cgroup_value(scrape, YIELDS, parent_path) == 3_000
+    cgroups.remove(child)
+    Workload(yielder, parent, 500, 1, hold=False)
+    scrape = perf_agent.scrape()  # the removed cgroup's counters are read a last time, then closed
+    assert cgroup_value(scrape, YIELDS, child_path) == 7_000
+    assert cgroup_value(scrape, YIELDS, parent_path) == 3_500
+    after = perf_agent.scrape()
+    assert cgroup_value(after, YIELDS, child_path) == 7_000, "a removed cgroup keeps its counts for the grace period"
+    assert cgroup_value(after, YIELDS, parent_path) == 3_500
+
+
+def test_perf_mode_says_so_and_fakes_nothing(perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path) -> None:
+    group, path = new_cgroup(perf_agent, cgroups, "perf-honest")
+    workload = Workload(yielder, group, 10, 1)  # alive at the scrape: its run-queue wait is placed by its threads
+    try:
+        scrape = perf_agent.scrape()
+    finally:
+        workload.release()
+    assert scrape.find("schedwatch_mode") == {frozenset({("mode", "perf")}): 1.0}
+    assert cgroup_value(scrape, YIELDS, path) == 10
+    for absent in ("schedwatch_futex_wait_seconds_total", "schedwatch_runqueue_latency_seconds_count"):
+        assert scrape.find(absent) == {}, f"{absent} needs per-call events; perf mode must not export it"
+    assert cgroup_value(scrape, RUNQ_WAIT, path) >= 0
+    counters = scrape.value("schedwatch_perf_counters_open")
+    assert counters is not None and counters > 0
+    assert scrape.value("schedwatch_perf_cgroups_uncounted") == 0
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: apt-get install prometheus"
+    checked = subprocess.run([promtool, "check", "metrics"], input=scrape.text, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.strip() == "" and checked.stderr.strip() == "", checked.stdout + checked.stderr
+
+
+# --- procfs (and perf mode's scheduler half) ---------------------------------------------------------------------
+
+
+def test_runqueue_wait_and_cpu_time_agree_with_schedstat(
+    procfs_agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path
+) -> None:
+    group, path = new_cgroup(procfs_agent, cgroups, "procfs-runq")
+    workload = Workload(spinner, group, 3, 1.5, 1)  # three CPU-bound threads sharing CPU 1, then parked
+    try:
+        scrape = procfs_agent.scrape()
+        on_cpu, waited = schedstat(workload.pid)
+        assert waited > 1.5, "three spinners on one CPU for 1.5 s wait about 3 s in all"
+        assert cgroup_value(scrape, RUNQ_WAIT, path) == pytest.approx(waited, rel=0.05)
+        assert cgroup_value(scrape, ONCPU, path) == pytest.approx(on_cpu, rel=0.05)
+        assert scrape.find("schedwatch_mode") == {frozenset({("mode", "procfs")}): 1.0}
+        assert scrape.find(YIELDS) == {}, "procfs mode cannot count yields and must not pretend to"
+    finally:
+        workload.release()
+
+
+def test_threads_that_exit_between_scrapes_are_counted_from_their_exit_records(
+    procfs_agent: AgentProcess, cgroups: CgroupSandbox
+) -> None:
+    group, path = new_cgroup(procfs_agent, cgroups, "procfs-exit")
+    workload = Workload(build("exiter"), group, 3, 1.0, 0)  # parked until released; then its threads live and die
+    seen = procfs_agent.scrape()  # the process is seen; the threads do not exist yet
+    before = cgroup_value(seen, RUNQ_WAIT, path)
+    assert workload.release() == 0
+    assert workload.process.stdout is not None
+    truth = json.loads(workload.process.stdout.readline())
+    scrape = procfs_agent.scrape()
+    expected_wait = (truth["threads_wait_ns"] + truth["main_wait_ns"] - truth["main_wait_before_ns"]) / 1e9
+    expected_run = (truth["threads_run_ns"] + truth["main_run_ns"] - truth["main_run_before_ns"]) / 1e9
+    assert expected_wait > 1.0, "three spinners on one CPU for 1 s wait about 2 s in all"
+    assert cgroup_value(scrape, RUNQ_WAIT, path) - before == pytest.approx(expected_wait, rel=0.05)
+    assert cgroup_value(scrape, ONCPU, path) - cgroup_value(seen, ONCPU, path) == pytest.approx(expected_run, rel=0.05)
+    assert scrape.value("schedwatch_task_exits_unrecorded_total") is not None
+
+
+# --- auto mode --------------------------------------------------------------------------------------------------
+
+
+def check(*flags: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    command = [*prefix, sys.executable, "-m", "agent", "check", "--no-load", *flags]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_auto_mode_falls_back_to_perf_counters_when_bpf_is_refused(
+    cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
+) -> None:
+    agent = start_agent(tmp_path / "agent.log", prefix=KEEP_PERFMON_ONLY)
+    try:
+        group, path = new_cgroup(agent, cgroups, "auto-perf")
+        Workload(yielder, group, 4_321, 2, hold=False)
+        scrape = agent.scrape()
+        assert scrape.find("schedwatch_mode") == {frozenset({("mode", "perf")}): 1.0}
+        assert cgroup_value(scrape, YIELDS, path) == 8_642
+        assert scrape.value("schedwatch_source_up", source="syscalls") == 1
+        logged = [json.loads(line) for line in agent.log().splitlines() if '"event": "mode"' in line]
+        assert len(logged) == 1 and logged[0]["mode"] == "perf", agent.log()
+        assert "missing CAP_BPF" in logged[0]["reason"]
+    finally:
+        assert agent.stop() == 0, agent.log()
+    said = check(prefix=KEEP_PERFMON_ONLY).stdout
+    assert "mode           perf (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
+    assert "  missing      futex wait time and its histogram" in said
+    assert "  to get more  run as root, or add BPF to securityContext.capabilities.add" in said
+
+
+def test_auto_mode_falls_back_to_procfs_without_bpf_or_perf(cgroups: CgroupSandbox, tmp_path: Path) -> None:
+    agent = start_agent(tmp_path / "agent.log", prefix=DROP_BPF_AND_PERF)
+    try:
+        scrape = agent.scrape()
+        assert scrape.find("schedwatch_mode") == {frozenset({("mode", "procfs")}): 1.0}
+        assert scrape.value("schedwatch_source_up", source="sched") == 1
+        assert scrape.find(YIELDS) == {}
+        assert scrape.find(RUNQ_WAIT) != {}
+    finally:
+        assert agent.stop() == 0, agent.log()
+    said = check(prefix=DROP_BPF_AND_PERF).stdout
+    assert "mode           procfs (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
+    assert "perf counters cannot either: the kernel refused perf_event_open(): EACCES" in said
+    assert "  missing      sched_yield and futex counts" in said
+
+
+def test_a_bad_mode_is_one_line_saying_what_to_give() -> None:
+    for flags, variable in ((["--mode", "ebpf"], {}), ([], {"SCHEDWATCH_MODE": "fast"})):
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", "check", *flags],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **variable},
+        )
+        assert result.returncode == 2, result.stdout
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert "auto, bpf, perf, procfs" in lines[0] or "choose from 'auto', 'bpf', 'perf', 'procfs'" in lines[0]
