@@ -40,8 +40,8 @@ def check(facts: MachineFacts) -> Availability:
         return Availability(
             False,
             f"the kernel refused perf_event_open(): {facts.perf_refused}",
-            "run as root or with CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8), allow perf_event_open in the seccomp "
-            "profile, and keep kernel.perf_event_paranoid <= 2 for tracepoints",
+            "run as root or add PERFMON (SYS_ADMIN before Linux 5.8) to the capabilities, and allow perf_event_open "
+            "in the seccomp profile (podman/docker: --cap-add=PERFMON --security-opt seccomp=unconfined)",
         )
     return Availability(True)
 
