@@ -16,6 +16,7 @@ from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, modes, registry
 from agent.collectors.common import workload_map_size
+from agent.commands import analyze, compare
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
@@ -46,7 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_parser.add_argument(
         "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
     )
+    analyze.add_parser(commands)
+    compare.add_parser(commands)
     args = parser.parse_args(argv)
+    if (handler := getattr(args, "handler", None)) is not None:
+        return int(handler(args))
     try:
         settings = config.from_args(args, names)
     except config.ConfigError as error:

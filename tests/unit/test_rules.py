@@ -234,7 +234,8 @@ def test_without_a_clock_many_threads_yielding_millions_of_times_are_a_storm():
     longest = next(e for e in finding.evidence if e.fact == "longest futex wait of those threads")
     assert longest.value == 21.9
     assert finding.fix.threads_per_process is None  # CPUs unknown: the fix says how to compute it
-    assert "CPUs it may use / pool workers" in finding.fix.summary
+    assert "N = the CPUs it may use / its pool workers, at least 1" in finding.fix.summary
+    assert finding.fix.steps[0].startswith("Set OPENBLAS_NUM_THREADS=N, MKL_NUM_THREADS=N, OMP_NUM_THREADS=N in")
 
 
 def test_a_tracer_slowed_storm_is_found_by_the_time_in_sched_yield():

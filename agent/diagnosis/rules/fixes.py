@@ -56,14 +56,23 @@ def pool_fix(
 ) -> Fix:
     """Cap each worker's pool so that workers x threads fit the CPUs it may use."""
     threads = threads_per_process(cpus, workers)
-    count = str(threads) if threads is not None else "(CPUs it may use / pool workers, at least 1)"
+    count = str(threads) if threads is not None else "N"
     names = pool_variables(libraries)
     implementations = {library.implementation for library in libraries or ()}
-    cpus_text = "the CPUs it may use" if cpus is None else f"{cpus:g} CPUs"
+    where = (
+        "in the environment of the workload (Kubernetes: env of the container; Docker: -e NAME=VALUE)"
+        if threads is not None
+        else "in the environment of the workload (Kubernetes: env of the container; Docker: -e NAME=VALUE), "
+        "where N = the CPUs it may use / its pool workers, at least 1 (e.g. 32 CPUs and 14 workers: N=2)"
+    )
+    set_them = "Set " + ", ".join(f"{name}={count}" for name in names) + " " + where
+    if threads is not None and cpus is not None:
+        plural = "s" if workers != 1 else ""
+        set_them += (
+            f", so that {workers} worker{plural} x {count} thread{'s' if threads != 1 else ''} fit {cpus:g} CPUs"
+        )
     steps = [
-        "Set " + ", ".join(f"{name}={count}" for name in names) + " in the environment of the workload "
-        "(Kubernetes: env of the container; Docker: -e NAME=VALUE), so that "
-        f"{workers} worker{'s' if workers != 1 else ''} x {count} thread(s) fit {cpus_text}.",
+        set_them + ".",
         f"Or in Python, in the Pool initializer: threadpoolctl.threadpool_limits({count}) (pip install threadpoolctl).",
     ]
     if "torch" in implementations:
@@ -74,8 +83,13 @@ def pool_fix(
         steps.append(f"Now {note}: that value is what the pools use; lower it to {count}.")
     steps.append("Check it with `schedwatch verify -- <the command>` before rolling it out.")
     variables = {name: count for name in names} if threads is not None else {}
+    size = (
+        f"{count} thread{'s' if threads != 1 else ''}"
+        if threads is not None
+        else "N threads, N = the CPUs it may use / its pool workers, at least 1"
+    )
     return Fix(
-        summary=f"Limit each worker's thread pool to {count} thread(s) ({', '.join(names)}).",
+        summary=f"Limit each worker's thread pool to {size} ({', '.join(names)}).",
         steps=tuple(steps),
         variables=variables,
         threads_per_process=threads,

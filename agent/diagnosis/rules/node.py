@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from agent.diagnosis.findings import Evidence, Finding, Mechanism, Observation
 from agent.diagnosis.rules.common import COLLECT_LIVE, evidence
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import Facts, WorkloadView
+from agent.diagnosis.views import Facts, WorkloadRef, WorkloadView
 
 # Mechanisms that spend their time in the kernel: they explain high system time.
 SYSTEM_TIME_MECHANISMS = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
@@ -19,7 +19,7 @@ SYSTEM_TIME_MECHANISMS = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
 # Well-known system-call signatures of system time schedwatch does not measure: (calls, what it likely is, look next).
 SIGNATURES: tuple[tuple[frozenset[str], str, str], ...] = (
     (
-        frozenset({"clock_gettime", "gettimeofday", "time", "clock_nanosleep"}),
+        frozenset({"clock_gettime", "gettimeofday", "time"}),
         "clock reads going through the kernel: likely a clock source without a vDSO fast path "
         "(e.g. xen or hpet instead of tsc)",
         "cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
@@ -49,14 +49,35 @@ SIGNATURES: tuple[tuple[frozenset[str], str, str], ...] = (
         "the I/O path: iostat -x 1, ss -tin, the service the workload talks to",
     ),
 )
-SIGNATURE_SHARE = 0.5  # of the syscall time, for a signature to be named
+SIGNATURE_SHARE = 0.5  # of the time in system calls that do not block, for a signature to be named
+# Calls whose time is mostly sleeping, not system time: left out of the share.
+BLOCKING = frozenset(
+    {
+        "futex",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+        "poll",
+        "ppoll",
+        "select",
+        "pselect6",
+        "nanosleep",
+        "clock_nanosleep",
+        "wait4",
+        "waitid",
+        "pause",
+        "rt_sigtimedwait",
+        "rt_sigsuspend",
+        "sched_yield",
+    }
+)
 
 
 def _signature(workload: WorkloadView) -> tuple[str, str, float] | None:
     times = workload.syscall_seconds
     if not times:
         return None
-    total = sum(times.values())
+    total = sum(seconds for name, seconds in times.items() if name not in BLOCKING)
     if total <= 0:
         return None
     for calls, what, look in SIGNATURES:
@@ -113,7 +134,8 @@ def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds
             signature = _signature(workload)
             if signature is not None:
                 what, where, share = signature
-                summary += f" In {workload.ref.name}: {what} ({100 * share:.0f} % of its system-call time)."
+                name = workload.ref.name if workload.ref != WorkloadRef() else "the traced processes"
+                summary += f" In {name}: {what} ({100 * share:.0f} % of the time in calls that do not block)."
                 look.insert(0, where)
                 break
         found.append(Observation("system-time-unexplained", summary, tuple(shown), tuple(look)))

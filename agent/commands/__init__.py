@@ -1,0 +1,1 @@
+"""Subcommands of `schedwatch` that live in modules of their own."""

@@ -1,0 +1,47 @@
+"""`schedwatch analyze FILE…`: the diagnosis of artifacts people already collected (perf trace -s, strace -c,
+top, pidstat, mpstat, vmstat, or a saved `schedwatch diagnose --json` report), as a terminal tree, JSON or an
+HTML page. All files given together describe one environment."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from agent.commands.output import fail, print_json, to_stdout, write_page
+
+NAME = "analyze"
+
+
+def add_parser(commands: Any) -> None:
+    """Register `analyze` on the subparsers *commands*."""
+    parser = commands.add_parser(
+        NAME,
+        help="diagnose saved outputs of perf trace -s, strace -c, top, pidstat, mpstat, vmstat",
+        description=__doc__,
+    )
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a saved output, or a directory of them")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON (schedwatch.diagnosis/v1)")
+    parser.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML report to OUT")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the files, diagnose them, and print (and write) the report."""
+    from agent.diagnosis.offline import OfflineError, read_environment
+    from agent.diagnosis.report_html import diagnosis_page
+    from agent.diagnosis.report_json import to_json
+    from agent.diagnosis.report_text import make_console, render_text
+    from agent.diagnosis.rules import diagnose
+
+    try:
+        facts = read_environment(args.files)
+    except OfflineError as error:
+        return fail(NAME, str(error))
+    diagnosis = diagnose(facts)
+    title = "schedwatch analyze " + " ".join(path.name for path in args.files)
+    if args.html is not None and (problem := write_page(args.html, diagnosis_page(diagnosis, title))):
+        return fail(NAME, problem)
+    if args.json:
+        return to_stdout(lambda: print_json(to_json(diagnosis)))
+    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))

@@ -1,0 +1,105 @@
+"""Files (or directories of files) given on the command line -> the facts of one environment."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent import artifacts
+from agent.artifacts.detect import MAX_BYTES
+from agent.artifacts.results import (
+    MpstatReport,
+    PerfTraceSummary,
+    PidstatReport,
+    StraceSummary,
+    TopReport,
+    VmstatReport,
+)
+from agent.artifacts.text import decode
+from agent.diagnosis.offline import perf_trace, pidstat, report, strace, sysstat, top
+from agent.diagnosis.offline.merge import merge
+from agent.diagnosis.offline.part import Part
+from agent.diagnosis.views import Facts
+
+REPORT_FORMAT = "a `schedwatch diagnose --json` report"
+
+
+class OfflineError(Exception):
+    """A file cannot be used; the message is the one line a user sees, naming the file and what to do."""
+
+
+def files_of(paths: Sequence[Path]) -> list[Path]:
+    """*paths* with each directory replaced by its files (sorted, hidden ones skipped, not recursive)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(child for child in path.iterdir() if child.is_file() and not child.name.startswith("."))
+            if not inside:
+                raise OfflineError(f"{path}: an empty directory; give it the saved outputs of perf, strace, top, ...")
+            found.extend(inside)
+        else:
+            found.append(path)
+    if not found:
+        raise OfflineError("no files given: give the saved outputs of perf trace -s, strace -c, top, ...")
+    return found
+
+
+def _text(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise OfflineError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if len(raw) > MAX_BYTES:
+        raise OfflineError(
+            f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace"
+        )
+    return decode(raw)
+
+
+def part_of(artifact: artifacts.Artifact, source: str) -> Part:
+    """The facts one parsed artifact tells."""
+    if isinstance(artifact, PerfTraceSummary):
+        return perf_trace.to_part(artifact, source)
+    if isinstance(artifact, StraceSummary):
+        return strace.to_part(artifact, source)
+    if isinstance(artifact, TopReport):
+        return top.to_part(artifact, source)
+    if isinstance(artifact, PidstatReport):
+        return pidstat.to_part(artifact, source)
+    if isinstance(artifact, MpstatReport):
+        return sysstat.mpstat_part(artifact, source)
+    if isinstance(artifact, VmstatReport):
+        return sysstat.vmstat_part(artifact, source)
+    raise TypeError(f"no facts for {type(artifact).__name__}")
+
+
+def read_part(path: Path) -> Part | Facts:
+    """One file: the part it tells, or, for a saved schedwatch report, the facts it holds."""
+    text = _text(path)
+    if report.looks_like(text):
+        try:
+            return report.facts_from_text(text, str(path))
+        except report.ReportError as error:
+            raise OfflineError(str(error)) from None
+    try:
+        artifact = artifacts.parse(text, source=str(path))
+    except artifacts.UnknownFormat:
+        raise OfflineError(f"{artifacts.unknown_format_message(str(path))}; or {REPORT_FORMAT}") from None
+    except artifacts.ArtifactError as error:
+        raise OfflineError(f"{path}: {error}") from None
+    return part_of(artifact, path.name)
+
+
+def read_environment(paths: Sequence[Path]) -> Facts:
+    """The facts of one environment from its files: artifacts are merged; a schedwatch report stands alone."""
+    read = [(path, read_part(path)) for path in files_of(paths)]
+    reports = [(path, item) for path, item in read if isinstance(item, Facts)]
+    if reports:
+        if len(read) > 1:
+            raise OfflineError(
+                f"{reports[0][0]}: a schedwatch report is one environment by itself; "
+                "give it alone, not with other files"
+            )
+        return reports[0][1]
+    return merge([item for _path, item in read if isinstance(item, Part)])

@@ -1,0 +1,122 @@
+"""`schedwatch analyze` and `schedwatch compare` as a user runs them: exit status, what goes to stdout and
+stderr, the JSON contracts, the HTML file, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+from agent.diagnosis.findings import SCHEMA
+
+FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
+GCP = [str(FIXTURES / "gcp_perf_trace_s.txt"), str(FIXTURES / "gcp_top.txt")]
+BARE = str(FIXTURES / "baremetal_perf_trace_s.txt")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_analyze_prints_the_tree(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    status, out, err = run(capsys, "analyze", *GCP)
+    assert (status, err) == (0, "")
+    assert "\x1b[" not in out  # captured, not a terminal: plain text
+    assert "finding: thread-pool-oversubscription / yield-storm" in out
+    assert "sched_yield calls per spinning thread (median): 5,455,132 calls" in out
+    assert "2847 python: sched_yield 5,119,771 (63.4 s)" in out
+
+
+def test_analyze_json_is_the_diagnosis_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "analyze", "--json", *GCP)
+    document = json.loads(out)
+    assert status == 0 and document["schema"] == SCHEMA
+    assert [(f["cause"], f["mechanism"]) for f in document["findings"]] == [
+        ("thread-pool-oversubscription", "yield-storm")
+    ]
+    assert document["sources"] == ["perf trace -s gcp_perf_trace_s.txt", "top gcp_top.txt"]
+    assert document["workloads"][0]["sched_yield_calls"] == 84_921_956
+    assert document["workloads"][0]["seconds"] is None  # unknown, not 0
+
+
+def test_analyze_reads_back_its_own_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _, saved, _ = run(capsys, "analyze", "--json", *GCP)
+    report = tmp_path / "gcp.json"
+    report.write_text(saved)
+    status, again, _ = run(capsys, "analyze", "--json", str(report))
+    assert status == 0 and json.loads(again) == json.loads(saved)
+
+
+def test_analyze_writes_the_html_page(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    status, out, err = run(capsys, "analyze", "--html", str(page), *GCP)
+    assert status == 0 and err == f"wrote {page}\n" and "finding:" in out
+    assert "thread-pool-oversubscription / yield-storm" in page.read_text(encoding="utf-8")
+
+
+def test_analyze_unknown_format_is_one_line_naming_the_formats(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    odd = tmp_path / "odd.txt"
+    odd.write_text("Traceback (most recent call last):\n  File x\n")
+    status, out, err = run(capsys, "analyze", str(odd))
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"schedwatch analyze: {odd}: not output of a tool schedwatch reads")
+    assert "perf trace -s; strace -c (-f, -w); top -b (-H)" in err and "schedwatch diagnose --json" in err
+
+
+def test_compare_two_paths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    gcp = tmp_path / "gcp"
+    gcp.mkdir()
+    for name in GCP:
+        shutil.copy(name, gcp)
+    status, out, err = run(capsys, "compare", str(gcp), BARE)
+    assert (status, err) == (0, "")
+    assert out.startswith("schedwatch compare: gcp vs baremetal_perf_trace_s")
+    assert "cause in gcp" in out and "In gcp 16 of 20 traced threads spun in sched_yield" in out
+
+
+def test_compare_json_and_html(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "compare.html"
+    argv = ["compare", "--a", *GCP, "--b", BARE, "--a-name", "GCP", "--b-name", "bare metal", "--json"]
+    status, out, _ = run(capsys, *argv, "--html", str(page))
+    document = json.loads(out)
+    assert status == 0 and document["schema"] == "schedwatch.comparison/v1"
+    assert (document["a"]["name"], document["b"]["name"], document["cause_side"]) == ("GCP", "bare metal", "GCP")
+    assert document["a"]["schema"] == SCHEMA and document["b"]["findings"] == []
+    assert document["cause"]["cause"] == "thread-pool-oversubscription"
+    spinning = next(d for d in document["differences"] if d["fact"] == "threads spinning in sched_yield")
+    assert (spinning["a"], spinning["b"]) == (16, 1)
+    assert "Why they differ" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compare", BARE], "give two environments, A and B (got 1)"),
+        (["compare", BARE, BARE, "--a", BARE], "either as two paths or with --a/--b, not both"),
+        (["compare", "--a", BARE], "give two environments"),
+        (["compare", BARE, "/nonexistent/b.txt"], "/nonexistent/b.txt: cannot read it"),
+    ],
+)
+def test_compare_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+def test_compare_two_saved_reports_as_the_artifacts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    saved = []
+    for name, files in (("gcp.json", GCP), ("bare.json", [BARE])):
+        _, report, _ = run(capsys, "analyze", "--json", *files)
+        (tmp_path / name).write_text(report)
+        saved.append(str(tmp_path / name))
+    _, from_reports, _ = run(capsys, "compare", "--json", *saved, "--a-name", "GCP", "--b-name", "bare metal")
+    argv = ["compare", "--json", "--a", *GCP, "--b", BARE, "--a-name", "GCP", "--b-name", "bare metal"]
+    _, from_artifacts, _ = run(capsys, *argv)
+    assert json.loads(from_reports) == json.loads(from_artifacts)

@@ -1,0 +1,158 @@
+"""Every artifact fixture (and the sets of one run taken together) through `analyze`'s path: facts -> the rules ->
+the expected outcome, and the same table in docs/analyze.md. The seed case named with its numbers and fix."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.diagnosis.findings import Cause, Diagnosis, Mechanism
+from agent.diagnosis.offline import OfflineError, read_environment
+from agent.diagnosis.rules import diagnose
+
+FIXTURE_DIRS = (Path(__file__).parent / "fixtures" / "artifacts", Path(__file__).parent / "fixtures" / "analyze")
+DOCS = Path(__file__).parents[2] / "docs" / "analyze.md"
+POOL_STORM = "thread-pool-oversubscription / yield-storm"
+POOL_UNCHECKED = "could not check thread-pool-oversubscription"
+SYSTEM_TIME = "observation system-time-unexplained"
+RUN = ("perf_trace_s", "top_b", "mpstat", "vmstat", "pidstat_t")  # one recorded run, every tool
+
+# files -> what the rules conclude: findings, rules that could not decide, observations; "none"; "error" (the
+# tool printed an error instead of a report). docs/analyze.md holds the same table with the reasons.
+EXPECTED: dict[tuple[str, ...], str] = {
+    ("baremetal_perf_trace_s.txt",): "none",
+    ("clock_perf_trace_s.txt",): "none",
+    ("clock_strace_fc.txt",): "none",
+    ("clock_top_b.txt",): SYSTEM_TIME,
+    ("clock_vmstat.txt",): SYSTEM_TIME,
+    ("error_mpstat_usage.txt",): "error",
+    ("error_perf_trace_nonroot.txt",): "error",
+    ("error_strace_attach.txt",): "error",
+    ("error_top_notty.txt",): "error",
+    ("error_vmstat_delay.txt",): "error",
+    ("gcp_perf_trace_s.txt",): POOL_STORM,
+    ("gcp_top.txt",): f"{SYSTEM_TIME}, observation workers-use-several-cpus",
+    ("gomp_perf_trace_s.txt",): "none",
+    ("gomp_pidstat_t.txt",): POOL_UNCHECKED,
+    ("gomp_strace_fc.txt",): "none",
+    ("gomp_top_Hb.txt",): "none",
+    ("gomp_top_b.txt",): "none",
+    ("gomp_top_b_de.txt",): "none",
+    ("healthy_mpstat.txt",): SYSTEM_TIME,
+    ("healthy_perf_trace_s.txt",): "none",
+    ("healthy_pidstat_h_uwt.txt",): "none",
+    ("healthy_pidstat_t.txt",): POOL_UNCHECKED,
+    ("healthy_strace_cwf.txt",): "none",
+    ("healthy_strace_fc.txt",): "none",
+    ("healthy_top_Hb.txt",): SYSTEM_TIME,
+    ("healthy_top_b.txt",): SYSTEM_TIME,
+    ("healthy_vmstat.txt",): "none",
+    ("i386_strace_fc.txt",): "none",
+    ("pidstat_no_such_pid.txt",): "none",
+    ("public_mpstat_pcp1922_ampm.txt",): "none",
+    ("public_pidstat_sysstat149_u.txt",): "none",
+    ("public_pidstat_sysstat176_v11.txt",): "none",
+    ("public_pidstat_sysstat344_ut_zh.txt",): "none",
+    ("public_strace_issue95_fc.txt",): "none",
+    ("public_strace_nomad8163_yield.txt",): "none",
+    ("public_top_cinnamon_pr1623_dsleep.txt",): "none",
+    ("public_top_psutil1210_header_only.txt",): "none",
+    ("public_top_test4_issue11_fpm.txt",): SYSTEM_TIME,
+    ("public_top_zhangyachen_issue64_procps3.txt",): "none",
+    ("sick_mpstat.txt",): "none",
+    ("sick_mpstat_de.txt",): SYSTEM_TIME,
+    ("sick_perf_trace_s.txt",): POOL_STORM,
+    ("sick_perf_trace_s_m1_lost.txt",): POOL_STORM,
+    ("sick_pidstat_t.txt",): POOL_UNCHECKED,
+    ("sick_pidstat_wut_ampm.txt",): POOL_UNCHECKED,
+    ("sick_strace_cw.txt",): "none",
+    ("sick_strace_fc.txt",): POOL_UNCHECKED,
+    ("sick_strace_fc_de.txt",): POOL_UNCHECKED,
+    ("sick_top_Hb.txt",): "none",
+    ("sick_top_b.txt",): SYSTEM_TIME,
+    ("sick_top_interactive_ansi.txt",): "none",
+    ("sick_vmstat.txt",): SYSTEM_TIME,
+    ("sick_vmstat_de.txt",): "none",
+    ("sleeper_perf_trace_s.txt",): "none",
+    ("sleeper_perf_trace_s_faults_sched.txt",): "none",
+    ("sleeper_strace_fc.txt",): "none",
+    ("sleeper_vmstat_wt.txt",): SYSTEM_TIME,
+    # one environment, several files
+    ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
+    ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,
+    ("clock_strace_fc.txt", "clock_vmstat.txt"): SYSTEM_TIME,
+    tuple(f"sick_{tool}.txt" for tool in RUN): POOL_STORM,
+    tuple(f"healthy_{tool}.txt" for tool in RUN): f"{POOL_UNCHECKED}, {SYSTEM_TIME}",
+    ("sick_strace_fc.txt", "sick_pidstat_t.txt"): POOL_UNCHECKED,
+    ("gomp_perf_trace_s.txt", "gomp_pidstat_t.txt", "gomp_top_b.txt"): POOL_UNCHECKED,
+}  # fmt: skip
+
+
+def outcome(diagnosis: Diagnosis) -> str:
+    items = [f"{finding.cause.value} / {finding.mechanism.value}" for finding in diagnosis.findings]
+    items += [f"could not check {unchecked.rule.value}" for unchecked in diagnosis.unchecked]
+    items += [f"observation {observation.topic}" for observation in diagnosis.observations]
+    return ", ".join(items) or "none"
+
+
+def fixture(name: str) -> Path:
+    (found,) = [directory / name for directory in FIXTURE_DIRS if (directory / name).exists()]
+    return found
+
+
+def analyzed(*names: str) -> Diagnosis:
+    return diagnose(read_environment([fixture(name) for name in names]))
+
+
+@pytest.mark.parametrize("names", list(EXPECTED), ids=lambda names: "+".join(names))
+def test_fixture_outcome(names: tuple[str, ...]) -> None:
+    if EXPECTED[names] == "error":
+        with pytest.raises(OfflineError, match="printed an error instead of a report"):
+            analyzed(*names)
+        return
+    assert outcome(analyzed(*names)) == EXPECTED[names]
+
+
+def test_every_fixture_has_an_expected_outcome() -> None:
+    files = {path.name for directory in FIXTURE_DIRS for path in directory.glob("*.txt")}
+    assert files == {names[0] for names in EXPECTED if len(names) == 1}
+
+
+def test_the_docs_table_is_this_table() -> None:
+    section = DOCS.read_text(encoding="utf-8").split("## Every fixture and its outcome", 1)[1]
+    rows = re.findall(r"^\| ((?:`[^`]+`(?: \+ )?)+) \| ([^|]+) \|", section, re.MULTILINE)
+    documented = {tuple(re.findall(r"`([^`]+)`", files)): expected.strip() for files, expected in rows}
+    assert documented == EXPECTED
+
+
+def test_seed_gcp_names_the_pool_storm_with_its_numbers_and_the_fix() -> None:
+    diagnosis = analyzed("gcp_perf_trace_s.txt", "gcp_top.txt")
+    (finding,) = diagnosis.findings
+    assert (finding.cause, finding.mechanism) == (Cause.THREAD_POOL_OVERSUBSCRIPTION, Mechanism.YIELD_STORM)
+    evidence = {item.fact: item.value for item in finding.evidence}
+    per_thread = next(value for fact, value in evidence.items() if fact.startswith("sched_yield calls per"))
+    assert 5_000_000 <= per_thread <= 5_600_000  # the 16 spinning threads: 5.05-5.90 M each, median 5.46 M
+    longest = next(value for fact, value in evidence.items() if fact.startswith("longest futex wait"))
+    assert longest == pytest.approx(21.99, abs=0.01)
+    fix = " ".join((finding.fix.summary, *finding.fix.steps))
+    assert "OPENBLAS_NUM_THREADS" in fix and "OMP_NUM_THREADS" in fix and "threadpool_limits" in fix
+
+
+def test_seed_bare_metal_has_no_pool_finding() -> None:
+    diagnosis = analyzed("baremetal_perf_trace_s.txt")
+    assert not any(finding.cause is Cause.THREAD_POOL_OVERSUBSCRIPTION for finding in diagnosis.findings)
+
+
+def test_system_time_from_clock_reads_is_an_observation_never_a_contention_finding() -> None:
+    """Two threads reading the clock through the system call: high system time, no yield or futex storm."""
+    diagnosis = analyzed("clock_perf_trace_s.txt", "clock_vmstat.txt")
+    assert diagnosis.findings == ()
+    (observation,) = diagnosis.observations
+    assert observation.topic == "system-time-unexplained"
+    assert observation.evidence[0].value == pytest.approx((23 + 27 + 25 + 36) / 4)
+    (workload,) = diagnosis.facts.workloads
+    assert workload.syscall_seconds is not None
+    assert workload.syscall_seconds["clock_gettime"] == pytest.approx(0.538358 + 0.602568)
+    assert workload.sched_yield_calls == 0  # perf saw every call of the three threads: none was a yield
