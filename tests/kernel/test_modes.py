@@ -233,4 +233,3 @@ def test_auto_mode_falls_back_to_procfs_without_bpf_or_perf(cgroups: CgroupSandb
     assert "mode           procfs (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
     assert "perf counters cannot either: the kernel refused perf_event_open(): EACCES" in said
     assert "  missing      sched_yield and futex counts" in said
-
