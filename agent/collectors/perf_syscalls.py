@@ -12,13 +12,16 @@ from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.facts import MachineFacts
 from agent.identity.workload import REMOVED, workload_for_cgroup
+from agent.log import get_logger
 from agent.model import CounterTable
 from agent.probes.syscalls import FUTEX_OPS
 from agent.sources import SourceUnavailable, perf_events
 from agent.sources.cgroup_tree import perf_counts_hierarchically, perf_event_tree
+from agent.sources.cgroup_watch import CgroupWatcher
 from agent.sources.perf_syscalls import REQUIRED_EVENTS, VECTOR_WIDTH, PerfSyscallCounters
 
 NAME = "syscalls"
+log = get_logger("perf_syscalls")
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -62,6 +65,15 @@ class PerfSyscallsCollector:
         self._table = CounterTable(
             VECTOR_WIDTH, context.settings.series_grace_seconds, keep_forever=frozenset({REMOVED.labels()})
         )
+        self._watcher: CgroupWatcher | None = None
+        try:
+            self._watcher = CgroupWatcher(tree, self._counters.open_path, context.settings.max_cgroups)
+        except OSError as error:
+            log.warning(
+                "cgroup_watch_unavailable",
+                error=str(error),
+                consequence="a new cgroup's calls before the next scrape are counted in its parent",
+            )
 
     def collect(self) -> list[Metric]:
         """Read every counter once; new cgroups get theirs now."""
@@ -91,7 +103,9 @@ class PerfSyscallsCollector:
         return [yields, futex, opened, uncounted, failures, tracked]
 
     def close(self) -> None:
-        """Close every counter."""
+        """Stop watching for new cgroups and close every counter."""
+        if self._watcher is not None:
+            self._watcher.close()
         self._counters.close()
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.cgroups import CgroupPathResolver
+from agent.log import get_logger
 from agent.probes.syscalls import FUTEX_OPS
 from agent.sources import perf_events
 from agent.sources.cgroup_tree import parent_path
@@ -34,7 +36,10 @@ FUTEX_COMMANDS = {
 }
 VECTOR_WIDTH = 1 + len(FUTEX_OPS)  # yields, then futex calls by FUTEX_OPS
 RESERVED_FDS = 1024  # left for the web server, /proc and cgroup files, runtime sockets
+# Each counter holds about 2 KB of kernel memory (perf_event slab, file, filter; measured here): at most ~64 MB.
+MAX_COUNTERS = 32768
 FD_LIMIT_WANTED = 1 << 20
+log = get_logger("perf_syscalls")
 
 
 @dataclass(frozen=True)
@@ -138,11 +143,13 @@ class PerfSyscallCounters:
         self._hierarchical = hierarchical
         self._cpus = online_cpus()
         per_cgroup = len(self._events) * len(self._cpus)
-        self.max_cgroups = max(1, min(max_cgroups, (raise_fd_limit() - RESERVED_FDS) // per_cgroup))
+        budget = min(MAX_COUNTERS, raise_fd_limit() - RESERVED_FDS)
+        self.max_cgroups = max(1, min(max_cgroups, budget // per_cgroup))
         self._counted: dict[int, _Cgroup] = {}
         self._refused: set[int] = set()  # cgroups whose counters the kernel refused: not retried
         self._failures: dict[str, int] = {}
         self._uncounted = 0
+        self._lock = threading.Lock()  # the scrape and the cgroup watcher both open counters
 
     @property
     def counters_per_cgroup(self) -> int:
@@ -151,6 +158,29 @@ class PerfSyscallCounters:
 
     def read(self) -> PerfSnapshot:
         """Open counters for new cgroups, read every counter, close those of removed cgroups."""
+        with self._lock:
+            return self._read()
+
+    def open_path(self, path: str) -> None:
+        """Open the counters of the cgroup at *path* (relative to the tree) now, if it has none and fits the bound.
+
+        Called as a cgroup is made (agent.sources.cgroup_watch), so that its tasks are counted from their start.
+        """
+        root = self._resolver.root
+        with self._lock:
+            try:
+                cgroup_id = os.stat(f"{root}{path}").st_ino
+            except OSError:
+                return
+            if cgroup_id in self._counted or cgroup_id in self._refused or len(self._counted) >= self.max_cgroups:
+                return
+            fds = self._open_cgroup(path)
+            if fds is None:
+                self._refused.add(cgroup_id)
+            else:
+                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * VECTOR_WIDTH)
+
+    def _read(self) -> PerfSnapshot:
         paths = self._resolver.snapshot()
         gone = [cgroup_id for cgroup_id in self._counted if cgroup_id not in paths]
         self._refused &= set(paths)
@@ -186,22 +216,35 @@ class PerfSyscallCounters:
 
     def close(self) -> None:
         """Close every counter."""
-        for cgroup in self._counted.values():
-            self._close(cgroup)
-        self._counted.clear()
+        with self._lock:
+            for cgroup in self._counted.values():
+                self._close(cgroup)
+            self._counted.clear()
 
     def _open_new(self, paths: dict[int, str]) -> None:
-        """Counters for cgroups not counted yet, shallowest first, within the bound."""
+        """Counters for cgroups not counted yet within the bound: shallowest first; past the bound, the cgroups
+        with processes in them first (an empty one's future calls are counted in its ancestor meanwhile)."""
         new = [(path, cgroup_id) for cgroup_id, path in paths.items() if cgroup_id not in self._counted]
         new = [(path, cgroup_id) for path, cgroup_id in new if cgroup_id not in self._refused]
-        for path, cgroup_id in sorted(new, key=lambda item: (item[0].count("/"), item[0])):
-            if len(self._counted) >= self.max_cgroups:
-                return
+        room = self.max_cgroups - len(self._counted)
+        if room <= 0 or not new:
+            return
+        order = sorted(new, key=lambda item: (item[0].count("/"), item[0]))
+        if len(new) > room:
+            order.sort(key=lambda item: not self._populated(item[0]))  # stable: depth order within each
+        for path, cgroup_id in order[:room]:
             fds = self._open_cgroup(path)
             if fds is None:
                 self._refused.add(cgroup_id)
             else:
                 self._counted[cgroup_id] = _Cgroup(path, fds, [0] * VECTOR_WIDTH)
+
+    def _populated(self, path: str) -> bool:
+        try:
+            with open(f"{self._resolver.root}{path}/cgroup.procs", "rb") as procs:
+                return bool(procs.read(16).strip())
+        except OSError:
+            return False
 
     def _open_cgroup(self, path: str) -> list[list[int]] | None:
         root = self._resolver.root
@@ -210,7 +253,7 @@ class PerfSyscallCounters:
             directory = os.open(f"{root}{path}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as error:
             if error.errno != errno.ENOENT:  # removed since the walk: nothing to count
-                self._failed(error.errno)
+                self._failed(path, error)
             return None
         opened: list[list[int]] = []
         try:
@@ -219,7 +262,7 @@ class PerfSyscallCounters:
                 for cpu in self._cpus:
                     opened[-1].append(perf_events.open_cgroup_counter(tracepoint, directory, cpu, event.event_filter))
         except perf_events.PerfEventError as error:
-            self._failed(error.errno)
+            self._failed(path, error)
             for fds in opened:
                 for fd in fds:
                     os.close(fd)
@@ -228,9 +271,10 @@ class PerfSyscallCounters:
             os.close(directory)
         return opened
 
-    def _failed(self, number: int | None) -> None:
-        name = errno.errorcode.get(number or 0, str(number))
+    def _failed(self, path: str, error: OSError) -> None:
+        name = errno.errorcode.get(error.errno or 0, str(error.errno))
         self._failures[name] = self._failures.get(name, 0) + 1
+        log.warning("perf_counters_refused", cgroup=path, error=str(error), consequence="counted in its parent")
 
     def _own(self, cgroup: _Cgroup) -> list[int]:
         """The cgroup's counts, its descendants' included where counting is hierarchical."""

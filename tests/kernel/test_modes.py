@@ -6,10 +6,13 @@ cgroup and before starting its workload, as a collector scraping every few secon
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +58,8 @@ def procfs_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProc
 def cgroup_value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
     """The value of a cgroup's series, which must exist (a missing series is a failure, never 0)."""
     value = scrape.value(name, cgroup=cgroup, container_id="", **labels)
-    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape"
+    near = [dict(k) for k in scrape.find(name) if cgroup.split("/")[1] in dict(k).get("cgroup", "")]
+    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape; nearby: {near}"
     return value
 
 
@@ -86,6 +90,32 @@ def test_perf_mode_counts_every_yield(
     workload = Workload(yielder, group, calls, threads)
     try:
         assert cgroup_value(perf_agent.scrape(), YIELDS, path) == calls * threads == workload.truth["yields"]
+    finally:
+        workload.release()
+
+
+def perf_event_fds(pid: int) -> int:
+    """perf events a process holds open."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd) == "anon_inode:[perf_event]"
+    return count
+
+
+def test_perf_mode_counts_a_new_cgroup_from_its_start_without_a_scrape(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    perf_agent.scrape()
+    before = perf_event_fds(perf_agent.process.pid)
+    group = cgroups.make("perf-new")  # the agent's watcher opens its counters as the directory is made
+    deadline = time.monotonic() + 5
+    while perf_event_fds(perf_agent.process.pid) <= before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert perf_event_fds(perf_agent.process.pid) > before, "no counters opened for the new cgroup"
+    workload = Workload(yielder, group, 5_000, 2)
+    try:
+        assert cgroup_value(perf_agent.scrape(), YIELDS, cgroups.relative(group)) == 10_000
     finally:
         workload.release()
 
@@ -233,3 +263,19 @@ def test_auto_mode_falls_back_to_procfs_without_bpf_or_perf(cgroups: CgroupSandb
     assert "mode           procfs (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
     assert "perf counters cannot either: the kernel refused perf_event_open(): EACCES" in said
     assert "  missing      sched_yield and futex counts" in said
+
+
+def test_perf_counters_are_bounded_and_what_is_left_out_is_counted(cgroups: CgroupSandbox, tmp_path: Path) -> None:
+    agent = start_agent(tmp_path / "agent.log", "--mode", "perf", "--max-cgroups", "2", "--no-collector.sched")
+    try:
+        for index in range(3):
+            cgroups.make(f"bound{index}")
+        scrape = agent.scrape()
+        cpus = len(os.sched_getaffinity(0))
+        counters = scrape.value("schedwatch_perf_counters_open")
+        assert counters is not None and counters % (2 * cpus) == 0 and 0 < counters <= 2 * 10 * cpus
+        uncounted = scrape.value("schedwatch_perf_cgroups_uncounted")
+        assert uncounted is not None and uncounted >= 3, "the three new cgroups cannot all be counted"
+        assert perf_event_fds(agent.process.pid) == counters
+    finally:
+        assert agent.stop() == 0, agent.log()
