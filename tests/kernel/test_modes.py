@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.kernel.conftest import GRACE_SECONDS
+from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.scrape import Scrape
-from tests.support.workloads import CgroupSandbox, Workload, build
+from tests.support.workloads import SOURCES, CgroupSandbox, Workload, build
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -178,6 +179,37 @@ def test_perf_mode_says_so_and_fakes_nothing(perf_agent: AgentProcess, cgroups: 
     checked = subprocess.run([promtool, "check", "metrics"], input=scrape.text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip() == "" and checked.stderr.strip() == "", checked.stdout + checked.stderr
+
+
+def test_perf_mode_sees_the_numpy126_pool_storm_call_for_call_with_bpf_mode(
+    perf_agent: AgentProcess,
+    agent: AgentProcess,
+    cgroups: CgroupSandbox,
+    numpy126: Path,  # noqa: F811 (the fixture imported above)
+) -> None:
+    # Both agents watch the same cgroup: BPF mode's count is the ground truth for a workload nobody can predict.
+    group, path = new_cgroup(perf_agent, cgroups, "perf-numpy126")
+    agent.scrape()
+    command = [sys.executable, str(SOURCES / "blas_pool.py"), "4", "2"]  # 4 workers, BLAS pools busy for 2 s
+    enter = f'echo $$ > {group}/cgroup.procs && exec "$@"'
+    pool = subprocess.Popen(
+        ["sh", "-c", enter, "sh", *command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(numpy126)},
+    )
+    try:
+        assert pool.stdout is not None
+        truth = json.loads(pool.stdout.readline())
+        assert truth["numpy"] == "1.26.4"
+    finally:
+        assert pool.stdin is not None
+        pool.stdin.close()
+        pool.wait(timeout=60)
+    by_perf = cgroup_value(perf_agent.scrape(), YIELDS, path)
+    by_bpf = cgroup_value(agent.scrape(), YIELDS, path)
+    assert by_perf > 10_000, "4 idle OpenBLAS 0.3.23 pools on 2 CPUs spin in sched_yield"
+    assert by_perf == by_bpf
 
 
 # --- procfs (and perf mode's scheduler half) ---------------------------------------------------------------------
