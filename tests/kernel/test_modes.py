@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.kernel.conftest import GRACE_SECONDS
+from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.scrape import Scrape
@@ -249,6 +250,23 @@ def test_threads_that_exit_between_scrapes_are_counted_from_their_exit_records(
     assert cgroup_value(scrape, RUNQ_WAIT, path) - before == pytest.approx(expected_wait, rel=0.05)
     assert cgroup_value(scrape, ONCPU, path) - cgroup_value(seen, ONCPU, path) == pytest.approx(expected_run, rel=0.05)
     assert scrape.value("schedwatch_task_exits_unrecorded_total") is not None
+
+
+def test_throttling_is_exact_without_bpf(procfs_agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path) -> None:
+    v2, cpu, dirs = quota_cgroup(cgroups, "procfs-quota")
+    workload = Workload(spinner, dirs, 2, 1.5, -1)  # two busy threads against half a CPU
+    try:
+        before = throttling(cpu)
+        scrape = procfs_agent.scrape()
+        after = throttling(cpu)
+        assert before[1] >= 10, f"only {before[1]} throttled periods: the quota did not bite"
+        path = cgroups.relative(v2)
+        names = ("cpu_periods_total", "cpu_throttled_periods_total", "cpu_throttled_seconds_total")
+        for name, low, high in zip(names, before, after, strict=True):
+            assert low <= cgroup_value(scrape, f"schedwatch_{name}", path) <= high, name
+        assert cgroup_value(scrape, "schedwatch_cpu_limit_cores", path) == 0.5
+    finally:
+        workload.release()
 
 
 # --- auto mode --------------------------------------------------------------------------------------------------
