@@ -88,15 +88,18 @@ class TaskSchedstat:
                 del self._threads[tid]
                 self._unrecorded += 1
         self._started = True
-        self._paths.update(paths)
+        # Paths of the cgroups with totals only: a removed cgroup is reported once more under its last path.
+        self._paths = {c: paths.get(c) or self._paths.get(c, "") for c in self._totals if c != UNPLACED}
         cgroups: dict[int, tuple[str | None, list[int]]] = {}
-        for cgroup_id, totals in self._totals.items():
-            cgroups[cgroup_id] = (paths.get(cgroup_id), list(totals))
-        for cgroup_id in [c for c in self._totals if c not in paths and c != UNPLACED]:
-            cgroups[cgroup_id] = (self._paths.get(cgroup_id), list(self._totals[cgroup_id]))
-            if not any(thread.cgroup_id == cgroup_id for thread in self._threads.values()):
-                del self._totals[cgroup_id]  # reported once more, with its last path; the table keeps it
-                self._paths.pop(cgroup_id, None)
+        referenced = {thread.cgroup_id for thread in self._threads.values()}
+        for cgroup_id, totals in list(self._totals.items()):
+            if cgroup_id in paths or cgroup_id == UNPLACED:
+                cgroups[cgroup_id] = (paths.get(cgroup_id), list(totals))
+                continue
+            cgroups[cgroup_id] = (self._paths.get(cgroup_id) or None, list(totals))
+            if cgroup_id not in referenced:  # the table keeps what it counted from here on
+                del self._totals[cgroup_id]
+                del self._paths[cgroup_id]
         return SchedstatSnapshot(cgroups, self._unrecorded, self._exits is not None)
 
     def close(self) -> None:

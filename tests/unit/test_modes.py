@@ -153,3 +153,23 @@ def test_schedstat_totals_grow_by_what_threads_add_and_count_new_threads_whole(t
     assert snapshot.cgroups[app][1] == [1_300, 140], "counters never go backwards"
     assert snapshot.exits_unrecorded == 0, "an exit record may still be on its way"
     assert source.read().exits_unrecorded == 1
+
+
+def test_a_removed_cgroup_is_reported_under_its_last_path_then_forgotten(tmp_path: Path) -> None:
+    tree, proc = tmp_path / "cgroup", tmp_path / "proc"
+    (tree / "job").mkdir(parents=True)
+    proc.mkdir()
+    (tree / "cgroup.procs").write_text("")
+    (tree / "cgroup.threads").write_text("")
+    (tree / "job" / "cgroup.threads").write_text("")
+    source = TaskSchedstat(tree, "cgroup.threads", None, proc)
+    job = (tree / "job").stat().st_ino
+    source.read()
+    write_thread(proc, 20, 700, 70)
+    (tree / "job" / "cgroup.threads").write_text("20\n")
+    assert source.read().cgroups[job] == ("/job", [700, 70])
+    (tree / "job" / "cgroup.threads").unlink()
+    (tree / "job").rmdir()  # its thread exited with it, no exit record
+    assert source.read().cgroups[job] == ("/job", [700, 70])
+    assert source.read().cgroups[job] == ("/job", [700, 70]), "reported once more after its thread is given up"
+    assert job not in source.read().cgroups
