@@ -294,8 +294,9 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
         report["mode_collectors"] = {name: asdict(result) for name, result in fallback.items()}
         print(json.dumps(report, indent=2, default=str))
     else:
-        print(_report_text(facts, results, runtimes, context.keys))
-        print(_mode_text(settings.mode, mode, fallback))
+        # The mode goes with the machine's facts, before the collectors block (which stays last).
+        head, block, collectors = _report_text(facts, results, runtimes, context.keys).partition("\ncollectors\n")
+        print(f"{head}\n{_mode_text(settings.mode, mode, fallback)}{block}{collectors}")
     return 0 if all(result.ok for result in results.values()) else 1
 
 
@@ -325,16 +326,16 @@ def _check_collectors(
 
 
 def _mode_text(requested: str, mode: modes.ModeChoice, fallback: dict[str, Availability]) -> str:
-    lines = [f"mode           {mode.mode} (--mode {requested}): {mode.reason}"]
-    lines += [f"  missing      {what}" for what in mode.missing]
+    lines = [f"  mode         {mode.mode} (--mode {requested}): {mode.reason}"]
+    lines += [f"  mode lacks   {what}" for what in mode.missing]
     if mode.fix:
-        lines.append(f"  to get more  {mode.fix}")
+        lines.append(f"  mode fix     {mode.fix}")
     factories = {factory.name: factory for factory in modes.factories(mode.mode)}
     for name, result in fallback.items():
         if result.ok:
-            lines.append(f"  {name:<12} ok    {factories[name].description}")
+            lines.append(f"  mode runs    {name} ok: {factories[name].description}")
         else:
-            lines.append(f"  {name:<12} CANNOT RUN: {result.reason} — fix: {result.fix}")
+            lines.append(f"  mode runs    {name} CANNOT RUN: {result.reason} — fix: {result.fix}")
     return "\n".join(lines)
 
 

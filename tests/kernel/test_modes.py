@@ -294,9 +294,11 @@ def test_auto_mode_falls_back_to_perf_counters_when_bpf_is_refused(
     finally:
         assert agent.stop() == 0, agent.log()
     said = check(prefix=KEEP_PERFMON_ONLY).stdout
-    assert "mode           perf (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
-    assert "  missing      futex wait time and its histogram" in said
-    assert "  to get more  run as root, or add BPF to securityContext.capabilities.add" in said
+    assert "  mode         perf (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
+    assert "  mode lacks   futex wait time and its histogram" in said
+    assert "  mode fix     run as root, or add BPF to securityContext.capabilities.add" in said
+    assert "  mode runs    syscalls ok: sched_yield and futex calls by op (counting perf events" in said
+    assert said.index("  mode ") < said.index("\ncollectors\n"), "the collectors block stays last"
 
 
 def test_auto_mode_falls_back_to_procfs_without_bpf_or_perf(cgroups: CgroupSandbox, tmp_path: Path) -> None:
@@ -310,9 +312,9 @@ def test_auto_mode_falls_back_to_procfs_without_bpf_or_perf(cgroups: CgroupSandb
     finally:
         assert agent.stop() == 0, agent.log()
     said = check(prefix=DROP_BPF_AND_PERF).stdout
-    assert "mode           procfs (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
+    assert "  mode         procfs (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
     assert "perf counters cannot either: the kernel refused perf_event_open(): EACCES" in said
-    assert "  missing      sched_yield and futex counts" in said
+    assert "  mode lacks   sched_yield and futex counts" in said
 
 
 def test_perf_counters_are_bounded_and_what_is_left_out_is_counted(cgroups: CgroupSandbox, tmp_path: Path) -> None:
