@@ -26,6 +26,9 @@ MAP_ENTRIES = "schedwatch_bpf_map_entries"
 WORKLOAD_MAP = "cgroups"  # the per-workload map of each BPF program, as bpftool names it
 
 
+SETTLE_SECONDS = 2.0
+
+
 def expected_yields(index: int) -> int:
     """Ground truth of the workload in cgroup *index*: distinct per cgroup, so a swapped count shows."""
     return 1_000 + index
@@ -178,12 +181,13 @@ class Churn:
                 time.sleep(1)
         raise AssertionError("unreachable")
 
-    def sample(self, phase: str, round_number: int) -> Scrape:
-        """Scrape the agent, record what it holds, and return the scrape."""
-        return self._sample(phase, round_number)[0]
+    def sample(self, phase: str, round_number: int, settle: float = 0.0) -> Scrape:
+        """Scrape the agent, record what it holds (*settle* seconds after the scrape), and return the scrape."""
+        return self._sample(phase, round_number, settle)[0]
 
-    def _sample(self, phase: str, round_number: int) -> tuple[Scrape, Sample]:
+    def _sample(self, phase: str, round_number: int, settle: float = 0.0) -> tuple[Scrape, Sample]:
         scrape, began, took = self.scrape()
+        time.sleep(settle)
         rss, anon = agent_memory_kb(self.agent.process.pid)
         sample = Sample(
             seconds=round(began - self._started, 1),
@@ -259,7 +263,9 @@ class Churn:
                     wrong[path] = (expected, seen[path])
         time.sleep(self.grace_seconds + 1)
         self.scrape()  # the first scrape after the grace period drops the expired series
-        expired = self.sample("expired", number)
+        # Memory is read once the agent has handed the scrape's freed pages back (within ~1.2 s of a scrape): what
+        # it keeps, not the garbage of the scrape in flight.
+        expired = self.sample("expired", number, settle=SETTLE_SECONDS)
         result.series_left = series_under(expired, self.prefix)
         result.map_keys_left = len(cgroup_ids & set(agent_map_keys(self.agent, WORKLOAD_MAP)))
         result.seconds = round(time.monotonic() - began, 1)
