@@ -277,10 +277,18 @@ def check(*flags: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProc
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.parametrize(
+    ("how", "reason", "fix"),
+    [
+        ("capabilities", "missing CAP_BPF", "run as root, or add BPF to securityContext.capabilities.add"),
+        ("seccomp", "the kernel refused bpf() EPERM", "run with seccompProfile: Unconfined"),
+    ],
+)
 def test_auto_mode_falls_back_to_perf_counters_when_bpf_is_refused(
-    cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
+    cgroups: CgroupSandbox, yielder: Path, tmp_path: Path, how: str, reason: str, fix: str
 ) -> None:
-    agent = start_agent(tmp_path / "agent.log", prefix=KEEP_PERFMON_ONLY)
+    prefix = KEEP_PERFMON_ONLY if how == "capabilities" else (str(build("no_bpf")),)
+    agent = start_agent(tmp_path / "agent.log", prefix=prefix)
     try:
         group, path = new_cgroup(agent, cgroups, "auto-perf")
         Workload(yielder, group, 4_321, 2, hold=False)
@@ -290,13 +298,13 @@ def test_auto_mode_falls_back_to_perf_counters_when_bpf_is_refused(
         assert scrape.value("schedwatch_source_up", source="syscalls") == 1
         logged = [json.loads(line) for line in agent.log().splitlines() if '"event": "mode"' in line]
         assert len(logged) == 1 and logged[0]["mode"] == "perf", agent.log()
-        assert "missing CAP_BPF" in logged[0]["reason"]
+        assert reason in logged[0]["reason"]
     finally:
         assert agent.stop() == 0, agent.log()
-    said = check(prefix=KEEP_PERFMON_ONLY).stdout
-    assert "  mode         perf (--mode auto): BPF cannot run: missing CAP_BPF" in said, said
+    said = check(prefix=prefix).stdout
+    assert f"  mode         perf (--mode auto): BPF cannot run: {reason}" in said, said
     assert "  mode lacks   futex wait time and its histogram" in said
-    assert "  mode fix     run as root, or add BPF to securityContext.capabilities.add" in said
+    assert f"  mode fix     {fix}" in said
     assert "  mode runs    syscalls ok: sched_yield and futex calls by op (counting perf events" in said
     assert said.index("  mode ") < said.index("\ncollectors\n"), "the collectors block stays last"
 
