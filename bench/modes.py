@@ -11,9 +11,12 @@ scrapes, with the cgroups and threads this machine has.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from bench.syscalls import floor
 
 SYSCALLS_ONLY = ("--no-collector.sched", "--no-collector.cgroup_cpu")
 SCRAPES = 5
+EXTRA_CGROUPS = 500
 
 
 def pinned_loop(binary: Path, name: str, mode: str, count: int) -> Workload:
@@ -81,6 +85,27 @@ def cgroup_count() -> int:
     return sum(1 for _ in root.rglob("cgroup.procs")) if root else 0
 
 
+@contextlib.contextmanager
+def extra_cgroups(count: int) -> Iterator[None]:
+    """*count* empty cgroups made for the measurement, removed after it."""
+    from agent.cgroups import read_layout
+
+    root = read_layout().unified
+    assert root is not None, "no cgroup2 mount"
+    base = root / f"schedwatch-bench-{os.getpid()}"
+    base.mkdir()
+    made = []
+    try:
+        for index in range(count):
+            (base / f"c{index}").mkdir()
+            made.append(base / f"c{index}")
+        yield
+    finally:
+        for path in made:
+            path.rmdir()
+        base.rmdir()
+
+
 def run(repetitions: int) -> dict[str, Any]:
     """Measure every configuration, then perf mode's scrape cost."""
     require("perf", "gcc", "taskset")
@@ -94,7 +119,16 @@ def run(repetitions: int) -> dict[str, Any]:
     medians = {config: {w: median(v) for w, v in values.items()} for config, values in samples.items()}
     cgroups = cgroup_count()
     scrapes = {mode: scrape_cost(mode) for mode in ("bpf", "perf", "procfs")}
-    return {"repetitions": repetitions, "samples": samples, "medians": medians, "cgroups": cgroups, "scrape": scrapes}
+    with extra_cgroups(EXTRA_CGROUPS):
+        crowded = {"cgroups": cgroup_count(), "perf": scrape_cost("perf")}
+    return {
+        "repetitions": repetitions,
+        "samples": samples,
+        "medians": medians,
+        "cgroups": cgroups,
+        "scrape": scrapes,
+        "crowded": crowded,
+    }
 
 
 def report(result: dict[str, Any]) -> str:
@@ -113,4 +147,12 @@ def report(result: dict[str, Any]) -> str:
         parts = [f"{name} {seconds * 1000:.1f}" for name, seconds in costs.items() if name != "perf_counters_open"]
         counters = f"; {costs['perf_counters_open']:.0f} perf counters open" if mode == "perf" else ""
         lines.append(f"- {mode}: " + ", ".join(parts) + counters)
+    crowded = result["crowded"]
+    costs = crowded["perf"]
+    parts = [f"{name} {seconds * 1000:.1f}" for name, seconds in costs.items() if name != "perf_counters_open"]
+    lines.append(
+        f"- perf, with {crowded['cgroups']} cgroups ({EXTRA_CGROUPS} empty ones added): "
+        + ", ".join(parts)
+        + f"; {costs['perf_counters_open']:.0f} perf counters open"
+    )
     return "\n".join(lines)
