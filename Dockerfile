@@ -4,7 +4,7 @@
 FROM docker.io/library/debian:bookworm-slim
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv python3-bpfcc ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-bpfcc python3-rich ca-certificates \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 
 # PIP_CERT: a CA bundle for a TLS-inspecting proxy in front of the package index, if the build host has one

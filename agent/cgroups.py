@@ -307,6 +307,71 @@ def read_cpu_v1(
     return CpuControl(stat.get("nr_periods", 0), stat.get("nr_throttled", 0), stat.get("throttled_time", 0), limit)
 
 
+@dataclass(frozen=True)
+class CpuUsage:
+    """CPU time used by a cgroup and its descendants since it was made, in nanoseconds."""
+
+    user_ns: int
+    system_ns: int
+
+
+def read_usage_v2(root: Path, relative: str) -> CpuUsage | None:
+    """user_usec and system_usec of a cgroup2 cpu.stat (there whether or not the cpu controller is enabled)."""
+    stat = parse_flat_keyed(_read(root / relative.lstrip("/") / "cpu.stat") or "")
+    if "user_usec" not in stat or "system_usec" not in stat:
+        return None
+    return CpuUsage(stat["user_usec"] * 1000, stat["system_usec"] * 1000)
+
+
+def read_usage_v1(cpuacct_root: Path, relative: str) -> CpuUsage | None:
+    """CPU used by a v1 cpuacct cgroup: cpuacct.usage (ns, exact) split in the ratio of its user and system ticks.
+
+    cpuacct.usage_user/usage_sys (and cpuacct.stat) are sampled at each tick, so their sum drifts from the exact
+    total by several percent; the kernel scales cgroup2's cpu.stat the same way. The split of two readings can
+    move back slightly: :class:`MonotonicSplit` keeps each part from going backwards.
+    """
+    directory = cpuacct_root / relative.lstrip("/")
+    total = parse_int(_read(directory / "cpuacct.usage") or "")
+    if total is None:
+        return None
+    user = parse_int(_read(directory / "cpuacct.usage_user") or "")
+    system = parse_int(_read(directory / "cpuacct.usage_sys") or "")
+    if user is None or system is None:
+        stat = parse_flat_keyed(_read(directory / "cpuacct.stat") or "")
+        user, system = stat.get("user"), stat.get("system")
+    if user is None or system is None:
+        return None
+    if user + system == 0:
+        return CpuUsage(total, 0)
+    user_ns = round(total * user / (user + system))
+    return CpuUsage(user_ns, total - user_ns)
+
+
+class MonotonicSplit:
+    """Keeps the user and system parts of a growing total from going backwards (as the kernel's cputime_adjust)."""
+
+    def __init__(self) -> None:
+        self._last: dict[object, CpuUsage] = {}
+
+    def adjust(self, key: object, usage: CpuUsage) -> CpuUsage:
+        """*usage* with neither part below its last value for *key* (the total is kept when it grew)."""
+        last = self._last.get(key)
+        if last is not None:
+            total = usage.user_ns + usage.system_ns
+            if total < last.user_ns + last.system_ns:
+                usage = last  # a reading older than the last one: keep the last
+            elif usage.user_ns < last.user_ns:
+                usage = CpuUsage(last.user_ns, total - last.user_ns)
+            elif usage.system_ns < last.system_ns:
+                usage = CpuUsage(total - last.system_ns, last.system_ns)
+        self._last[key] = usage
+        return usage
+
+    def keep_only(self, keys: set[object]) -> None:
+        """Forget keys no longer read."""
+        self._last = {key: value for key, value in self._last.items() if key in keys}
+
+
 def parse_proc_cgroup(text: str) -> dict[str, str]:
     """/proc/PID/cgroup -> {controller or '' for cgroup2: path}."""
     paths = {}

@@ -15,8 +15,10 @@ from typing import Any
 from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, modes, registry
+from agent.collectors.cgroup_cpu import online_cpus
 from agent.collectors.common import workload_map_size
-from agent.commands import analyze, compare
+from agent.commands import analyze, compare, diagnose
+from agent.diagnosis.live.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
@@ -49,16 +51,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     analyze.add_parser(commands)
     compare.add_parser(commands)
+    diagnose_parser = diagnose.add_parser(commands, names)
     args = parser.parse_args(argv)
     if (handler := getattr(args, "handler", None)) is not None:
         return int(handler(args))
     try:
         settings = config.from_args(args, names)
     except config.ConfigError as error:
-        (run_parser if args.command == "run" else check_parser).error(str(error))
+        {"run": run_parser, "check": check_parser, "diagnose": diagnose_parser}[args.command].error(str(error))
     log.configure(settings.log_level, settings.log_format)
     if args.command == "run":
         return run(settings)
+    if args.command == "diagnose":
+        return diagnose.run(args, settings, _prepare_machine, build_identities, build_context)
     try:
         return check(settings, args.format, load=not args.no_load)
     except BrokenPipeError:  # `schedwatch check | head`: the reader has what it wanted
@@ -129,6 +134,7 @@ def run(settings: config.Settings) -> int:
         facts.release,
         lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled()),
         identities,
+        StandingFindings(online_cpus()),
         mode=mode.mode,
     )
     try:

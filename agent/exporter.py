@@ -11,6 +11,7 @@ from prometheus_client.core import Metric
 
 from agent import __version__, metrics
 from agent.collectors import Collector
+from agent.diagnosis.live.standing import StandingFindings
 from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
@@ -28,9 +29,11 @@ class AgentCollector:
         kernel_release: str,
         bpf_stats_on: Callable[[], bool],
         identities: IdentityResolver,
+        findings: StandingFindings | None = None,
         mode: str = "bpf",
     ) -> None:
         self._identities = identities
+        self._findings = findings
         self._mode = mode
         self._running = running
         self._unavailable = unavailable
@@ -88,7 +91,10 @@ class AgentCollector:
         for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
             lookups.add_metric([runtime, result], count)
         self._identities.forget_unwanted()
-        return [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        families = [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        if self._findings is not None:
+            families += self._findings.families(families)
+        return families
 
 
 def _merge(merged: dict[str, Metric], family: Metric) -> None:

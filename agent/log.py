@@ -11,6 +11,16 @@ LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("auto", "json", "console")
 
 
+class _CurrentStderr:
+    """Whatever sys.stderr is when a line is written (it may be replaced after configure(), e.g. by a test)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "info", fmt: str = "auto") -> None:
     """Set up structlog once for the process; logs go to stderr."""
     console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
@@ -25,7 +35,7 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
 

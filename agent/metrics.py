@@ -134,11 +134,25 @@ CPU_LIMIT_CORES = GaugeSpec(
     "the machine's online CPUs when neither limits it.",
     WORKLOAD_LABELS,
 )
+CPU_USAGE_SECONDS = CounterSpec(
+    "schedwatch_cpu_usage_seconds",
+    "CPU time used by the workload's cgroup and its descendants, by mode (user, system), from the cgroup's "
+    "cpu.stat (cgroup2) or cpuacct (v1). Not exported for the root cgroup, whose totals are the machine's.",
+    (*WORKLOAD_LABELS, "mode"),
+)
 THREADS = GaugeSpec(
     "schedwatch_threads",
     "Threads in the workload's cgroups now. Compare with schedwatch_cpu_limit_cores: far more busy threads "
     "than cores is oversubscription.",
     WORKLOAD_LABELS,
+)
+
+# --- diagnosis: the rules run on the agent's own series -----------------------------------------
+FINDING = GaugeSpec(
+    "schedwatch_finding",
+    "1 while the diagnosis rules name this cause for the workload, judged on its counts over the last 10 s or "
+    "more (schedwatch diagnose on the node adds its processes, libraries and the fix).",
+    ("cause", "mechanism", *WORKLOAD_LABELS),
 )
 
 # --- the agent itself ---------------------------------------------------------------------------

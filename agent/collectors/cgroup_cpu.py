@@ -1,9 +1,14 @@
-"""The cgroup_cpu collector: CPU limit, throttling and thread count per workload, from cgroup files.
+"""The cgroup_cpu collector: CPU limit, throttling, CPU used and thread count per workload, from cgroup files.
 
 cgroup2 files are used where the cpu controller is enabled there; on hybrid hosts (cpu controller in the v1
 hierarchy) each cgroup2 directory is matched to its v1 cpu and cpuset cgroups through the same relative path or,
 failing that, through /proc/PID/cgroup of one of its processes. On hosts without cgroup2 the v1 cpu hierarchy
 itself is walked.
+
+CPU used comes from cgroup2's cpu.stat (user_usec, system_usec: there even when the cpu controller lives in v1),
+else from the v1 cpuacct files. The kernel counts it for a cgroup and its descendants together, so of the cgroups
+of one workload (a container's nested cgroups) only the outermost are summed, and the root cgroup, whose totals are
+the whole machine's, gets none.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ from agent.cgroups import (
     CgroupLayout,
     CgroupPathResolver,
     CpuControl,
+    CpuUsage,
+    MonotonicSplit,
     count_threads,
     first_process,
     parse_cpu_list,
     parse_proc_cgroup,
     read_cpu_v1,
     read_cpu_v2,
+    read_usage_v1,
+    read_usage_v2,
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.facts import MachineFacts
@@ -97,6 +106,8 @@ class CgroupCpuCollector:
         self._tracked: set[int] = set()
         self._v1_paths: dict[int, tuple[str, str]] = {}
         self._table = CounterTable(width=3, grace_seconds=context.settings.series_grace_seconds)
+        self._usage_table = CounterTable(width=2, grace_seconds=context.settings.series_grace_seconds)
+        self._v1_split = MonotonicSplit()
 
     def collect(self) -> list[Metric]:
         """Read every tracked cgroup's files and build the families."""
@@ -105,6 +116,7 @@ class CgroupCpuCollector:
         threads: dict[Labels, int] = {}
         limits: dict[Labels, float] = {}
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        usages: dict[Labels, list[tuple[str, Hashable, CpuUsage]]] = {}
         for cgroup_id, path in paths.items():
             count = count_threads(self._root, path, self._threads_file)
             if count is None or (count == 0 and cgroup_id not in self._tracked):
@@ -115,6 +127,10 @@ class CgroupCpuCollector:
             labels = workload_for_cgroup(path, self._identities).labels()
             threads[labels] = threads.get(labels, 0) + count
             source, control = self._read(cgroup_id, path)
+            if path != "/":
+                usage = self._read_usage(cgroup_id, path, source)
+                if usage is not None:
+                    usages.setdefault(labels, []).append((path, usage[0], usage[1]))
             if control is None:
                 continue
             limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
@@ -125,6 +141,9 @@ class CgroupCpuCollector:
         self._tracked &= set(paths)
         self._v1_paths = {k: v for k, v in self._v1_paths.items() if k in self._tracked}
         self._table.update(live)
+        live_usage = _outermost(usages)
+        self._v1_split.keep_only(set(live_usage))
+        self._usage_table.update(live_usage)
         return self._families(threads, limits)
 
     def close(self) -> None:
@@ -140,6 +159,24 @@ class CgroupCpuCollector:
         cpu_path, cpuset_path = self._v1_paths.get(cgroup_id) or self._find_v1_paths(cgroup_id, path, cpu_root)
         control = read_cpu_v1(cpu_root, cpu_path, self._layout.v1.get("cpuset"), cpuset_path, self._cpus)
         return ("v1", cpu_path), control
+
+    def _read_usage(self, cgroup_id: int, path: str, v1_source: Hashable) -> tuple[Hashable, CpuUsage] | None:
+        """CPU used by the cgroup (and its descendants): cgroup2's cpu.stat, else the v1 cpuacct cgroup."""
+        assert self._root is not None
+        if self._threads_file == "cgroup.threads":
+            usage = read_usage_v2(self._root, path)
+            if usage is not None:
+                return ("v2", cgroup_id), usage
+        cpuacct_root = self._layout.v1.get("cpuacct")
+        if cpuacct_root is None or not isinstance(v1_source, tuple) or v1_source[0] != "v1":
+            return None
+        cpu_path = str(v1_source[1])
+        if cpu_path == "/":
+            return None
+        # cpuacct is mounted with cpu almost everywhere; elsewhere runtimes mirror the path in every hierarchy.
+        usage = read_usage_v1(cpuacct_root, cpu_path)
+        source = ("cpuacct", cpu_path)
+        return None if usage is None else (source, self._v1_split.adjust(source, usage))
 
     def _find_v1_paths(self, cgroup_id: int, path: str, cpu_root: Path) -> tuple[str, str]:
         """v1 cpu and cpuset paths of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""
@@ -161,6 +198,10 @@ class CgroupCpuCollector:
         throttled_seconds = metrics.CPU_THROTTLED_SECONDS.family()
         limit = metrics.CPU_LIMIT_CORES.family()
         thread_count = metrics.THREADS.family()
+        usage = metrics.CPU_USAGE_SECONDS.family()
+        for labels, row in self._usage_table.rows():
+            usage.add_metric([*labels, "user"], row[0] / 1e9)
+            usage.add_metric([*labels, "system"], row[1] / 1e9)
         for labels, row in self._table.rows():
             periods.add_metric(labels, row[0])
             throttled.add_metric(labels, row[1])
@@ -171,7 +212,22 @@ class CgroupCpuCollector:
             thread_count.add_metric(labels, count)
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(threads))
-        return [periods, throttled, throttled_seconds, limit, thread_count, tracked]
+        return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]
+
+
+def _outermost(
+    usages: dict[Labels, list[tuple[str, Hashable, CpuUsage]]],
+) -> dict[Hashable, tuple[Labels, Sequence[int]]]:
+    """Per source, the usage of each workload's cgroups that have no ancestor among that workload's cgroups."""
+    live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+    for labels, found in usages.items():
+        paths = {path for path, _source, _usage in found}
+        for path, source, usage in found:
+            parents = path.split("/")
+            if any("/".join(parents[:depth]) in paths for depth in range(2, len(parents))):
+                continue
+            live.setdefault(source, (labels, [usage.user_ns, usage.system_ns]))
+    return live
 
 
 def _start(context: CollectorContext) -> Collector:
@@ -180,7 +236,8 @@ def _start(context: CollectorContext) -> Collector:
 
 FACTORY = CollectorFactory(
     name=NAME,
-    description="CPU limit, throttling and threads per workload (cgroup cpu.stat, cpu.max / cfs quota, cpuset)",
+    description="CPU limit, throttling, CPU used and threads per workload (cgroup cpu.stat, cpuacct, cpu.max / "
+    "cfs quota, cpuset)",
     check=check,
     start=_start,
 )

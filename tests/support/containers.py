@@ -321,6 +321,7 @@ def daemonset_run_options(daemonset: dict[str, Any]) -> tuple[list[str], list[st
         options.append("--read-only")
     if security.get("allowPrivilegeEscalation") is False:
         options += ["--security-opt", "no-new-privileges"]
+    options += [f"--env={variable['name']}={variable['value']}" for variable in container.get("env", [])]
     volumes = {v["name"]: v for v in pod["volumes"]}
     for mount in container["volumeMounts"]:
         volume = volumes[mount["name"]]

@@ -1,0 +1,262 @@
+"""`schedwatch diagnose`: sample the workloads for a while, name what slows them and how to fix it.
+
+Three sources of the same series: the collectors loaded in this process (default; needs what `schedwatch run`
+needs), a running agent (``--from http://HOST:PORT``), or a Prometheus server that scrapes the agents
+(``--from prometheus+http://HOST:9090``: every node's workloads ranked, or one node's with ``--node``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.core import Metric
+
+from agent import bpf, config, log
+from agent.cgroups import layout_under, read_layout
+from agent.collectors import Collector, CollectorContext, registry
+from agent.commands.output import print_json, to_stdout
+from agent.diagnosis.findings import Diagnosis
+from agent.diagnosis.live.fleet import NodeWindow, PrometheusSource, is_prometheus
+from agent.diagnosis.live.gather import NothingMatches, facts_from_window, ranked, sample_live
+from agent.diagnosis.live.members import Filter, NoSuchProcess, filter_for_pid
+from agent.diagnosis.live.ranking import score, shares
+from agent.diagnosis.live.sources import AgentSource, CollectedSource, Source, SourceError
+from agent.diagnosis.live.window import workload_views
+from agent.diagnosis.report_json import to_json
+from agent.diagnosis.report_text import make_console, render_text
+from agent.diagnosis.rules import diagnose
+from agent.exporter import AgentCollector
+from agent.facts import MachineFacts
+from agent.identity.resolver import IdentityResolver
+from agent.procfs import ProcFS
+
+MIN_SECONDS = 1
+MAX_SECONDS = 600
+DEFAULT_SECONDS = 10
+DEFAULT_FLEET_SECONDS = 300  # Prometheus scrapes every 15-60 s: increase() needs a few scrapes in its range
+FLEET_SCHEMA = "schedwatch.fleet/v1"
+FLEET_TOP = 20  # workloads listed in a fleet ranking
+
+
+def duration(text: str) -> int:
+    """--duration: whole seconds within MIN_SECONDS..MAX_SECONDS."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of seconds") from None
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{seconds} s is out of range: give {MIN_SECONDS} to {MAX_SECONDS} seconds")
+    return seconds
+
+
+def pid_number(text: str) -> int:
+    """--pid: a positive process id."""
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a process id")
+    return int(text)
+
+
+def add_parser(commands: Any, collector_names: list[str]) -> argparse.ArgumentParser:
+    """Register `diagnose` on the `schedwatch` subparsers."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "diagnose", help="sample for a while and name the cause of CPU contention and its fix", description=__doc__
+    )
+    config.add_arguments(parser, collector_names)
+    parser.add_argument(
+        "--duration",
+        type=duration,
+        default=None,
+        help=f"seconds to sample ({MIN_SECONDS}-{MAX_SECONDS}; default {DEFAULT_SECONDS}, or the range of the "
+        f"PromQL queries with a Prometheus: default {DEFAULT_FLEET_SECONDS})",
+    )
+    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
+    parser.add_argument("--pod", default="", help="only workloads of this pod")
+    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
+    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
+    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/diagnosis.md)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        default="",
+        metavar="URL",
+        help="read a running agent (http://HOST:PORT) or a Prometheus server (prometheus+http://HOST:9090) "
+        "instead of loading the collectors here",
+    )
+    parser.add_argument("--node", default="", help="with a Prometheus: the node (instance label) to diagnose")
+    return parser
+
+
+def run(
+    args: argparse.Namespace,
+    settings: config.Settings,
+    prepare_machine: Callable[[config.Settings], MachineFacts],
+    build_identities: Callable[[config.Settings], IdentityResolver],
+    build_context: Callable[[config.Settings, MachineFacts, IdentityResolver], CollectorContext],
+) -> int:
+    """Diagnose and print; 0 when a diagnosis was printed, 2 with a one-line error otherwise."""
+    wanted = Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid)
+    try:
+        if args.node and not is_prometheus(args.source):
+            raise SourceError("--node needs --from prometheus+http://HOST:9090 (a node's own agent is its node)")
+        if is_prometheus(args.source):
+            return _fleet(args, wanted)
+        procfs = ProcFS()
+        wanted = filter_for_pid(procfs, wanted)
+        seconds = args.duration or DEFAULT_SECONDS
+        tree = cgroup_tree(settings.cgroup_root)
+        if args.source:
+            facts = sample_live(AgentSource(args.source), seconds, wanted, procfs, tree)
+        else:
+            with loaded_collectors(settings, prepare_machine, build_identities, build_context) as source:
+                facts = sample_live(source, seconds, wanted, procfs, tree)
+    except (SourceError, NothingMatches, NoSuchProcess) as error:
+        print(f"schedwatch diagnose: {error}", file=sys.stderr)
+        return 2
+    return print_diagnosis(diagnose(facts), args.json)
+
+
+def cgroup_tree(cgroup_root: Path | None) -> Path | None:
+    """The cgroup tree whose directories are the workloads: cgroup2, or the v1 cpu hierarchy without it."""
+    layout = layout_under(cgroup_root) if cgroup_root is not None else read_layout()
+    return layout.unified if layout.unified is not None else layout.v1.get("cpu")
+
+
+@contextmanager
+def loaded_collectors(
+    settings: config.Settings,
+    prepare_machine: Callable[[config.Settings], MachineFacts],
+    build_identities: Callable[[config.Settings], IdentityResolver],
+    build_context: Callable[[config.Settings, MachineFacts, IdentityResolver], CollectorContext],
+) -> Iterator[Source]:
+    """The collectors `schedwatch run` would load, as a source; SourceError when no BPF collector can run."""
+    logger = log.get_logger("diagnose")
+    try:
+        machine = prepare_machine(settings)
+    except OSError as error:
+        raise SourceError(
+            f"cannot inspect this machine for the BPF programs ({error.strerror or error}: {error.filename}); run "
+            "as root, or read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
+        ) from None
+    identities = build_identities(settings)
+    identities.start()
+    context = build_context(settings, machine, identities)
+    running: dict[str, Collector] = {}
+    unavailable: dict[str, str] = {}
+    try:
+        for name, factory in registry().items():
+            if name not in settings.collectors:
+                continue
+            availability = factory.check(machine)
+            if not availability.ok:
+                unavailable[name] = f"{availability.reason} (fix: {availability.fix})"
+                continue
+            try:
+                running[name] = factory.start(context)
+            except bpf.BpfUnavailable as error:
+                unavailable[name] = str(error)
+        if not {"syscalls", "sched"} & set(running):
+            by_reason: dict[str, list[str]] = {}
+            for name, reason in unavailable.items():
+                by_reason.setdefault(reason, []).append(name)
+            reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+            raise SourceError(
+                f"the BPF programs cannot be loaded here ({reasons or 'no BPF collector enabled'}); "
+                "read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
+            )
+        for name, reason in unavailable.items():
+            logger.warning("collector_unavailable", collector=name, reason=reason)
+        collector = AgentCollector(running, unavailable, machine.release, lambda: False, identities)
+
+        def collect() -> list[Metric]:
+            return list(collector.collect())
+
+        yield CollectedSource(collect)
+    finally:
+        for started in running.values():
+            started.close()
+        identities.stop()
+
+
+def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> int:
+    """The diagnosis as JSON, or as a tree on the terminal (plain text when piped); exit status 0."""
+    if as_json:
+        return to_stdout(lambda: print_json(to_json(diagnosis)))
+    title = f"schedwatch diagnose: {', '.join(diagnosis.facts.sources)}"
+    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
+
+
+def _fleet(args: argparse.Namespace, wanted: Filter) -> int:
+    """The Prometheus path: rank every node's workloads, or diagnose one node."""
+    if wanted.pid is not None:
+        raise SourceError("--pid names a process of this machine: run diagnose on its node, without a Prometheus")
+    source = PrometheusSource(args.source)
+    seconds = args.duration or DEFAULT_FLEET_SECONDS
+    windows = source.node_windows(seconds, args.node or None)
+    if args.node:
+        if len(windows) != 1:
+            names = ", ".join(window.instance for window in windows)
+            raise SourceError(f"--node {args.node} names {len(windows)} instances ({names}): give the full instance")
+        (window,) = windows
+        name = f"{source.name} node {window.instance}"
+        facts = facts_from_window(window.window, wanted, name, False, ProcFS(), None, None, 0.0)
+        return print_diagnosis(diagnose(facts), args.json)
+    ranking = fleet_ranking(windows, wanted, seconds)
+    if args.json:
+        return to_stdout(lambda: print_json(ranking))
+    return to_stdout(lambda: print(fleet_text(ranking, args.source)))
+
+
+def fleet_ranking(windows: list[NodeWindow], wanted: Filter, seconds: int) -> dict[str, Any]:
+    """Every node's workloads matching *wanted*, ranked by contention score (JSON, schema FLEET_SCHEMA)."""
+    rows: list[dict[str, Any]] = []
+    for node in windows:
+        for view in ranked(workload_views(node.window, None)):
+            if not wanted.matches(view.ref):
+                continue
+            rows.append(
+                {
+                    "instance": node.instance,
+                    "workload": {
+                        "container_id": view.ref.container_id,
+                        "container": view.ref.container,
+                        "pod": view.ref.pod,
+                        "namespace": view.ref.namespace,
+                        "cgroup": view.ref.cgroup,
+                    },
+                    "name": view.ref.name,
+                    "score": score(view),
+                    "signals": shares(view),
+                    "sched_yield_per_second": view.rate(view.sched_yield_calls),
+                    "futex_per_second": view.rate(view.futex_total),
+                    "runqueue_wait_per_second": view.rate(view.runqueue_wait_seconds),
+                    "cpu_limit_cores": view.cpu_limit_cores,
+                    "cpu_used_cores": view.cpu_used_cores,
+                    "threads": view.threads,
+                }
+            )
+    rows.sort(key=lambda row: (-row["score"], row["instance"], row["name"]))
+    return {
+        "schema": FLEET_SCHEMA,
+        "window_seconds": seconds,
+        "nodes": [node.instance for node in windows],
+        "workloads": rows[:FLEET_TOP],
+        "next": "schedwatch diagnose --from <this Prometheus> --node INSTANCE for one node's findings; "
+        "processes, libraries and thread variables need `schedwatch diagnose` on that node",
+    }
+
+
+def fleet_text(ranking: dict[str, Any], url: str) -> str:
+    """The fleet ranking as plain text."""
+    lines = [f"workloads of {len(ranking['nodes'])} nodes by contention over {ranking['window_seconds']} s:"]
+    for row in ranking["workloads"]:
+        strongest = max(row["signals"].items(), key=lambda item: item[1], default=("nothing", 0.0))
+        lines.append(f"  {row['score']:7.2f}  {row['instance']}  {row['name']}  (strongest: {strongest[0]})")
+    lines.append(f"next: schedwatch diagnose --from {url} --node INSTANCE")
+    lines.append("processes, libraries and thread variables: run `schedwatch diagnose` on that node")
+    return "\n".join(lines)

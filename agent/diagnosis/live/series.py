@@ -1,0 +1,123 @@
+"""One reading of schedwatch's series, whatever served them, as per-workload totals.
+
+The same parser reads metric families collected in this process and families parsed from a /metrics text: both
+are prometheus_client ``Metric`` objects whose samples carry the full sample name (``_total``, ``_sum``).
+A workload with no series of a running collector had no event of that kind: its count is 0. A collector that is
+not running gives no count at all (None), never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client.core import Metric
+
+from agent.diagnosis.views import WorkloadRef
+
+# Sample name (and the label that splits it) -> the key of the total, and the collector that exports it.
+COUNTERS: dict[str, tuple[str, str | None, str]] = {
+    "schedwatch_sched_yield_calls_total": ("sched_yield_calls", None, "syscalls"),
+    "schedwatch_futex_calls_total": ("futex_calls", "op", "syscalls"),
+    "schedwatch_futex_wait_seconds_total": ("futex_wait_seconds", None, "syscalls"),
+    "schedwatch_runqueue_latency_seconds_sum": ("runqueue_wait_seconds", None, "sched"),
+    "schedwatch_offcpu_seconds_total": ("offcpu_seconds", "reason", "sched"),
+    "schedwatch_cpu_periods_total": ("periods", None, "cgroup_cpu"),
+    "schedwatch_cpu_throttled_periods_total": ("throttled_periods", None, "cgroup_cpu"),
+    "schedwatch_cpu_throttled_seconds_total": ("throttled_seconds", None, "cgroup_cpu"),
+    "schedwatch_cpu_usage_seconds_total": ("cpu_seconds", "mode", "cgroup_cpu"),
+}
+GAUGES: dict[str, str] = {
+    "schedwatch_cpu_limit_cores": "cpu_limit_cores",
+    "schedwatch_threads": "threads",
+}
+# Counts that are 0 for a workload without a series, as long as their collector runs.
+ZERO_WHEN_ABSENT: dict[str, str] = {
+    "sched_yield_calls": "syscalls",
+    "futex_wait_seconds": "syscalls",
+    "runqueue_wait_seconds": "sched",
+    "offcpu_seconds:preempted": "sched",
+}
+BUILD_INFO = "schedwatch_build_info"
+SOURCE_UP = "schedwatch_source_up"
+WORKLOAD_LABELS = ("container_id", "container", "pod", "namespace", "cgroup")
+
+
+class NotSchedwatch(ValueError):
+    """The series read are not a schedwatch agent's."""
+
+
+@dataclass
+class WorkloadTotals:
+    """Cumulative counts and current gauges of one workload at one reading."""
+
+    counts: dict[str, float] = field(default_factory=dict)  # "sched_yield_calls", "futex_calls:wait", ...
+    gauges: dict[str, float] = field(default_factory=dict)  # "cpu_limit_cores", "threads"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """schedwatch's series at one moment: which collectors ran, and every workload's totals."""
+
+    at: float  # seconds on a monotonic clock (or the time series' timestamp)
+    up: frozenset[str]  # collectors running
+    workloads: dict[WorkloadRef, WorkloadTotals]
+
+    def count(self, ref: WorkloadRef, key: str) -> float | None:
+        """A workload's cumulative count: its series, 0 when its running collector exported none, else None."""
+        totals = self.workloads.get(ref)
+        if totals is not None and key in totals.counts:
+            return totals.counts[key]
+        collector = ZERO_WHEN_ABSENT.get(key)
+        return 0.0 if collector is not None and collector in self.up else None
+
+
+def ref_of(labels: dict[str, str]) -> WorkloadRef:
+    """The workload a sample's labels name."""
+    return WorkloadRef(*(labels.get(name, "") for name in WORKLOAD_LABELS))
+
+
+def read_families(families: Iterable[Metric], at: float) -> Reading:
+    """A Reading of metric families; NotSchedwatch when they hold no schedwatch_build_info."""
+    up: set[str] = set()
+    workloads: dict[WorkloadRef, WorkloadTotals] = {}
+    agent = False
+    for family in families:
+        for sample in family.samples:
+            name = sample.name
+            if name == BUILD_INFO:
+                agent = True
+            elif name == SOURCE_UP:
+                if sample.value == 1:
+                    up.add(sample.labels.get("source", ""))
+            elif name in COUNTERS:
+                key, split, _collector = COUNTERS[name]
+                if split is not None:
+                    key = f"{key}:{sample.labels.get(split, '')}"
+                totals = workloads.setdefault(ref_of(sample.labels), WorkloadTotals())
+                totals.counts[key] = totals.counts.get(key, 0.0) + sample.value
+            elif name in GAUGES:
+                totals = workloads.setdefault(ref_of(sample.labels), WorkloadTotals())
+                totals.gauges[GAUGES[name]] = sample.value
+    if not agent:
+        raise NotSchedwatch("no schedwatch_build_info series")
+    return Reading(at, frozenset(up), merge_unnamed(workloads))
+
+
+def merge_unnamed(workloads: dict[WorkloadRef, WorkloadTotals]) -> dict[WorkloadRef, WorkloadTotals]:
+    """Totals a container has under its id alone folded into its named totals.
+
+    A container's names can arrive while the agent is collecting: then one scrape has one collector's series under
+    the id alone and the next collector's under the names. They are one workload.
+    """
+    named = {ref.container_id: ref for ref in workloads if ref.container_id and (ref.container or ref.pod)}
+    merged: dict[WorkloadRef, WorkloadTotals] = {}
+    for ref, totals in workloads.items():
+        target = named.get(ref.container_id, ref) if ref.container_id and not (ref.container or ref.pod) else ref
+        into = merged.setdefault(target, WorkloadTotals())
+        for key, value in totals.counts.items():
+            into.counts[key] = into.counts.get(key, 0.0) + value
+        for key, value in totals.gauges.items():
+            if target == ref or key not in into.gauges:
+                into.gauges[key] = value
+    return merged

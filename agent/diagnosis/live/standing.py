@@ -1,0 +1,77 @@
+"""Findings as a metric: the agent runs the rules on its own series, counts only, and exports
+``schedwatch_finding{cause, mechanism, <workload labels>} 1`` for each finding until an evaluation no longer makes it.
+
+Each evaluation covers the time since the previous one and happens at a scrape at least EVALUATE_SECONDS after it
+(so a Prometheus scraping every 15-60 s gets one per scrape or so). Only workloads whose contention score reaches
+the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import Metric
+
+from agent import metrics
+from agent.diagnosis.live.ranking import FLAG_SCORE, score
+from agent.diagnosis.live.series import NotSchedwatch, Reading, read_families
+from agent.diagnosis.live.window import Window, workload_views
+from agent.diagnosis.rules import diagnose
+from agent.diagnosis.views import Facts, NodeView
+
+EVALUATE_SECONDS = 10.0  # shortest window judged: shorter ones make noisy rates
+MAX_SERIES = 1000  # findings exported at most (a node of 1,000 sick workloads has other problems first)
+
+Row = tuple[str, ...]  # cause, mechanism, then the workload labels
+
+
+class StandingFindings:
+    """The findings of the last evaluation, re-evaluated from the agent's families at most every EVALUATE_SECONDS."""
+
+    def __init__(
+        self, node_cpus: int, clock: Callable[[], float] = time.monotonic, every: float = EVALUATE_SECONDS
+    ) -> None:
+        self._node = NodeView(cpus=node_cpus)
+        self._clock = clock
+        self._every = every
+        self._last: Reading | None = None
+        self._rows: list[Row] = []
+
+    def families(self, families: Iterable[Metric]) -> list[Metric]:
+        """The finding family for this scrape; *families* are everything else the agent serves now (build info too)."""
+        now = self._clock()
+        if self._last is None or now - self._last.at >= self._every:
+            try:
+                reading = read_families(families, now)
+            except NotSchedwatch:  # families without the build info: nothing to judge
+                reading = None
+            if reading is not None:
+                if self._last is not None:
+                    self._rows = self._evaluate(Window(self._last, reading))
+                self._last = reading
+        family = metrics.FINDING.family()
+        for row in self._rows:
+            family.add_metric(list(row), 1)
+        return [family]
+
+    def _evaluate(self, window: Window) -> list[Row]:
+        views = [
+            view
+            for view in workload_views(window, self._node.cpus)
+            if view.ref.cgroup not in ("(removed)", "(unresolved)") and score(view, self._node) >= FLAG_SCORE
+        ]
+        diagnosis = diagnose(Facts(node=self._node, workloads=tuple(views), sources=("schedwatch_finding",)))
+        rows: set[Row] = {
+            (
+                finding.cause.value,
+                finding.mechanism.value,
+                finding.workload.container_id,
+                finding.workload.container,
+                finding.workload.pod,
+                finding.workload.namespace,
+                finding.workload.cgroup,
+            )
+            for finding in diagnosis.findings
+        }
+        return sorted(rows)[:MAX_SERIES]

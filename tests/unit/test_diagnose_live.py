@@ -1,0 +1,275 @@
+"""Live diagnosis without the kernel: recorded /metrics of a real agent -> readings -> windows -> Facts; filters;
+the sources' one-line errors against real local HTTP servers; --duration bounds."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent import cli
+from agent.diagnosis.findings import Cause, Mechanism
+from agent.diagnosis.live.gather import NothingMatches, chosen, facts_from_window
+from agent.diagnosis.live.members import Filter, cgroup_of, filter_for_pid, in_workload
+from agent.diagnosis.live.ranking import FLAG_SCORE, score
+from agent.diagnosis.live.series import NotSchedwatch, read_families
+from agent.diagnosis.live.sources import AgentSource, SourceError
+from agent.diagnosis.live.window import Window, cpus_allowed, workload_view
+from agent.diagnosis.rules import diagnose
+from agent.diagnosis.views import WorkloadRef
+from agent.procfs import ProcFS
+from tests.support.agent import free_port
+
+FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+BEFORE = (FIXTURES / "agent-before.txt").read_text()
+AFTER = (FIXTURES / "agent-after.txt").read_text()
+YIELD = WorkloadRef(cgroup="/schedwatch-test-16764-9699bd/yield-d20f46")
+QUOTA = WorkloadRef(cgroup="/schedwatch-test-16764-9699bd/quota-e202d0")
+
+
+def window(before: str = BEFORE, after: str = AFTER, seconds: float = 2.0) -> Window:
+    return Window(
+        read_families(text_string_to_metric_families(before), 100.0),
+        read_families(text_string_to_metric_families(after), 100.0 + seconds),
+    )
+
+
+def test_a_workload_made_within_the_window_counts_from_zero() -> None:
+    view = workload_view(window(), YIELD, node_cpus=2)
+    assert view.sched_yield_calls == 400_000  # the yielder's exact count, all of it inside the window
+    assert view.seconds == 2.0
+    assert view.threads == 1
+    assert view.cpu_limit_cores is None  # 2.0 = every CPU of the node: no limit
+    assert view.cpus_allowed == 2.0
+    assert view.runqueue_wait_seconds == pytest.approx(0.557009495)
+    assert view.cpu_used_cores == pytest.approx(0.204524 / 2.0)
+    assert view.system_share == 1.0
+
+
+def test_quota_counts_are_the_differences_of_the_two_scrapes() -> None:
+    view = workload_view(window(), QUOTA, node_cpus=2)
+    assert view.sched_yield_calls == 0
+    assert view.periods == 44 - 20
+    assert view.throttled_periods == 41 - 19
+    assert view.runqueue_wait_seconds == pytest.approx(6.493878509 - 2.924843002)
+    assert view.cpu_used_cores == pytest.approx((2.218371 - 1.008831) / 2.0)
+    assert view.cpu_limit_cores == 0.5
+    assert view.cpus_allowed == 0.5
+    assert view.threads == 3
+
+
+def test_a_collector_that_is_not_running_gives_unknown_not_zero() -> None:
+    off = 'schedwatch_source_up{source="syscalls"} 1.0'
+    assert off in BEFORE and off in AFTER
+    view = workload_view(window(BEFORE.replace(off, ""), AFTER.replace(off, "")), YIELD, node_cpus=2)
+    assert view.futex_calls is None
+    # the yield series is there, so it still counts; a workload without one is unknown, not 0
+    assert view.sched_yield_calls == 400_000
+    quiet = WorkloadRef(cgroup="/no-such-cgroup")
+    assert workload_view(window(BEFORE.replace(off, ""), AFTER.replace(off, "")), quiet, 2).sched_yield_calls is None
+
+
+def test_a_counter_that_went_backwards_is_unknown() -> None:
+    restarted = workload_view(window(AFTER, BEFORE), QUOTA, node_cpus=2)
+    assert restarted.periods is None
+    assert restarted.runqueue_wait_seconds is None
+
+
+def test_text_without_build_info_is_not_an_agent() -> None:
+    with pytest.raises(NotSchedwatch):
+        read_families(text_string_to_metric_families("node_load1 0.5\n"), 0.0)
+
+
+def test_cpus_allowed_is_the_least_of_limit_affinity_and_node() -> None:
+    assert cpus_allowed(None, (), 2) == 2.0
+    assert cpus_allowed(0.5, (0, 1), 2) == 0.5
+    assert cpus_allowed(None, (1,), 2) == 1.0
+    assert cpus_allowed(None, (), None) is None
+
+
+def test_the_yielding_and_the_throttled_workloads_are_flagged_and_diagnosed() -> None:
+    facts = facts_from_window(window(), Filter(), "fixture", False, ProcFS(), None, None, 0.0)
+    flagged = {view.ref for view in chosen(facts.workloads, Filter())}
+    assert {YIELD, QUOTA} <= flagged
+    assert all(score(view) >= FLAG_SCORE for view in chosen(facts.workloads, Filter()))
+    diagnosis = diagnose(facts)
+    causes = {(finding.workload, finding.cause) for finding in diagnosis.findings}
+    assert (YIELD, Cause.THREAD_POOL_OVERSUBSCRIPTION) in causes
+    assert (QUOTA, Cause.CPU_THROTTLING) in causes
+    (storm,) = [f for f in diagnosis.findings if f.workload == YIELD]
+    assert storm.mechanism is Mechanism.YIELD_STORM
+    assert any("not read" in note for note in facts.notes)  # not local: the report says what it could not read
+
+
+def test_a_filter_keeps_only_its_workload_and_one_matching_nothing_is_an_error() -> None:
+    facts = facts_from_window(window(), Filter(cgroup=QUOTA.cgroup), "fixture", False, ProcFS(), None, None, 0.0)
+    assert [view.ref for view in facts.workloads] == [QUOTA]
+    with pytest.raises(NothingMatches, match="--pod nope"):
+        facts_from_window(window(), Filter(pod="nope"), "fixture", False, ProcFS(), None, None, 0.0)
+
+
+def test_filters_match_names_id_prefixes_and_cgroup_subtrees() -> None:
+    ref = WorkloadRef(container_id="ab" * 32, container="worker", pod="pipeline-0", namespace="ml")
+    assert Filter(namespace="ml", pod="pipeline-0").matches(ref)
+    assert Filter(container="worker").matches(ref)
+    assert Filter(container="ab" * 6).matches(ref)
+    assert not Filter(container="ab" * 3).matches(ref)  # too short to name a container
+    assert not Filter(namespace="web").matches(ref)
+    assert Filter(cgroup="/schedwatch-test-16764-9699bd").matches(QUOTA)
+    assert not Filter(cgroup="/schedwatch-test-1676").matches(QUOTA)
+    docker = "/system.slice/docker-" + "cd" * 32 + ".scope"
+    assert in_workload(docker, WorkloadRef(container_id="cd" * 32))
+    # a directory merely named like a container is exported as the plain cgroup it is: its processes are that one's
+    assert in_workload(docker, WorkloadRef(cgroup=docker))
+    assert not in_workload(docker, WorkloadRef(container_id="ab" * 32))
+
+
+def test_a_pid_is_turned_into_its_cgroup() -> None:
+    procfs = ProcFS()
+    mine = cgroup_of(procfs, os.getpid())
+    wanted = filter_for_pid(procfs, Filter(pid=os.getpid()))
+    assert wanted.pid == os.getpid()
+    assert wanted.cgroup == mine or wanted.container
+
+
+class _Serve(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, type[_Serve]]]:
+    handler = type("Handler", (_Serve,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_agent_url_is_read_and_parsed(served: tuple[str, type[_Serve]]) -> None:
+    url, handler = served
+    handler.body = AFTER.encode()
+    source = AgentSource(url)
+    assert source.url == f"{url}/metrics"
+    assert source.local
+    assert source.read().workloads[YIELD].counts["sched_yield_calls"] == 400_000
+
+
+def test_a_metrics_page_that_is_not_schedwatch_says_so(served: tuple[str, type[_Serve]]) -> None:
+    url, handler = served
+    handler.body = b"# TYPE node_load1 gauge\nnode_load1 0.5\n"
+    with pytest.raises(SourceError, match="is not a schedwatch agent's /metrics") as error:
+        AgentSource(url).read()
+    assert "\n" not in str(error.value)
+
+
+def test_an_unreachable_agent_says_so_in_one_line() -> None:
+    with pytest.raises(SourceError, match=r"cannot reach http://127\.0\.0\.1:.*is the agent running there") as error:
+        AgentSource(f"http://127.0.0.1:{free_port()}").read()
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--duration", "0"], "0 s is out of range: give 1 to 600 seconds"),
+        (["--duration", "601"], "601 s is out of range"),
+        (["--duration", "ten"], "'ten' is not a whole number of seconds"),
+        (["--pid", "-3"], "is not a process id"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["diagnose", *flags])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message in error
+
+
+def test_source_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["diagnose", "--from", f"http://127.0.0.1:{free_port()}", "--duration", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("schedwatch diagnose: cannot reach") and "\n" not in err
+    assert cli.main(["diagnose", "--node", "n1"]) == 2
+    assert "--node needs --from prometheus+http://" in capsys.readouterr().err
+    assert cli.main(["diagnose", "--from", "ftp://x"]) == 2
+    assert "give an agent as http://HOST:PORT" in capsys.readouterr().err
+
+
+def test_the_v1_user_system_split_never_goes_backwards() -> None:
+    from agent.cgroups import CpuUsage, MonotonicSplit
+
+    split = MonotonicSplit()
+    assert split.adjust("a", CpuUsage(600, 400)) == CpuUsage(600, 400)
+    assert split.adjust("a", CpuUsage(580, 520)) == CpuUsage(600, 500)  # user would have gone back
+    assert split.adjust("a", CpuUsage(800, 450)) == CpuUsage(750, 500)  # system would have gone back
+    assert split.adjust("a", CpuUsage(700, 500)) == CpuUsage(750, 500)  # an older reading: keep the last
+    split.keep_only(set())
+    assert split.adjust("a", CpuUsage(1, 1)) == CpuUsage(1, 1)
+
+
+def test_standing_findings_judge_the_time_between_evaluations() -> None:
+    from agent.diagnosis.live.standing import StandingFindings
+
+    now = [100.0]
+    standing = StandingFindings(node_cpus=2, clock=lambda: now[0], every=10.0)
+
+    def rows(text: str) -> set[tuple[str, ...]]:
+        (family,) = standing.families(list(text_string_to_metric_families(text)))
+        assert family.name == "schedwatch_finding"
+        assert all(sample.value == 1 for sample in family.samples)
+        return {
+            (s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in family.samples if s.labels["cgroup"]
+        }
+
+    assert rows(BEFORE) == set()  # one reading: nothing to judge yet
+    now[0] = 105.0
+    assert rows(AFTER) == set()  # too soon: the first reading is kept as the window's start
+    now[0] = 112.0
+    judged = rows(AFTER)
+    assert ("thread-pool-oversubscription", "yield-storm", YIELD.cgroup) in judged
+    assert ("cpu-throttling", "quota", QUOTA.cgroup) in judged
+    now[0] = 115.0
+    assert rows(BEFORE) == judged  # between evaluations the last findings stand
+    now[0] = 130.0
+    assert rows(AFTER) == set()  # nothing happened since the last evaluation: no finding
+
+
+def test_a_container_named_within_the_window_keeps_its_earlier_counts() -> None:
+    container_id = "ab" * 32
+    by_id = f'container_id="{container_id}",container="",pod="",namespace="",cgroup=""'
+    named = f'container_id="{container_id}",container="worker",pod="pipeline-0",namespace="ml",cgroup=""'
+    head = 'schedwatch_build_info{version="0.1.0",kernel_release="x"} 1\nschedwatch_source_up{source="syscalls"} 1\n'
+    before = head + f"schedwatch_sched_yield_calls_total{{{by_id}}} 5000000\n"
+    after = head + f"schedwatch_sched_yield_calls_total{{{named}}} 5000300\n"
+    ref = WorkloadRef(container_id, "worker", "pipeline-0", "ml")
+    # the agent moved the series, history included, to the names: only 300 calls were made in the window
+    assert workload_view(window(before, after), ref, node_cpus=2).sched_yield_calls == 300
+
+
+def test_a_container_named_halfway_through_a_scrape_is_one_workload() -> None:
+    container_id = "cd" * 32
+    by_id = f'container_id="{container_id}",container="",pod="",namespace="",cgroup=""'
+    named = f'container_id="{container_id}",container="etl",pod="",namespace="",cgroup=""'
+    head = 'schedwatch_build_info{version="0.1.0",kernel_release="x"} 1\nschedwatch_source_up{source="syscalls"} 1\n'
+    # the syscalls collector ran before the name arrived, cgroup_cpu after
+    text = head + f"schedwatch_sched_yield_calls_total{{{by_id}}} 60001\nschedwatch_threads{{{named}}} 1\n"
+    reading = read_families(text_string_to_metric_families(text), 0.0)
+    ((ref, totals),) = reading.workloads.items()
+    assert ref == WorkloadRef(container_id, "etl")
+    assert totals.counts == {"sched_yield_calls": 60001} and totals.gauges == {"threads": 1}
