@@ -173,3 +173,29 @@ def test_a_removed_cgroup_is_reported_under_its_last_path_then_forgotten(tmp_pat
     assert source.read().cgroups[job] == ("/job", [700, 70])
     assert source.read().cgroups[job] == ("/job", [700, 70]), "reported once more after its thread is given up"
     assert job not in source.read().cgroups
+
+
+def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from agent.diagnosis.live.series import read_families
+    from agent.diagnosis.views import WorkloadRef
+
+    labels = 'container_id="",container="",pod="",namespace="",cgroup="/job"'
+    text = "\n".join(
+        [
+            'schedwatch_build_info{version="0.1.0",kernel_release="6.18.44"} 1',
+            'schedwatch_mode{mode="perf"} 1',
+            'schedwatch_source_up{source="syscalls"} 1',
+            'schedwatch_source_up{source="sched"} 1',
+            f"schedwatch_sched_yield_calls_total{{{labels}}} 5000",
+            f"schedwatch_runqueue_wait_seconds_total{{{labels}}} 2.5",
+            "",
+        ]
+    )
+    reading = read_families(text_string_to_metric_families(text), at=0.0)
+    job = WorkloadRef("", "", "", "", "/job")
+    assert reading.count(job, "sched_yield_calls") == 5000
+    assert reading.count(job, "runqueue_wait_seconds") == 2.5
+    assert reading.count(job, "futex_wait_seconds") is None, "perf mode cannot time futex waits: unknown, not 0"
+    assert reading.count(job, "offcpu_seconds:preempted") is None
