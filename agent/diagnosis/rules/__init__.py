@@ -2,7 +2,8 @@
 
 Each cause has a module with a ``check(workload, signals, thresholds)`` that answers a Finding, an Unchecked
 (facts missing) or None (checked: not there). A pool finding explains a workload's run-queue wait and futex
-traffic, so saturation and convoy are only named when no pool is.
+traffic, so saturation and convoy are only named when no pool is; throttling explains run-queue wait too (a
+throttled thread is runnable), so saturation is only named when the quota does not bite.
 """
 
 from __future__ import annotations
@@ -23,12 +24,17 @@ def _workload(workload: WorkloadView, facts: Facts, limits: Thresholds) -> list[
     if pool_outcome is not None:
         outcomes.append(pool_outcome)
     pool_found = isinstance(pool_outcome, Finding)
-    if not pool_found:
-        for check in (futex.check, runqueue.check):
-            outcome = check(workload, derived, limits)
-            if outcome is not None:
-                outcomes.append(outcome)
     throttled = throttling.check(workload, derived, limits)
+    if not pool_found:
+        outcome = futex.check(workload, derived, limits)
+        if outcome is not None:
+            outcomes.append(outcome)
+        # A throttled thread is runnable while the quota holds it back: that wait is the throttling's. And while
+        # the pool rule could not check (libraries unknown), the wait may be a pool's: say what to collect instead.
+        if throttled is None and pool_outcome is None:
+            saturated = runqueue.check(workload, derived, limits)
+            if saturated is not None:
+                outcomes.append(saturated)
     if throttled is not None:
         outcomes.append(throttled)
     return outcomes

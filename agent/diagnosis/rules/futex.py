@@ -36,8 +36,6 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
             return None
     elif blocked < limits.convoy_blocked_threads:
         return None
-    if signals.runqueue_per_cpu is not None and signals.runqueue_per_cpu >= limits.runqueue_wait_per_cpu:
-        return None  # its threads wait for CPUs too: the futex traffic is a symptom, not the cause
     found = (
         evidence("futex waits per second", waits, "/s", f"bar {limits.convoy_waits_per_second:g}"),
         evidence(
