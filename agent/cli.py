@@ -14,7 +14,7 @@ from typing import Any
 
 from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
-from agent.collectors import Availability, Collector, CollectorContext, registry
+from agent.collectors import Availability, Collector, CollectorContext, modes, registry
 from agent.collectors.cgroup_cpu import online_cpus
 from agent.collectors.common import workload_map_size
 from agent.commands import analyze, compare, diagnose, verify
@@ -27,6 +27,7 @@ from agent.identity.runtimes import RuntimeClient
 from agent.identity.runtimes.containerd import ContainerdClient
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
+from agent.sources import SourceUnavailable
 from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
@@ -121,22 +122,7 @@ def run(settings: config.Settings) -> int:
             consequence='every workload is labelled cgroup="(unresolved)"',
             fix="use --workloads-by auto (or process), or pass the host's tree with --cgroup-root",
         )
-    running: dict[str, Collector] = {}
-    unavailable: dict[str, str] = {}
-    for name, factory in registry().items():
-        if name not in settings.collectors:
-            continue
-        availability = factory.check(facts)
-        if not availability.ok:
-            unavailable[name] = availability.reason
-            logger.error("collector_unavailable", collector=name, reason=availability.reason, fix=availability.fix)
-            continue
-        try:
-            running[name] = factory.start(context)
-            logger.info("collector_started", collector=name)
-        except bpf.BpfUnavailable as error:
-            unavailable[name] = str(error)
-            logger.error("collector_failed_to_start", collector=name, error=str(error))
+    mode, running, unavailable = start_collectors(settings, facts, context, logger)
 
     # The handler only records the signal: it may run again while it runs (a process group's SIGTERM and a
     # shell's trap arrive together), so it must take no lock; the main thread looks for it between naps.
@@ -150,6 +136,7 @@ def run(settings: config.Settings) -> int:
         lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled()),
         identities,
         StandingFindings(online_cpus()),
+        mode=mode.mode,
     )
     try:
         server = serve(
@@ -200,6 +187,48 @@ def run(settings: config.Settings) -> int:
     _close_all(running, stats_fd)
     logger.info("stopped")
     return 0
+
+
+def start_collectors(
+    settings: config.Settings, facts: MachineFacts, context: CollectorContext, logger: Any
+) -> tuple[modes.ModeChoice, dict[str, Collector], dict[str, str]]:
+    """Choose the mode (--mode) and start its enabled collectors; auto falls back when BPF fails to load."""
+    mode = modes.choose(settings.mode, facts)
+    running, unavailable, bpf_error = _start_mode(mode.mode, settings, facts, context, logger)
+    if settings.mode == "auto" and mode.mode == modes.BPF and bpf_error is not None:
+        _close_all(running, None)
+        mode = modes.choose(settings.mode, facts, bpf_error=bpf_error)
+        running, unavailable, _ = _start_mode(mode.mode, settings, facts, context, logger)
+    log_method = logger.info if mode.mode == modes.BPF else logger.warning
+    log_method("mode", mode=mode.mode, reason=mode.reason, missing=list(mode.missing), fix=mode.fix)
+    return mode, running, unavailable
+
+
+def _start_mode(
+    mode: str, settings: config.Settings, facts: MachineFacts, context: CollectorContext, logger: Any
+) -> tuple[dict[str, Collector], dict[str, str], str | None]:
+    """Start the enabled collectors of *mode*; the first BPF load error, if any."""
+    running: dict[str, Collector] = {}
+    unavailable: dict[str, str] = {}
+    bpf_error = None
+    for factory in modes.factories(mode):
+        name = factory.name
+        if name not in settings.collectors:
+            continue
+        availability = factory.check(facts)
+        if not availability.ok:
+            unavailable[name] = availability.reason
+            logger.error("collector_unavailable", collector=name, reason=availability.reason, fix=availability.fix)
+            continue
+        try:
+            running[name] = factory.start(context)
+            logger.info("collector_started", collector=name, mode=mode)
+        except (bpf.BpfUnavailable, SourceUnavailable) as error:
+            unavailable[name] = str(error)
+            if isinstance(error, bpf.BpfUnavailable) and bpf_error is None:
+                bpf_error = str(error)
+            logger.error("collector_failed_to_start", collector=name, error=str(error))
+    return running, unavailable, bpf_error
 
 
 def build_context(settings: config.Settings, facts: MachineFacts, identities: IdentityResolver) -> CollectorContext:
@@ -253,11 +282,39 @@ def _close_all(running: dict[str, Collector], stats_fd: int | None) -> None:
 
 
 def check(settings: config.Settings, fmt: str, load: bool) -> int:
-    """Print what this machine allows; exit 1 when an enabled collector cannot run."""
+    """Print what this machine allows; exit 1 when an enabled collector cannot run.
+
+    In auto and bpf modes the collectors judged are the BPF ones (exit 1 when BPF cannot run, whatever auto falls
+    back to); in perf and procfs modes, that mode's own.
+    """
     facts = _prepare_machine(settings)
-    results: dict[str, Availability] = {}
     context = build_context(settings, facts, IdentityResolver([]))
-    for name, factory in registry().items():
+    judged = modes.BPF if settings.mode in ("auto", modes.BPF) else settings.mode
+    results, bpf_error = _check_collectors(judged, settings, facts, context, load)
+    mode = modes.choose(settings.mode, facts, bpf_error=bpf_error if judged == modes.BPF else None)
+    fallback = _check_collectors(mode.mode, settings, facts, context, load)[0] if mode.mode != judged else {}
+    runtimes = _runtime_sockets(settings)
+    if fmt == "json":
+        report = _report_dict(facts, results, context.keys)
+        report["runtimes"] = runtimes
+        report["mode"] = asdict(mode) | {"requested": settings.mode}
+        report["mode_collectors"] = {name: asdict(result) for name, result in fallback.items()}
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        # The mode goes with the machine's facts, before the collectors block (which stays last).
+        head, block, collectors = _report_text(facts, results, runtimes, context.keys).partition("\ncollectors\n")
+        print(f"{head}\n{_mode_text(settings.mode, mode, fallback)}{block}{collectors}")
+    return 0 if all(result.ok for result in results.values()) else 1
+
+
+def _check_collectors(
+    mode: str, settings: config.Settings, facts: MachineFacts, context: CollectorContext, load: bool
+) -> tuple[dict[str, Availability], str | None]:
+    """Each enabled collector of *mode*: can it run (started and closed at once when *load*)? The BPF load error."""
+    results: dict[str, Availability] = {}
+    bpf_error = None
+    for factory in modes.factories(mode):
+        name = factory.name
         if name not in settings.collectors:
             continue
         availability = factory.check(facts)
@@ -265,18 +322,28 @@ def check(settings: config.Settings, fmt: str, load: bool) -> int:
             try:
                 factory.start(context).close()
             except bpf.BpfUnavailable as error:
+                bpf_error = bpf_error or str(error)
                 availability = Availability(
                     False, str(error), "if other headers do not help, report it with `schedwatch check --format json`"
                 )
+            except SourceUnavailable as error:
+                availability = Availability(False, str(error), "see docs/modes.md")
         results[name] = availability
-    runtimes = _runtime_sockets(settings)
-    if fmt == "json":
-        report = _report_dict(facts, results, context.keys)
-        report["runtimes"] = runtimes
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(_report_text(facts, results, runtimes, context.keys))
-    return 0 if all(result.ok for result in results.values()) else 1
+    return results, bpf_error
+
+
+def _mode_text(requested: str, mode: modes.ModeChoice, fallback: dict[str, Availability]) -> str:
+    lines = [f"  mode         {mode.mode} (--mode {requested}): {mode.reason}"]
+    lines += [f"  mode lacks   {what}" for what in mode.missing]
+    if mode.fix:
+        lines.append(f"  mode fix     {mode.fix}")
+    factories = {factory.name: factory for factory in modes.factories(mode.mode)}
+    for name, result in fallback.items():
+        if result.ok:
+            lines.append(f"  mode runs    {name} ok: {factories[name].description}")
+        else:
+            lines.append(f"  mode runs    {name} CANNOT RUN: {result.reason} — fix: {result.fix}")
+    return "\n".join(lines)
 
 
 def _runtime_sockets(settings: config.Settings) -> dict[str, str]:

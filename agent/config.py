@@ -18,6 +18,7 @@ DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 DEFAULT_WEB_MAX_CONNECTIONS = 64
 DEFAULT_WEB_TIMEOUT = 10.0  # Prometheus' default scrape timeout: a scraper would have given up by then
 WORKLOADS_BY = ("auto", "cgroup", "process")
+MODES = ("auto", "bpf", "perf", "procfs")  # where counts come from (docs/modes.md)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Settings:
     web_timeout: float = DEFAULT_WEB_TIMEOUT
     log_level: str = "info"
     log_format: str = "auto"
+    mode: str = "auto"
 
 
 # Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
@@ -226,6 +228,14 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         default=_env_default("WORKLOADS_BY", "auto", choice(WORKLOADS_BY)),
         help="what the kernel maps are keyed by: cgroup (cgroup2 id) or process (placed by /proc/PID/cgroup, for "
         "hosts without cgroup2); auto: cgroup where cgroup2 is mounted, else process (default auto)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default=_env_default("MODE", "auto", choice(MODES)),
+        help="where counts come from: bpf (programs in the kernel), perf (counting perf events for sched_yield and "
+        "futex, /proc schedstat for run-queue wait), procfs (/proc and cgroup files alone); auto: bpf when it "
+        "loads, else perf, else procfs (default auto; env SCHEDWATCH_MODE; docs/modes.md)",
     )
     parser.add_argument(
         "--max-cgroups",
@@ -408,6 +418,7 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         web_timeout=args.web_timeout,
         log_level=args.log_level,
         log_format=args.log_format,
+        mode=args.mode,
     )
 
 

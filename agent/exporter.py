@@ -30,9 +30,11 @@ class AgentCollector:
         bpf_stats_on: Callable[[], bool],
         identities: IdentityResolver,
         findings: StandingFindings | None = None,
+        mode: str = "bpf",
     ) -> None:
         self._identities = identities
         self._findings = findings
+        self._mode = mode
         self._running = running
         self._unavailable = unavailable
         self._kernel_release = kernel_release
@@ -59,6 +61,8 @@ class AgentCollector:
         build.add_metric([__version__, self._kernel_release], 1)
         stats = metrics.BPF_STATS_ENABLED.family()
         stats.add_metric([], 1 if self._bpf_stats_on() else 0)
+        mode = metrics.MODE.family()
+        mode.add_metric([self._mode], 1)
         up = metrics.SOURCE_UP.family()
         duration = metrics.COLLECT_DURATION.family()
         merged: dict[str, Metric] = {}
@@ -87,7 +91,7 @@ class AgentCollector:
         for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
             lookups.add_metric([runtime, result], count)
         self._identities.forget_unwanted()
-        families = [build, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        families = [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
         if self._findings is not None:
             families += self._findings.families(families)
         return families

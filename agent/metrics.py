@@ -230,3 +230,43 @@ WEB_CONNECTIONS_OPEN = GaugeSpec(
     "Connections to /metrics open now (at most --web.max-connections), this scrape's included.",
     (),
 )
+
+# --- modes without BPF (docs/modes.md) ----------------------------------------------------------
+MODE = GaugeSpec(
+    "schedwatch_mode",
+    "Always 1: where the counts come from (bpf; perf: counting perf events and /proc; procfs: /proc alone).",
+    ("mode",),
+)
+RUNQUEUE_WAIT_SECONDS = CounterSpec(
+    "schedwatch_runqueue_wait_seconds",
+    "Time the workload's threads waited on a run queue for a CPU, summed from each thread's schedstat "
+    "(perf and procfs modes; in bpf mode see schedwatch_runqueue_latency_seconds_sum).",
+    WORKLOAD_LABELS,
+)
+ONCPU_SECONDS = CounterSpec(
+    "schedwatch_oncpu_seconds",
+    "Time the workload's threads ran on a CPU, summed from each thread's schedstat (perf and procfs modes).",
+    WORKLOAD_LABELS,
+)
+TASK_EXITS_UNRECORDED = CounterSpec(
+    "schedwatch_task_exits_unrecorded",
+    "Threads that exited without a taskstats exit record (perf and procfs modes): their time since the previous "
+    "scrape is missing from schedwatch_runqueue_wait_seconds_total and schedwatch_oncpu_seconds_total.",
+    (),
+)
+PERF_COUNTERS_OPEN = GaugeSpec(
+    "schedwatch_perf_counters_open",
+    "Counting perf events open (perf mode): CPUs x counted events x counted cgroups.",
+    (),
+)
+PERF_CGROUPS_UNCOUNTED = GaugeSpec(
+    "schedwatch_perf_cgroups_uncounted",
+    "Cgroups without perf counters (over --max-cgroups or the file-descriptor limit, or refused by the kernel); "
+    "their calls are counted in their nearest counted ancestor.",
+    (),
+)
+PERF_COUNTER_OPEN_FAILURES = CounterSpec(
+    "schedwatch_perf_counter_open_failures",
+    "Cgroups whose perf counters the kernel refused to open, by error (e.g. EMFILE: raise the file limit).",
+    ("error",),
+)

@@ -6,10 +6,10 @@ import argparse
 import json
 import time
 
-from bench import sched, syscalls
+from bench import modes, sched, syscalls
 from bench.common import BENCH
 
-SUITES = {"syscalls": syscalls, "sched": sched}
+SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes}
 
 
 def main() -> None:

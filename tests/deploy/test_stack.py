@@ -41,7 +41,7 @@ def test_stack_scrapes_the_agent_and_loads_the_rules(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "Prometheus never scraped the agent"
             time.sleep(1)
         groups = get("http://127.0.0.1:9090/api/v1/rules")["data"]["groups"]  # type: ignore[index]
-        assert sum(len(g["rules"]) for g in groups) == 8
+        assert sum(len(g["rules"]) for g in groups) == 9
         alertmanagers = get("http://127.0.0.1:9090/api/v1/alertmanagers")["data"]["activeAlertmanagers"]  # type: ignore[index]
         assert alertmanagers and "127.0.0.1:9093" in alertmanagers[0]["url"]
         assert get("http://127.0.0.1:9093/api/v2/status")["cluster"]  # Alertmanager answers

@@ -56,7 +56,7 @@ def test_full_map_drops_are_counted_not_silent(cgroups: CgroupSandbox, yielder: 
 
 def test_missing_headers_degrade_the_collector_not_the_agent(tmp_path: Path) -> None:
     env = dict(os.environ, BCC_KERNEL_SOURCE=str(tmp_path / "no-headers-here"))
-    agent = AgentProcess(tmp_path / "agent.log", "--state-dir", str(tmp_path), env=env)
+    agent = AgentProcess(tmp_path / "agent.log", "--mode", "bpf", "--state-dir", str(tmp_path), env=env)
     try:
         agent.wait_ready()
         scrape = agent.scrape()

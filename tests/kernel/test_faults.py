@@ -48,8 +48,9 @@ def start(
     work = tmp_path / name
     work.mkdir(exist_ok=True)
     state = ("--state-dir", str(work / "state")) if "--state-dir" not in flags else ()
+    mode = ("--mode", "bpf") if "--mode" not in flags else ()  # these faults are BPF mode's; auto would fall back
     agent = AgentProcess(
-        work / "agent.log", "--series-grace", str(GRACE), *state, *flags, env=env, prefix=prefix, port=port
+        work / "agent.log", "--series-grace", str(GRACE), *state, *mode, *flags, env=env, prefix=prefix, port=port
     )
     agent.wait_ready()
     return agent

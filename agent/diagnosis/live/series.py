@@ -21,6 +21,7 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
     "schedwatch_futex_calls_total": ("futex_calls", "op", "syscalls"),
     "schedwatch_futex_wait_seconds_total": ("futex_wait_seconds", None, "syscalls"),
     "schedwatch_runqueue_latency_seconds_sum": ("runqueue_wait_seconds", None, "sched"),
+    "schedwatch_runqueue_wait_seconds_total": ("runqueue_wait_seconds", None, "sched"),  # perf and procfs modes
     "schedwatch_offcpu_seconds_total": ("offcpu_seconds", "reason", "sched"),
     "schedwatch_cpu_periods_total": ("periods", None, "cgroup_cpu"),
     "schedwatch_cpu_throttled_periods_total": ("throttled_periods", None, "cgroup_cpu"),
@@ -38,6 +39,12 @@ ZERO_WHEN_ABSENT: dict[str, str] = {
     "runqueue_wait_seconds": "sched",
     "offcpu_seconds:preempted": "sched",
 }
+# Counts the agent's mode (schedwatch_mode, docs/modes.md) cannot give, though their collector runs: unknown there.
+NOT_IN_MODE: dict[str, frozenset[str]] = {
+    "perf": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted"}),
+    "procfs": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted"}),
+}
+MODE = "schedwatch_mode"
 BUILD_INFO = "schedwatch_build_info"
 SOURCE_UP = "schedwatch_source_up"
 WORKLOAD_LABELS = ("container_id", "container", "pod", "namespace", "cgroup")
@@ -62,6 +69,7 @@ class Reading:
     at: float  # seconds on a monotonic clock (or the time series' timestamp)
     up: frozenset[str]  # collectors running
     workloads: dict[WorkloadRef, WorkloadTotals]
+    unknown: frozenset[str] = frozenset()  # counts the agent's mode cannot give
 
     def count(self, ref: WorkloadRef, key: str) -> float | None:
         """A workload's cumulative count: its series, 0 when its running collector exported none, else None."""
@@ -69,7 +77,7 @@ class Reading:
         if totals is not None and key in totals.counts:
             return totals.counts[key]
         collector = ZERO_WHEN_ABSENT.get(key)
-        return 0.0 if collector is not None and collector in self.up else None
+        return 0.0 if collector is not None and collector in self.up and key not in self.unknown else None
 
 
 def ref_of(labels: dict[str, str]) -> WorkloadRef:
@@ -81,12 +89,15 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
     """A Reading of metric families; NotSchedwatch when they hold no schedwatch_build_info."""
     up: set[str] = set()
     workloads: dict[WorkloadRef, WorkloadTotals] = {}
+    unknown: frozenset[str] = frozenset()
     agent = False
     for family in families:
         for sample in family.samples:
             name = sample.name
             if name == BUILD_INFO:
                 agent = True
+            elif name == MODE:
+                unknown = NOT_IN_MODE.get(sample.labels.get("mode", ""), frozenset())
             elif name == SOURCE_UP:
                 if sample.value == 1:
                     up.add(sample.labels.get("source", ""))
@@ -101,7 +112,7 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
                 totals.gauges[GAUGES[name]] = sample.value
     if not agent:
         raise NotSchedwatch("no schedwatch_build_info series")
-    return Reading(at, frozenset(up), merge_unnamed(workloads))
+    return Reading(at, frozenset(up), merge_unnamed(workloads), unknown)
 
 
 def merge_unnamed(workloads: dict[WorkloadRef, WorkloadTotals]) -> dict[WorkloadRef, WorkloadTotals]:

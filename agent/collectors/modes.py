@@ -1,0 +1,97 @@
+"""Which source the collectors use: BPF, counting perf events, or /proc alone (--mode), and what each lacks.
+
+Collector names stay the same in every mode (syscalls, sched, cgroup_cpu), so --no-collector.NAME and
+schedwatch_source_up mean the same everywhere; only where their counts come from changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.collectors import Availability, CollectorFactory
+from agent.facts import MachineFacts
+
+BPF, PERF, PROCFS = "bpf", "perf", "procfs"
+
+# What a mode cannot tell, beside BPF mode's series.
+MISSING = {
+    BPF: (),
+    PERF: (
+        "futex wait time and its histogram (schedwatch_futex_wait_*)",
+        "the run-queue latency histogram and off-CPU time (schedwatch_runqueue_latency_seconds, "
+        "schedwatch_offcpu_seconds_total); run-queue wait and CPU time come from /proc "
+        "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
+        "per-process series (--process-top-k)",
+    ),
+    PROCFS: (
+        "sched_yield and futex counts (schedwatch_sched_yield_calls_total, schedwatch_futex_*)",
+        "the run-queue latency histogram and off-CPU time; run-queue wait and CPU time come from /proc "
+        "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
+        "per-process series (--process-top-k)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """The mode in use, why, what it cannot tell, and how to get more."""
+
+    mode: str
+    reason: str
+    missing: tuple[str, ...] = ()
+    fix: str = ""
+
+
+def factories(mode: str) -> list[CollectorFactory]:
+    """The collectors of *mode*, in the order they start."""
+    from agent.collectors import cgroup_cpu, perf_syscalls, sched, schedstat, syscalls
+
+    if mode == BPF:
+        return [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY]
+    if mode == PERF:
+        return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY]
+    return [schedstat.FACTORY, cgroup_cpu.FACTORY]
+
+
+def bpf_availability(facts: MachineFacts) -> Availability:
+    """Whether the BPF programs can be loaded here (the syscalls collector's check)."""
+    from agent.collectors import syscalls
+
+    return syscalls.check(facts)
+
+
+def perf_availability(facts: MachineFacts) -> Availability:
+    """Whether counting perf events per cgroup can be opened here."""
+    from agent.collectors import perf_syscalls
+
+    return perf_syscalls.check(facts)
+
+
+def choose(requested: str, facts: MachineFacts, bpf_error: str | None = None) -> ModeChoice:
+    """The mode for *requested* (auto, bpf, perf, procfs). *bpf_error*: BPF was tried and failed to load."""
+    if requested != "auto":
+        return ModeChoice(requested, "asked for with --mode", MISSING[requested], _fix_for(requested, facts))
+    bpf = Availability(False, f"the BPF programs failed to load: {bpf_error}") if bpf_error else None
+    bpf = bpf or bpf_availability(facts)
+    if bpf.ok:
+        return ModeChoice(BPF, "the BPF programs can be loaded here")
+    perf = perf_availability(facts)
+    if perf.ok:
+        return ModeChoice(PERF, f"BPF cannot run: {bpf.reason}", MISSING[PERF], _bpf_fix(bpf))
+    return ModeChoice(
+        PROCFS,
+        f"BPF cannot run: {bpf.reason}; perf counters cannot either: {perf.reason}",
+        MISSING[PROCFS],
+        f"for perf mode: {perf.fix}; for bpf mode: {_bpf_fix(bpf)}",
+    )
+
+
+def _bpf_fix(bpf: Availability) -> str:
+    return bpf.fix or "see `schedwatch check --mode bpf`"
+
+
+def _fix_for(mode: str, facts: MachineFacts) -> str:
+    if mode == BPF:
+        return ""
+    bpf = bpf_availability(facts)
+    return "run with --mode auto or bpf" if bpf.ok else f"for bpf mode: {_bpf_fix(bpf)}"
