@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from agent.diagnosis import rules
 from agent.diagnosis.facts import WorkloadFacts
 from agent.diagnosis.findings import Cause, Diagnosis
-from agent.diagnosis.views import Facts, LibraryView, NodeView, PoolView, ProcessView, WorkloadRef, WorkloadView
+from agent.diagnosis.live.details import library_views, process_views
+from agent.diagnosis.views import Facts, NodeView, PoolView, WorkloadRef, WorkloadView
 from agent.verification.runner import FACTS_AFTER_SECONDS, Run
 
 # Thread-count variables of the common pool libraries; the fix sets each to the same count.
@@ -71,28 +72,6 @@ def _names(diagnosis: Diagnosis) -> str | None:
 
 def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) -> Facts:
     """The rules' view of the first run: its whole counts over its whole wall time, and its processes."""
-    usage = facts.sample.usage
-    processes = tuple(
-        ProcessView(
-            pid=process.pid,
-            ppid=process.ppid,
-            comm=process.comm,
-            command=process.command,
-            threads=process.threads,
-            cpu_percent=usage[process.pid].percent if process.pid in usage else None,
-            system_percent=usage[process.pid].system_percent if process.pid in usage else None,
-            affinity=process.affinity,
-            libraries=tuple(lib.implementation for lib in facts.details[process.pid].libraries)
-            if process.pid in facts.details
-            else (),
-            environment=_environment(facts, process.pid),
-        )
-        for process in facts.sample.processes
-    )
-    libraries: dict[tuple[str, str, str | None], list[int]] = {}
-    for pid, detail in facts.details.items():
-        for library in detail.libraries:
-            libraries.setdefault((library.api, library.implementation, library.version), []).append(pid)
     used = run.user_seconds + run.system_seconds
     workload = WorkloadView(
         ref=WorkloadRef(cgroup="(verify)"),
@@ -107,17 +86,8 @@ def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) 
         futex_wait_seconds=run.counts.futex_wait_seconds,
         runqueue_wait_seconds=run.counts.runqueue_wait_seconds,
         preempted_seconds=run.counts.preempted_seconds,
-        processes=processes,
+        processes=process_views(facts),
         pools=tuple(PoolView(pool.parent_pid, pool.command, pool.pids) for pool in facts.pools),
-        libraries=tuple(
-            LibraryView(api, impl, version, tuple(pids)) for (api, impl, version), pids in libraries.items()
-        ),
+        libraries=library_views(facts),
     )
     return Facts(NodeView(cpus=os.cpu_count()), (workload,), sources=("bpf (schedwatch verify)",))
-
-
-def _environment(facts: WorkloadFacts, pid: int) -> tuple[tuple[str, str], ...] | None:
-    detail = facts.details.get(pid)
-    if detail is None or detail.environment.access.value != "read":
-        return None
-    return detail.environment.values
