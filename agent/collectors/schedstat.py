@@ -55,7 +55,7 @@ class SchedstatCollector:
                 fix="give the agent CAP_NET_ADMIN and a kernel with CONFIG_TASKSTATS",
             )
         self._identities = context.identities
-        self._source = TaskSchedstat(tree[0], tree[1], exits)
+        self._source = TaskSchedstat(tree[0], tree[1], exits, context.settings.max_cgroups)
         self._table = CounterTable(
             VECTOR_WIDTH, context.settings.series_grace_seconds, keep_forever=frozenset({REMOVED.labels()})
         )

@@ -5,6 +5,9 @@ Each scrape lists the threads of every cgroup (cgroup.threads, or `tasks` on v1)
 the previous scrape; a thread first seen after the first scrape is counted from its start. A thread that exits
 between scrapes adds its final values from its taskstats exit record (agent.sources.exit_records); without one
 (no netlink, or records dropped) the time since its last scrape is lost, and counted as an unrecorded exit.
+
+At most *max_cgroups* cgroups are read (those with threads, in the order they are first seen; a removed one frees
+its place): the threads of the others are not read, so neither the scrape's work nor the series are unbounded.
 """
 
 from __future__ import annotations
@@ -47,8 +50,12 @@ def parse_schedstat(text: str) -> tuple[int, int] | None:
 class TaskSchedstat:
     """Per-cgroup run and run-queue wait totals of the threads in the cgroups of *tree*."""
 
-    def __init__(self, tree: Path, threads_file: str, exits: ExitRecords | None, proc: Path = Path("/proc")) -> None:
+    def __init__(
+        self, tree: Path, threads_file: str, exits: ExitRecords | None, max_cgroups: int, proc: Path = Path("/proc")
+    ) -> None:
         self._resolver = CgroupPathResolver(tree)
+        self._max_cgroups = max_cgroups
+        self._read_cgroups: set[int] = set()  # the cgroups whose threads are read, within the bound
         self._threads_file = threads_file
         self._exits = exits
         self._proc = proc
@@ -62,8 +69,14 @@ class TaskSchedstat:
         """Scan every cgroup's threads, then apply the exit records received meanwhile."""
         paths = self._resolver.snapshot()
         seen: dict[int, tuple[int, list[int]]] = {}
+        self._read_cgroups &= set(paths)
         for cgroup_id, path in paths.items():
-            for tid in self._tids(path):
+            if cgroup_id not in self._read_cgroups and len(self._read_cgroups) >= self._max_cgroups:
+                continue
+            tids = self._tids(path)
+            if tids:
+                self._read_cgroups.add(cgroup_id)
+            for tid in tids:
                 values = self._schedstat(tid)
                 if values is not None:
                     seen[tid] = (cgroup_id, values)

@@ -139,10 +139,10 @@ def test_schedstat_totals_grow_by_what_threads_add_and_count_new_threads_whole(t
     (tree / "cgroup.procs").write_text("")  # what marks a cgroup tree as visible
     (tree / "app" / "cgroup.threads").write_text("10\n")
     write_thread(proc, 10, 5_000, 900)  # there before the agent: counted from its first scan
-    source = TaskSchedstat(tree, "cgroup.threads", None, proc)
+    source = TaskSchedstat(tree, "cgroup.threads", None, 100, proc)
     app = (tree / "app").stat().st_ino
 
-    assert source.read().cgroups.get(app, (None, [0, 0]))[1] == [0, 0]
+    assert source.read().cgroups[app] == ("/app", [0, 0])
     write_thread(proc, 10, 6_000, 1_000)
     (tree / "app" / "cgroup.threads").write_text("10\n11\n")
     write_thread(proc, 11, 300, 40)  # born since: counted whole
@@ -162,7 +162,7 @@ def test_a_removed_cgroup_is_reported_under_its_last_path_then_forgotten(tmp_pat
     (tree / "cgroup.procs").write_text("")
     (tree / "cgroup.threads").write_text("")
     (tree / "job" / "cgroup.threads").write_text("")
-    source = TaskSchedstat(tree, "cgroup.threads", None, proc)
+    source = TaskSchedstat(tree, "cgroup.threads", None, 100, proc)
     job = (tree / "job").stat().st_ino
     source.read()
     write_thread(proc, 20, 700, 70)
@@ -173,6 +173,32 @@ def test_a_removed_cgroup_is_reported_under_its_last_path_then_forgotten(tmp_pat
     assert source.read().cgroups[job] == ("/job", [700, 70])
     assert source.read().cgroups[job] == ("/job", [700, 70]), "reported once more after its thread is given up"
     assert job not in source.read().cgroups
+
+
+def test_schedstat_reads_at_most_max_cgroups_and_a_removed_one_frees_its_place(tmp_path: Path) -> None:
+    tree, proc = tmp_path / "cgroup", tmp_path / "proc"
+    proc.mkdir()
+    tree.mkdir()
+    (tree / "cgroup.procs").write_text("")
+    (tree / "cgroup.threads").write_text("")
+    for tid, name in enumerate(("a", "b", "c"), start=30):
+        (tree / name).mkdir()
+        (tree / name / "cgroup.threads").write_text(f"{tid}\n")
+    (tree / "empty").mkdir()
+    (tree / "empty" / "cgroup.threads").write_text("")
+    source = TaskSchedstat(tree, "cgroup.threads", None, 2, proc)
+    ids = {name: (tree / name).stat().st_ino for name in ("a", "b", "c")}
+    source.read()  # the first scan gives two of the three their places
+    for tid in (30, 31, 32):
+        write_thread(proc, tid, 1_000, 100)
+    read = source.read().cgroups
+    counted = [name for name, cgroup_id in ids.items() if cgroup_id in read]
+    assert len(counted) == 2 and all(read[ids[name]] == (f"/{name}", [1_000, 100]) for name in counted), read
+    (left_out,) = set(ids) - set(counted)
+    (tree / counted[0] / "cgroup.threads").unlink()
+    (tree / counted[0]).rmdir()
+    write_thread(proc, 30 + "abc".index(left_out), 1_500, 150)  # seen first now: counted whole
+    assert source.read().cgroups[ids[left_out]] == (f"/{left_out}", [1_500, 150])
 
 
 def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> None:
