@@ -40,7 +40,8 @@ def judge(first: Run, fixed: Run) -> Verdict:
     if speedup is not None and speedup >= MAX_SLOWDOWN and gone:
         return Verdict(True, speedup, lower_bound, f"about as fast, and {' and '.join(gone)} mostly gone")
     slower = "not faster" if speedup is None or speedup >= MAX_SLOWDOWN else "slower"
-    return Verdict(False, speedup, lower_bound, f"{slower} ({fold(speedup, lower_bound)}), no contention removed")
+    removed = f"though {' and '.join(gone)} mostly gone" if gone else "no contention removed"
+    return Verdict(False, speedup, lower_bound, f"{slower} ({fold(speedup, lower_bound)}), {removed}")
 
 
 def _contention(first: Run, fixed: Run) -> list[tuple[str, float, float]]:
