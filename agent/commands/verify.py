@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -103,6 +104,8 @@ def main(args: argparse.Namespace) -> int:
 def _usage_problem(command: list[str], limit: float, cpus: float | None, repeat: int) -> str | None:
     if not command:
         return "no command: schedwatch verify [--duration-limit S] -- CMD [ARG ...]"
+    if shutil.which(command[0]) is None:
+        return f"cannot run {command[0]!r}: no such executable; give a command on PATH or an executable file's path"
     if not (limit > 0 and math.isfinite(limit)):
         return f"--duration-limit must be a number of seconds above 0, not {limit:g}"
     if cpus is not None and not (0.01 <= cpus <= 4096):

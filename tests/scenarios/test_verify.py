@@ -87,10 +87,15 @@ def test_a_command_with_nothing_to_fix_is_reported_as_not_helped(tmp_path: Path)
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program\n")
+    text.chmod(0o644)
     for arguments, said in (
         ([], "no command"),
         (["--duration-limit", "0", "--", "true"], "--duration-limit must be"),
         (["--cpus", "0", "--", "true"], "--cpus must be"),
+        (["--", "no-such-command-here"], "cannot run 'no-such-command-here': no such executable; give a command"),
+        (["--", str(text)], f"cannot run {str(text)!r}: no such executable"),  # there, but not executable
     ):
         result = subprocess.run(
             [sys.executable, "-m", "agent", "verify", *arguments], cwd=REPO, capture_output=True, text=True
