@@ -1,10 +1,11 @@
-/* Shared by the test workloads: join a cgroup, report, wait to be released. */
+/* Shared by the test workloads: join a cgroup, report, wait to be released, read the clock. */
 #ifndef WORKLOAD_COMMON_H
 #define WORKLOAD_COMMON_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Move this process into each cgroup directory of the ':'-separated `dirs` (cgroup2 and, on hybrid
@@ -35,6 +36,14 @@ static void report_and_hold(const char *json, int hold)
         while (read(0, buf, sizeof(buf)) > 0)
             ;
     }
+}
+
+/* Seconds on the monotonic clock: for the workloads' own wall-time measurements and deadlines. */
+static inline double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 #endif

@@ -12,13 +12,6 @@
 static double seconds;
 static unsigned long long run_ns[256], wait_ns[256];
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void own_schedstat(unsigned long long *run, unsigned long long *wait)
 {
     FILE *file = fopen("/proc/thread-self/schedstat", "r");

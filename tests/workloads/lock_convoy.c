@@ -10,13 +10,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static double seconds, inside, outside, started;
 static long acquisitions;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void burn(double length)
 {
     double end = now() + length;

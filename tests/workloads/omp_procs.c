@@ -11,13 +11,6 @@
 
 #define SLICE 20000
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static double data[64 * SLICE];
 
 static double serial_part(void)

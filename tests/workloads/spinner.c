@@ -15,13 +15,6 @@ static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
 static int release_all;
 static int tids[256];
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void *spin(void *slot)
 {
     *(int *)slot = (int)syscall(SYS_gettid);
