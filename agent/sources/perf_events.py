@@ -3,7 +3,8 @@
 A counting event costs the kernel one increment per matching tracepoint hit; nothing is sampled or sent to user
 space. With PERF_FLAG_PID_CGROUP the event counts only while a task of the given cgroup (or of a cgroup below it,
 on kernels >= 4.11 and on cgroup2) runs on the given CPU. A tracepoint filter (PERF_EVENT_IOC_SET_FILTER) makes
-the kernel count only the hits whose fields match it.
+the kernel count only the hits whose fields match it. Events opened into one group (same CPU and cgroup) are
+read together, in one read(2) of the group leader.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ _PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 _PERF_TYPE_TRACEPOINT = 2
 _ATTR_SIZE = 128  # PERF_ATTR_SIZE_VER7; older kernels accept larger structs whose tail is zero
 _FLAG_DISABLED = 1  # first bit of the attr's flag word
+_FORMAT_GROUP = 8  # PERF_FORMAT_GROUP: a read of the leader gives every member's count
 _PERF_FLAG_PID_CGROUP = 4
 _PERF_FLAG_FD_CLOEXEC = 8
 _IOC_ENABLE = 0x2400  # _IO('$', 0)
@@ -37,11 +39,14 @@ def tracepoint_id(tracefs: Path, category: str, event: str) -> int | None:
         return None
 
 
-def open_cgroup_counter(tracepoint: int, cgroup_fd: int, cpu: int, event_filter: str | None = None) -> int:
+def open_cgroup_counter(
+    tracepoint: int, cgroup_fd: int, cpu: int, event_filter: str | None = None, group_fd: int = -1
+) -> int:
     """A counter of *tracepoint* hits by tasks of the cgroup open at *cgroup_fd* on *cpu*; returns its fd.
 
-    The event is opened disabled, given its filter, then enabled, so it never counts an unfiltered hit.
-    Raises PerfEventError (with errno) when the kernel refuses any step.
+    With *group_fd* (a counter of the same cgroup and CPU) it joins that counter's group: read_group() of the
+    leader reads it too. The event is opened disabled, given its filter, then enabled, so it never counts an
+    unfiltered hit. Raises PerfEventError (with errno) when the kernel refuses any step.
     """
     number = _PERF_EVENT_OPEN.get(os.uname().machine)
     if number is None:
@@ -50,9 +55,10 @@ def open_cgroup_counter(tracepoint: int, cgroup_fd: int, cpu: int, event_filter:
     ctypes.c_uint32.from_buffer(attr, 0).value = _PERF_TYPE_TRACEPOINT
     ctypes.c_uint32.from_buffer(attr, 4).value = _ATTR_SIZE
     ctypes.c_uint64.from_buffer(attr, 8).value = tracepoint
+    ctypes.c_uint64.from_buffer(attr, 32).value = _FORMAT_GROUP  # read_format
     ctypes.c_uint64.from_buffer(attr, 40).value = _FLAG_DISABLED
     flags = _PERF_FLAG_PID_CGROUP | _PERF_FLAG_FD_CLOEXEC
-    fd = int(_libc.syscall(number, ctypes.byref(attr), cgroup_fd, cpu, -1, flags))
+    fd = int(_libc.syscall(number, ctypes.byref(attr), cgroup_fd, cpu, group_fd, flags))
     if fd < 0:
         raise _error("perf_event_open")
     try:
@@ -68,9 +74,13 @@ def open_cgroup_counter(tracepoint: int, cgroup_fd: int, cpu: int, event_filter:
     return fd
 
 
-def read_count(fd: int) -> int:
-    """The counter's value now (read_format 0: one u64)."""
-    return int.from_bytes(os.read(fd, 8), "little")
+def read_group(leader_fd: int, members: int) -> list[int]:
+    """The counts now of the *members* counters of a group (the leader first, then in the order they joined)."""
+    data = os.read(leader_fd, 8 * (1 + members))  # u64 nr, then nr u64 values
+    found = int.from_bytes(data[:8], "little")
+    if found != members:
+        raise PerfEventError(errno.EIO, f"perf group read gave {found} counts, not {members}")
+    return [int.from_bytes(data[8 * i : 8 * i + 8], "little") for i in range(1, 1 + members)]
 
 
 def equality_filter(field: str, values: tuple[int, ...]) -> str:

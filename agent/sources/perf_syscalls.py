@@ -2,9 +2,10 @@
 
 One counter per (CPU, cgroup, event): sys_enter_sched_yield, sys_enter_futex once per operation class (a
 tracepoint filter listing the class's commands with every flag combination), and the futex2 syscalls where the
-kernel has them. Counters are read at scrape time. New cgroups get counters at the scrape that first sees them;
-what they counted before is counted in their nearest counted ancestor (perf cgroup events count the cgroups below
-theirs). A removed cgroup's counters are read once more, then closed.
+kernel has them. A cgroup's counters on one CPU form a group, read in one system call at scrape time. New cgroups
+get counters at the scrape that first sees them (or as they are made: agent.sources.cgroup_watch); what they
+counted before is counted in their nearest counted ancestor (perf cgroup events count the cgroups below theirs).
+A removed cgroup's counters are read once more, then closed.
 
 File descriptors are bounded: CPUs x events per cgroup, for at most --max-cgroups cgroups and at most what
 RLIMIT_NOFILE leaves (raised to its hard limit at start); cgroups left without counters are counted.
@@ -109,7 +110,7 @@ def raise_fd_limit() -> int:
 @dataclass
 class _Cgroup:
     path: str
-    fds: list[list[int]]  # per counted event, per CPU
+    fds: list[list[int]]  # per CPU, one group: per counted event, the leader first
     exported: list[int]  # never goes backwards
     removed_below: list[int] = field(default_factory=lambda: [0] * VECTOR_WIDTH)
 
@@ -257,10 +258,13 @@ class PerfSyscallCounters:
             return None
         opened: list[list[int]] = []
         try:
-            for event, tracepoint in self._events:
+            for cpu in self._cpus:
                 opened.append([])
-                for cpu in self._cpus:
-                    opened[-1].append(perf_events.open_cgroup_counter(tracepoint, directory, cpu, event.event_filter))
+                for event, tracepoint in self._events:
+                    leader = opened[-1][0] if opened[-1] else -1
+                    opened[-1].append(
+                        perf_events.open_cgroup_counter(tracepoint, directory, cpu, event.event_filter, leader)
+                    )
         except perf_events.PerfEventError as error:
             self._failed(path, error)
             for fds in opened:
@@ -279,8 +283,10 @@ class PerfSyscallCounters:
     def _own(self, cgroup: _Cgroup) -> list[int]:
         """The cgroup's counts, its descendants' included where counting is hierarchical."""
         vector = [0] * VECTOR_WIDTH
-        for (event, _tracepoint), fds in zip(self._events, cgroup.fds, strict=True):
-            vector[event.slot] += sum(perf_events.read_count(fd) for fd in fds)
+        for group in cgroup.fds:
+            counts = perf_events.read_group(group[0], len(self._events))
+            for (event, _tracepoint), count in zip(self._events, counts, strict=True):
+                vector[event.slot] += count
         return vector
 
     def _counted_ancestor(self, path: str, by_path: dict[str, int]) -> int | None:
