@@ -36,7 +36,6 @@ class SchedstatSnapshot:
 
     cgroups: dict[int, tuple[str | None, list[int]]]
     exits_unrecorded: int
-    exit_records: bool  # whether exit records are being received
 
 
 def parse_schedstat(text: str) -> tuple[int, int] | None:
@@ -113,7 +112,7 @@ class TaskSchedstat:
             if cgroup_id not in referenced:  # the table keeps what it counted from here on
                 del self._totals[cgroup_id]
                 del self._paths[cgroup_id]
-        return SchedstatSnapshot(cgroups, self._unrecorded, self._exits is not None)
+        return SchedstatSnapshot(cgroups, self._unrecorded)
 
     def close(self) -> None:
         """Stop receiving exit records."""
