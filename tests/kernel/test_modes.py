@@ -247,8 +247,9 @@ def test_runqueue_wait_and_cpu_time_agree_with_schedstat(
         scrape = procfs_agent.scrape()
         on_cpu, waited = schedstat(workload.pid)
         assert waited > 1.5, "three spinners on one CPU for 1.5 s wait about 3 s in all"
-        assert cgroup_value(scrape, RUNQ_WAIT, path) == pytest.approx(waited, rel=0.05)
-        assert cgroup_value(scrape, ONCPU, path) == pytest.approx(on_cpu, rel=0.05)
+        # The threads are parked: the kernel's numbers stand still, and the agent's must be the same to within 0.1 %.
+        assert cgroup_value(scrape, RUNQ_WAIT, path) == pytest.approx(waited, rel=1e-3)
+        assert cgroup_value(scrape, ONCPU, path) == pytest.approx(on_cpu, rel=1e-3)
         assert scrape.find("schedwatch_mode") == {frozenset({("mode", "procfs")}): 1.0}
         assert scrape.find(YIELDS) == {}, "procfs mode cannot count yields and must not pretend to"
     finally:
@@ -269,8 +270,10 @@ def test_threads_that_exit_between_scrapes_are_counted_from_their_exit_records(
     expected_wait = (truth["threads_wait_ns"] + truth["main_wait_ns"] - truth["main_wait_before_ns"]) / 1e9
     expected_run = (truth["threads_run_ns"] + truth["main_run_ns"] - truth["main_run_before_ns"]) / 1e9
     assert expected_wait > 1.0, "three spinners on one CPU for 1 s wait about 2 s in all"
-    assert cgroup_value(scrape, RUNQ_WAIT, path) - before == pytest.approx(expected_wait, rel=0.05)
-    assert cgroup_value(scrape, ONCPU, path) - cgroup_value(seen, ONCPU, path) == pytest.approx(expected_run, rel=0.05)
+    # 1 %: the main thread still runs and waits a little after reading its own schedstat for the report (~0.1 ms
+    # on an idle machine; more when the machine is busy).
+    assert cgroup_value(scrape, RUNQ_WAIT, path) - before == pytest.approx(expected_wait, rel=1e-2)
+    assert cgroup_value(scrape, ONCPU, path) - cgroup_value(seen, ONCPU, path) == pytest.approx(expected_run, rel=1e-2)
     assert scrape.value("schedwatch_task_exits_unrecorded_total") is not None
 
 
