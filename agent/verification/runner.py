@@ -189,7 +189,12 @@ class Cgroups:
         for directory in [*reversed(self._made), *filter(None, (self.cpu_parent, self.parent))]:
             with contextlib.suppress(FileNotFoundError):
                 kill_all(directory)
-                _rmdir(directory)
+                try:
+                    _rmdir(directory)
+                except FileNotFoundError:
+                    raise
+                except OSError as error:
+                    raise VerifyError(f"cannot remove {directory}: {error.strerror}; rmdir it by hand") from error
 
 
 def kill_all(directory: Path, timeout: float = 10.0) -> None:
@@ -200,7 +205,10 @@ def kill_all(directory: Path, timeout: float = 10.0) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
         if time.monotonic() > deadline:
-            raise VerifyError(f"processes {', '.join(pids)} of {directory} survive SIGKILL")
+            raise VerifyError(
+                f"processes {', '.join(pids)} of {directory} survive SIGKILL (stuck in the kernel): "
+                f"once they are gone, rmdir {directory}"
+            )
         time.sleep(0.02)
 
 
@@ -210,6 +218,8 @@ def _rmdir(directory: Path, timeout: float = 5.0) -> None:
         try:
             directory.rmdir()
             return
+        except FileNotFoundError:
+            raise
         except OSError:  # busy: exited processes linger a moment
             if time.monotonic() > deadline:
                 raise
