@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent import artifacts
-from agent.artifacts.detect import MAX_BYTES
 from agent.artifacts.results import (
     MpstatReport,
     PerfTraceSummary,
@@ -15,7 +14,6 @@ from agent.artifacts.results import (
     TopReport,
     VmstatReport,
 )
-from agent.artifacts.text import decode
 from agent.diagnosis.offline import perf_trace, pidstat, report, strace, sysstat, top
 from agent.diagnosis.offline.merge import merge
 from agent.diagnosis.offline.part import Part
@@ -46,15 +44,9 @@ def files_of(paths: Sequence[Path]) -> list[Path]:
 
 def _text(path: Path) -> str:
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_BYTES + 1)
-    except OSError as error:
-        raise OfflineError(f"{path}: cannot read it ({error.strerror or error})") from None
-    if len(raw) > MAX_BYTES:
-        raise OfflineError(
-            f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace"
-        )
-    return decode(raw)
+        return artifacts.read_text(path)
+    except artifacts.Unreadable as error:
+        raise OfflineError(str(error)) from None
 
 
 def part_of(artifact: artifacts.Artifact, source: str) -> Part:
