@@ -18,7 +18,18 @@ from typing import Any
 from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison
-from agent.diagnosis.report_text import UNNAMED, number, plural, summary, with_unit, workload_name
+from agent.diagnosis.report_text import (
+    UNNAMED,
+    cpu_states,
+    difference_cells,
+    number,
+    plural,
+    rank_processes,
+    rank_threads,
+    summary,
+    with_unit,
+    workload_name,
+)
 from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
@@ -142,18 +153,7 @@ def _node(node: NodeView) -> str:
         ),
     ]
     if node.cpu is not None:
-        for name, value in (
-            ("user", node.cpu.user),
-            ("system", node.cpu.system),
-            ("nice", node.cpu.nice),
-            ("idle", node.cpu.idle),
-            ("iowait", node.cpu.iowait),
-            ("irq", node.cpu.irq),
-            ("softirq", node.cpu.softirq),
-            ("steal", node.cpu.steal),
-        ):
-            if value is not None:
-                cells.append((f"CPU {name}", f"{value:.1f} %"))
+        cells.extend((f"CPU {name}", f"{value:.1f} %") for name, _short, value in cpu_states(node.cpu))
     rows = "".join(f"<tr><td>{_e(name)}</td><td class=n>{_e(value)}</td></tr>" for name, value in cells)
     return f"<h2>Node</h2><table>{rows}</table>"
 
@@ -210,11 +210,7 @@ def _known(value: float | None, suffix: str = "") -> str:
 
 
 def _thread_table(threads: Sequence[ThreadView]) -> str:
-    ranked = sorted(
-        threads,
-        key=lambda t: (t.syscall_seconds or t.sched_yield_seconds or 0.0, t.cpu_percent or 0.0),
-        reverse=True,
-    )
+    ranked = rank_threads(threads)
     more = len(ranked) - TABLE_ROWS
     rows = (
         (
@@ -266,7 +262,7 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
         parts.append(thread_chart(workload.thread_views, "Time in system calls per thread"))
         parts.append(_thread_table(workload.thread_views))
     if workload.processes:
-        ranked = sorted(workload.processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
+        ranked = rank_processes(workload.processes)
         parts.append("<h3>Processes</h3>")
         parts.append(
             _table(
@@ -360,15 +356,7 @@ def comparison_page(comparison: Comparison) -> str:
     body.append(
         _table(
             ("fact", comparison.a_name, comparison.b_name, "A / B"),
-            (
-                (
-                    d.fact,
-                    "?" if d.a is None else with_unit(d.a, d.unit),
-                    "?" if d.b is None else with_unit(d.b, d.unit),
-                    "" if d.ratio is None else f"{d.ratio:,.1f}x",
-                )
-                for d in comparison.differences
-            ),
+            ((d.fact, *difference_cells(d)) for d in comparison.differences),
         )
     )
     body.extend(diagnosis_body(comparison.a, f"A: {comparison.a_name}"))
