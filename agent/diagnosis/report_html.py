@@ -1,7 +1,8 @@
 """A diagnosis (or a comparison of two) as one self-contained HTML page to paste into a ticket.
 
 Nothing is fetched: the style is inline, the charts are inline SVG, and the diagnosis itself is embedded as JSON
-(``<script type="application/json" id="schedwatch-data">``, never executed) for whoever wants the numbers. Every
+(``<script type="application/json" id="schedwatch-data">``, never executed: the document ``--json`` prints) for
+whoever wants the numbers. Every
 text is escaped, so a tenant's cgroup, container, command or thread name cannot add markup, a script or a link.
 The renderer knows nothing of the rules: it draws what the diagnosis holds.
 
@@ -15,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison
+from agent.diagnosis.report_json import comparison_to_json, to_json
 from agent.diagnosis.report_text import (
     UNNAMED,
     cpu_states,
@@ -308,7 +309,7 @@ def diagnosis_body(diagnosis: Diagnosis, title: str) -> list[str]:
 
 def diagnosis_page(diagnosis: Diagnosis, title: str = "schedwatch diagnosis") -> str:
     """One self-contained page for *diagnosis*."""
-    return _page(title, diagnosis_body(diagnosis, title), to_jsonable(diagnosis))
+    return _page(title, diagnosis_body(diagnosis, title), to_json(diagnosis))
 
 
 def difference_chart(comparison: Comparison) -> str:
@@ -361,10 +362,4 @@ def comparison_page(comparison: Comparison) -> str:
     )
     body.extend(diagnosis_body(comparison.a, f"A: {comparison.a_name}"))
     body.extend(diagnosis_body(comparison.b, f"B: {comparison.b_name}"))
-    data = {
-        "a": {"name": comparison.a_name, "diagnosis": to_jsonable(comparison.a)},
-        "b": {"name": comparison.b_name, "diagnosis": to_jsonable(comparison.b)},
-        "differences": to_jsonable(comparison.differences),
-        "explanation": list(comparison.explanation),
-    }
-    return _page(title, body, data)
+    return _page(title, body, comparison_to_json(comparison))

@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import pytest
 
-from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.report_html import comparison_page, diagnosis_page
+from agent.diagnosis.report_json import comparison_to_json, to_json
 from tests.unit.report_samples import HOSTILE_CONTAINER, sample_comparison, sample_diagnosis
 
 ALLOWED_TAGS = {
@@ -83,7 +83,10 @@ def test_the_embedded_data_is_the_diagnosis() -> None:
     tags = parsed(diagnosis_page(diagnosis))
     assert len(tags.scripts) == 1
     assert "</" not in tags.scripts[0]  # a name cannot close the script element
-    assert json.loads(tags.scripts[0]) == json.loads(json.dumps(to_jsonable(diagnosis)))
+    assert json.loads(tags.scripts[0]) == json.loads(json.dumps(to_json(diagnosis)))
+    comparison = sample_comparison()
+    scripts = parsed(comparison_page(comparison)).scripts
+    assert len(scripts) == 1 and json.loads(scripts[0]) == json.loads(json.dumps(comparison_to_json(comparison)))
 
 
 def test_charts_are_drawn() -> None:
