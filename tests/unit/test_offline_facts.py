@@ -17,6 +17,7 @@ import pytest
 
 from agent.diagnosis.findings import Diagnosis
 from agent.diagnosis.offline import OfflineError, read_environment
+from agent.diagnosis.offline.known import mean_known, seconds_by_call, sum_known
 from agent.diagnosis.offline.merge import first_known
 from agent.diagnosis.report_json import to_json
 from agent.diagnosis.views import CpuShares, Facts, ThreadView, WorkloadView
@@ -278,3 +279,12 @@ def test_a_live_diagnosis_reads_back_with_every_kind_of_fact(tmp_path: Path) -> 
     report = tmp_path / "live.json"
     report.write_text(json.dumps(to_json(Diagnosis(facts, (), (), ()))))
     assert read_environment([report]) == facts
+
+
+def test_values_not_printed_are_unknown_not_zero() -> None:
+    assert (sum_known([None, None]), mean_known([None]), seconds_by_call([])) == (None, None, None)
+    assert (sum_known([2, None, 0.5]), mean_known([1.0, None, 4.0])) == (2.5, 2.5)
+    assert seconds_by_call([("futex", 1.5), ("sched_yield", 0.25), ("futex", 2.0)]) == {
+        "futex": 3.5,
+        "sched_yield": 0.25,
+    }
