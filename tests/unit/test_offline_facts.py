@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.findings import Diagnosis
+from agent.diagnosis.findings import SCHEMA, Diagnosis
 from agent.diagnosis.offline import OfflineError, read_environment
 from agent.diagnosis.offline.known import mean_known, seconds_by_call, sum_known
 from agent.diagnosis.offline.merge import first_known
+from agent.diagnosis.offline.report import SAVE_AGAIN
 from agent.diagnosis.report_json import to_json
 from agent.diagnosis.views import CpuShares, Facts, ThreadView, WorkloadView
 from tests.unit.report_samples import sample_diagnosis
@@ -213,8 +214,21 @@ def test_a_saved_report_reads_back_as_the_same_facts(tmp_path: Path) -> None:
 def test_a_report_of_another_schema_is_refused(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"schema": "schedwatch.diagnosis/v0", "node": {}, "workloads": []}))
-    with pytest.raises(OfflineError, match=re.escape("schedwatch.diagnosis/v0 report; this schedwatch reads")):
+    with pytest.raises(OfflineError, match=re.escape("schedwatch.diagnosis/v0 report; " + SAVE_AGAIN)):
         read_environment([report])
+
+
+def test_a_broken_report_says_to_save_it_again(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    for broken, why in (
+        ({"schema": SCHEMA, "node": {}}, "the report has no 'node' object or no 'workloads' list"),
+        ({"schema": SCHEMA, "node": {"cpus": "two"}, "workloads": []}, "its facts do not read back (a int expected"),
+    ):
+        report.write_text(json.dumps(broken))
+        with pytest.raises(OfflineError) as raised:
+            read_environment([report])
+        message = str(raised.value)
+        assert message.startswith(f"{report}: {why}") and message.endswith(SAVE_AGAIN) and "\n" not in message
 
 
 def test_a_report_with_other_files_is_refused(tmp_path: Path) -> None:
@@ -262,7 +276,7 @@ def test_two_traces_of_one_kind_add_up() -> None:
 def test_a_comparison_report_is_not_one_environment(tmp_path: Path) -> None:
     report = tmp_path / "compare.json"
     report.write_text(json.dumps({"schema": "schedwatch.comparison/v1", "a": {}, "b": {}}))
-    with pytest.raises(OfflineError, match=re.escape("a schedwatch.comparison/v1 report; this schedwatch reads")):
+    with pytest.raises(OfflineError, match=re.escape("a schedwatch.comparison/v1 report; " + SAVE_AGAIN)):
         read_environment([report])
 
 
