@@ -18,6 +18,7 @@ import pytest
 from agent.diagnosis.findings import SCHEMA, Diagnosis
 from agent.diagnosis.offline import OfflineError, read_environment
 from agent.diagnosis.offline.known import mean_known, seconds_by_call, sum_known
+from agent.diagnosis.offline.load import GIVE_WHOLE, RUN_AGAIN
 from agent.diagnosis.offline.merge import first_known
 from agent.diagnosis.offline.report import SAVE_AGAIN
 from agent.diagnosis.report_json import to_json
@@ -253,9 +254,22 @@ def test_a_file_in_no_known_format_names_the_formats(tmp_path: Path) -> None:
 
 
 def test_a_tools_error_message_is_named(tmp_path: Path) -> None:
-    expected = "error_strace_attach.txt: strace -c printed an error instead of a report"
-    with pytest.raises(OfflineError, match=re.escape(expected)):
+    expected = (
+        "error_strace_attach.txt: strace -c printed an error instead of a report (line 1): "
+        f"strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted; {RUN_AGAIN}"
+    )
+    with pytest.raises(OfflineError, match=re.escape(expected) + "$"):
         facts_of("error_strace_attach.txt")
+
+
+def test_a_report_cut_short_says_to_give_all_of_it(tmp_path: Path) -> None:
+    cut = tmp_path / "perf.txt"
+    lines = (FIXTURES / "gcp_perf_trace_s.txt").read_text(encoding="utf-8").splitlines()
+    cut.write_text("\n".join(lines[:6]) + "\nfutex 58139 2371\n", encoding="utf-8")  # the paste stops mid-row
+    with pytest.raises(OfflineError) as raised:
+        read_environment([cut])
+    message = str(raised.value)
+    assert message.startswith(f"{cut}: perf trace -s output, line 7: ") and message.endswith(GIVE_WHOLE)
 
 
 def test_missing_file_and_empty_directory(tmp_path: Path) -> None:

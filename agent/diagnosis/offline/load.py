@@ -20,6 +20,8 @@ from agent.diagnosis.offline.part import Part
 from agent.diagnosis.views import Facts
 
 REPORT_FORMAT = "a `schedwatch diagnose --json` report"
+RUN_AGAIN = "fix what the tool said and save its report again"
+GIVE_WHOLE = "give the tool's whole output, as it printed it"
 
 
 class OfflineError(Exception):
@@ -78,8 +80,10 @@ def read_part(path: Path) -> Part | Facts:
         artifact = artifacts.parse(text, source=str(path))
     except artifacts.UnknownFormat:
         raise OfflineError(f"{artifacts.unknown_format_message(str(path))}; or {REPORT_FORMAT}") from None
+    except artifacts.CommandFailed as error:
+        raise OfflineError(f"{path}: {error}; {RUN_AGAIN}") from None
     except artifacts.ArtifactError as error:
-        raise OfflineError(f"{path}: {error}") from None
+        raise OfflineError(f"{path}: {error}; {GIVE_WHOLE}") from None
     return part_of(artifact, path.name)
 
 
