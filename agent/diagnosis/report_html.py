@@ -27,6 +27,7 @@ from agent.diagnosis.report_text import (
     plural,
     rank_processes,
     rank_threads,
+    rank_workloads,
     summary,
     with_unit,
     workload_name,
@@ -296,7 +297,7 @@ def diagnosis_body(diagnosis: Diagnosis, title: str) -> list[str]:
         body.append(f'<p class="dim sources">from: {_e("; ".join(diagnosis.facts.sources))}</p>')
     body.append(_node(diagnosis.facts.node))
     known = {workload.ref for workload in diagnosis.facts.workloads}
-    body.extend(_workload(workload, diagnosis) for workload in diagnosis.facts.workloads)
+    body.extend(_workload(workload, diagnosis) for workload in rank_workloads(diagnosis))
     body.extend(_finding(f) for f in diagnosis.findings if f.workload not in known)
     body.extend(_unchecked(u) for u in diagnosis.unchecked if u.workload not in known)
     if diagnosis.observations:

@@ -282,7 +282,8 @@ def _observation(observation: Observation, tree: Tree) -> None:
             look.add(_text(item))
 
 
-def _rank(diagnosis: Diagnosis) -> list[WorkloadView]:
+def rank_workloads(diagnosis: Diagnosis) -> list[WorkloadView]:
+    """The workloads, those with a finding first, then by sched_yield calls, futex wait and CPU used."""
     flagged = {finding.workload for finding in diagnosis.findings}
     return sorted(
         diagnosis.facts.workloads,
@@ -344,7 +345,7 @@ def diagnosis_tree(diagnosis: Diagnosis, title: str) -> Tree:
         tree.add(_text("from: " + "; ".join(diagnosis.facts.sources), style="dim"))
     _node(diagnosis.facts.node, tree)
     known = {workload.ref for workload in diagnosis.facts.workloads}
-    for workload in _rank(diagnosis):
+    for workload in rank_workloads(diagnosis):
         _workload(workload, diagnosis, tree)
     stray = [finding for finding in diagnosis.findings if finding.workload not in known]
     for finding in stray:

@@ -78,6 +78,12 @@ def test_every_name_is_escaped() -> None:
     assert HOSTILE_CONTAINER not in comparison
 
 
+def test_the_sick_workload_comes_first_as_in_the_text_report() -> None:
+    page = diagnosis_page(sample_diagnosis())
+    sick = page.index("<h2>[bold red]pwn[/] &lt;script&gt;")
+    assert sick < page.index("<h2>/system.slice/sshd.service") and page.index("<h2>Node</h2>") < sick
+
+
 def test_the_embedded_data_is_the_diagnosis() -> None:
     diagnosis = sample_diagnosis()
     tags = parsed(diagnosis_page(diagnosis))
