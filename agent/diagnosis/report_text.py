@@ -25,6 +25,7 @@ from rich.tree import Tree
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison, Difference
 from agent.diagnosis.views import CpuShares, NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.identity.labels import visible
 
 SHOWN = 8  # threads and processes drawn per workload; the rest are counted
 UNNAMED = "unnamed workload (the artifacts name no container or cgroup)"
@@ -41,8 +42,9 @@ CPU_STATES = (  # CpuShares field, top's abbreviation
 
 
 def printable(text: str) -> str:
-    """*text* with control characters (a terminal's escapes among them) shown as ``\\xNN``."""
-    return "".join(char if char.isprintable() or char == " " else f"\\x{ord(char):02x}" for char in text)
+    """*text* with control characters (a terminal's escapes among them) and every other invisible character shown
+    as an escape (``\\x1b``, ``\\u200b``), as label values show them."""
+    return visible(text)
 
 
 def _text(text: str = "", style: str = "") -> Text:
