@@ -2,8 +2,9 @@
 
 Nothing is fetched: the style is inline, the charts are inline SVG, and the diagnosis itself is embedded as JSON
 (``<script type="application/json" id="schedwatch-data">``, never executed: the document ``--json`` prints) for
-whoever wants the numbers. Every
-text is escaped, so a tenant's cgroup, container, command or thread name cannot add markup, a script or a link.
+whoever wants the numbers. Every text is escaped, so a tenant's cgroup, container, command or thread name cannot
+add markup, a script or a link, and its invisible characters are shown as escapes (``\\x1b``, ``\\u202e``) as the
+text report shows them.
 The renderer knows nothing of the rules: it draws what the diagnosis holds.
 
 ``diagnosis_page(diagnosis, title)`` and ``comparison_page(comparison)`` return the page as a string.
@@ -33,6 +34,7 @@ from agent.diagnosis.report_text import (
     workload_name,
 )
 from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
+from agent.identity.labels import visible
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
 TABLE_ROWS = 40  # processes and threads listed per workload
@@ -58,7 +60,8 @@ COLOURS = {"sched_yield": "#c62f22", "futex": "#2a6fdb", "other": "#9aa4ae", "a"
 
 
 def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+    """Text as HTML that shows it: markup escaped, invisible characters (an ESC, a bidi override) as escapes."""
+    return escape(visible(str(value)), quote=True)
 
 
 def _data(document: Any) -> str:

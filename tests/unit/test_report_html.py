@@ -73,6 +73,7 @@ def test_every_name_is_escaped() -> None:
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img" not in page and HOSTILE_COMM_ESCAPED in page
+    assert "\x1b" not in page and "\\x1b[31mred&lt;/td&gt;" in page  # the terminal escape is shown, not kept
     comparison = comparison_page(sample_comparison())
     assert "cloud <b>VM</b>" not in comparison and "cloud &lt;b&gt;VM&lt;/b&gt;" in comparison
     assert HOSTILE_CONTAINER not in comparison
