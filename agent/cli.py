@@ -14,7 +14,7 @@ from typing import Any
 
 from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
-from agent.collectors import Availability, Collector, CollectorContext, modes, registry
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory, modes, registry
 from agent.collectors.cgroup_cpu import online_cpus
 from agent.collectors.common import workload_map_size
 from agent.commands import analyze, compare, diagnose, verify
@@ -204,6 +204,11 @@ def start_collectors(
     return mode, running, unavailable
 
 
+def _enabled(mode: str, settings: config.Settings) -> list[CollectorFactory]:
+    """The collectors of *mode* that the settings leave on."""
+    return [factory for factory in modes.factories(mode) if factory.name in settings.collectors]
+
+
 def _start_mode(
     mode: str, settings: config.Settings, facts: MachineFacts, context: CollectorContext, logger: Any
 ) -> tuple[dict[str, Collector], dict[str, str], str | None]:
@@ -211,10 +216,8 @@ def _start_mode(
     running: dict[str, Collector] = {}
     unavailable: dict[str, str] = {}
     bpf_error = None
-    for factory in modes.factories(mode):
+    for factory in _enabled(mode, settings):
         name = factory.name
-        if name not in settings.collectors:
-            continue
         availability = factory.check(facts)
         if not availability.ok:
             unavailable[name] = availability.reason
@@ -313,10 +316,8 @@ def _check_collectors(
     """Each enabled collector of *mode*: can it run (started and closed at once when *load*)? The BPF load error."""
     results: dict[str, Availability] = {}
     bpf_error = None
-    for factory in modes.factories(mode):
+    for factory in _enabled(mode, settings):
         name = factory.name
-        if name not in settings.collectors:
-            continue
         availability = factory.check(facts)
         if availability.ok and load:
             try:
@@ -327,7 +328,9 @@ def _check_collectors(
                     False, str(error), "if other headers do not help, report it with `schedwatch check --format json`"
                 )
             except SourceUnavailable as error:
-                availability = Availability(False, str(error), "see docs/modes.md")
+                availability = Availability(
+                    False, str(error), "give it CAP_PERFMON (or run as root), or use --mode procfs (docs/modes.md)"
+                )
         results[name] = availability
     return results, bpf_error
 

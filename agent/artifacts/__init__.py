@@ -12,6 +12,7 @@ from agent.artifacts.detect import (
     detect_format,
     parse,
     parse_file,
+    read_text,
     unknown_format_message,
 )
 from agent.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat, Unreadable
@@ -28,5 +29,6 @@ __all__ = [
     "detect_format",
     "parse",
     "parse_file",
+    "read_text",
     "unknown_format_message",
 ]

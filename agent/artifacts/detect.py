@@ -84,8 +84,8 @@ def parse(text: str, source: str | None = None) -> Artifact:
     return detect_format(text, source).parse(text)
 
 
-def parse_file(path: Path) -> Artifact:
-    """The artifact saved in *path*; raises Unreadable, UnknownFormat, CommandFailed or Malformed.
+def read_text(path: Path) -> str:
+    """The text saved in *path* (decoded as :func:`~agent.artifacts.text.decode` does); raises Unreadable.
 
     Error messages name the file.
     """
@@ -96,4 +96,12 @@ def parse_file(path: Path) -> Artifact:
         raise Unreadable(f"{path}: cannot read it ({error.strerror or error})") from None
     if len(raw) > MAX_BYTES:
         raise Unreadable(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace")
-    return parse(decode(raw), source=str(path))
+    return decode(raw)
+
+
+def parse_file(path: Path) -> Artifact:
+    """The artifact saved in *path*; raises Unreadable, UnknownFormat, CommandFailed or Malformed.
+
+    Error messages name the file.
+    """
+    return parse(read_text(path), source=str(path))

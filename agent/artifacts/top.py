@@ -90,9 +90,7 @@ def _is_header(line: Line) -> bool:
 
 def parse(text: str) -> TopReport:
     """Every snapshot in *text*; raises NotThisFormat, CommandFailed or Malformed (see agent.artifacts.errors)."""
-    rows = report_lines(
-        text, FORMAT, looks_like, _is_error, "no 'top - ... load average' line, no Tasks: line, no PID ... %CPU header"
-    )
+    rows = report_lines(text, FORMAT, looks_like, _is_error, _MISSING)
     rows = trimmed(rows, _opens_screen, _ends_screen)
     starts = [i for i, line in enumerate(rows) if _FIRST_LOOSE.match(line.text.strip())] or [0]
     if starts[0] != 0:

@@ -67,9 +67,7 @@ def _is_error(line: str) -> bool:
 
 def parse(text: str) -> VmstatReport:
     """Every row in *text*; raises NotThisFormat, CommandFailed or Malformed (see agent.artifacts.errors)."""
-    rows = report_lines(
-        text, FORMAT, looks_like, _is_error, "no 'procs ---memory---' line and no 'r b swpd ...' header"
-    )
+    rows = report_lines(text, FORMAT, looks_like, _is_error, _MISSING)
     header: list[str] | None = None
     result: list[VmstatRow] = []
     for line in trimmed(rows, _opens_report, _is_row):

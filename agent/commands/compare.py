@@ -11,7 +11,6 @@ from typing import Any
 from agent.commands.output import fail, print_json, to_stdout, write_page
 
 NAME = "compare"
-SCHEMA = "schedwatch.comparison/v1"
 
 
 def add_parser(commands: Any) -> None:
@@ -26,7 +25,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--b", nargs="+", type=Path, default=[], metavar="FILE", help="files of environment B")
     parser.add_argument("--a-name", metavar="NAME", help="what to call A (default: its file or directory name)")
     parser.add_argument("--b-name", metavar="NAME", help="what to call B")
-    parser.add_argument("--json", action="store_true", help=f"print the comparison as JSON ({SCHEMA})")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON (schedwatch.comparison/v1)")
     parser.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML report to OUT")
     parser.set_defaults(handler=run)
 
@@ -53,11 +52,10 @@ def _name(paths: list[Path], given: str | None, fallback: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Read both sides, diagnose each, compare, print (and write) the report."""
-    from agent.diagnosis.facts import to_jsonable
     from agent.diagnosis.offline import OfflineError, read_environment
     from agent.diagnosis.offline.comparison import compare
     from agent.diagnosis.report_html import comparison_page
-    from agent.diagnosis.report_json import to_json
+    from agent.diagnosis.report_json import comparison_to_json
     from agent.diagnosis.report_text import make_console, render_comparison_text
     from agent.diagnosis.rules import diagnose
 
@@ -76,14 +74,5 @@ def run(args: argparse.Namespace) -> int:
     if args.html is not None and (problem := write_page(args.html, comparison_page(comparison))):
         return fail(NAME, problem)
     if args.json:
-        document = {
-            "schema": SCHEMA,
-            "a": {"name": name_a, **to_json(comparison.a)},
-            "b": {"name": name_b, **to_json(comparison.b)},
-            "differences": to_jsonable(comparison.differences),
-            "explanation": list(comparison.explanation),
-            "cause": to_jsonable(comparison.cause),
-            "cause_side": comparison.cause_side,
-        }
-        return to_stdout(lambda: print_json(document))
+        return to_stdout(lambda: print_json(comparison_to_json(comparison)))
     return to_stdout(lambda: render_comparison_text(comparison, make_console()))

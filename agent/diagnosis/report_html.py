@@ -1,8 +1,10 @@
 """A diagnosis (or a comparison of two) as one self-contained HTML page to paste into a ticket.
 
 Nothing is fetched: the style is inline, the charts are inline SVG, and the diagnosis itself is embedded as JSON
-(``<script type="application/json" id="schedwatch-data">``, never executed) for whoever wants the numbers. Every
-text is escaped, so a tenant's cgroup, container, command or thread name cannot add markup, a script or a link.
+(``<script type="application/json" id="schedwatch-data">``, never executed: the document ``--json`` prints) for
+whoever wants the numbers. Every text is escaped, so a tenant's cgroup, container, command or thread name cannot
+add markup, a script or a link, and its invisible characters are shown as escapes (``\\x1b``, ``\\u202e``) as the
+text report shows them.
 The renderer knows nothing of the rules: it draws what the diagnosis holds.
 
 ``diagnosis_page(diagnosis, title)`` and ``comparison_page(comparison)`` return the page as a string.
@@ -15,11 +17,24 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison
-from agent.diagnosis.report_text import UNNAMED, number, plural, summary, with_unit, workload_name
+from agent.diagnosis.report_json import comparison_to_json, to_json
+from agent.diagnosis.report_text import (
+    UNNAMED,
+    cpu_states,
+    difference_cells,
+    number,
+    plural,
+    rank_processes,
+    rank_threads,
+    rank_workloads,
+    summary,
+    with_unit,
+    workload_name,
+)
 from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
+from agent.identity.labels import visible
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
 TABLE_ROWS = 40  # processes and threads listed per workload
@@ -45,7 +60,8 @@ COLOURS = {"sched_yield": "#c62f22", "futex": "#2a6fdb", "other": "#9aa4ae", "a"
 
 
 def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+    """Text as HTML that shows it: markup escaped, invisible characters (an ESC, a bidi override) as escapes."""
+    return escape(visible(str(value)), quote=True)
 
 
 def _data(document: Any) -> str:
@@ -142,18 +158,7 @@ def _node(node: NodeView) -> str:
         ),
     ]
     if node.cpu is not None:
-        for name, value in (
-            ("user", node.cpu.user),
-            ("system", node.cpu.system),
-            ("nice", node.cpu.nice),
-            ("idle", node.cpu.idle),
-            ("iowait", node.cpu.iowait),
-            ("irq", node.cpu.irq),
-            ("softirq", node.cpu.softirq),
-            ("steal", node.cpu.steal),
-        ):
-            if value is not None:
-                cells.append((f"CPU {name}", f"{value:.1f} %"))
+        cells.extend((f"CPU {name}", f"{value:.1f} %") for name, _short, value in cpu_states(node.cpu))
     rows = "".join(f"<tr><td>{_e(name)}</td><td class=n>{_e(value)}</td></tr>" for name, value in cells)
     return f"<h2>Node</h2><table>{rows}</table>"
 
@@ -210,11 +215,7 @@ def _known(value: float | None, suffix: str = "") -> str:
 
 
 def _thread_table(threads: Sequence[ThreadView]) -> str:
-    ranked = sorted(
-        threads,
-        key=lambda t: (t.syscall_seconds or t.sched_yield_seconds or 0.0, t.cpu_percent or 0.0),
-        reverse=True,
-    )
+    ranked = rank_threads(threads)
     more = len(ranked) - TABLE_ROWS
     rows = (
         (
@@ -266,7 +267,7 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
         parts.append(thread_chart(workload.thread_views, "Time in system calls per thread"))
         parts.append(_thread_table(workload.thread_views))
     if workload.processes:
-        ranked = sorted(workload.processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
+        ranked = rank_processes(workload.processes)
         parts.append("<h3>Processes</h3>")
         parts.append(
             _table(
@@ -299,7 +300,7 @@ def diagnosis_body(diagnosis: Diagnosis, title: str) -> list[str]:
         body.append(f'<p class="dim sources">from: {_e("; ".join(diagnosis.facts.sources))}</p>')
     body.append(_node(diagnosis.facts.node))
     known = {workload.ref for workload in diagnosis.facts.workloads}
-    body.extend(_workload(workload, diagnosis) for workload in diagnosis.facts.workloads)
+    body.extend(_workload(workload, diagnosis) for workload in rank_workloads(diagnosis))
     body.extend(_finding(f) for f in diagnosis.findings if f.workload not in known)
     body.extend(_unchecked(u) for u in diagnosis.unchecked if u.workload not in known)
     if diagnosis.observations:
@@ -312,7 +313,7 @@ def diagnosis_body(diagnosis: Diagnosis, title: str) -> list[str]:
 
 def diagnosis_page(diagnosis: Diagnosis, title: str = "schedwatch diagnosis") -> str:
     """One self-contained page for *diagnosis*."""
-    return _page(title, diagnosis_body(diagnosis, title), to_jsonable(diagnosis))
+    return _page(title, diagnosis_body(diagnosis, title), to_json(diagnosis))
 
 
 def difference_chart(comparison: Comparison) -> str:
@@ -360,23 +361,9 @@ def comparison_page(comparison: Comparison) -> str:
     body.append(
         _table(
             ("fact", comparison.a_name, comparison.b_name, "A / B"),
-            (
-                (
-                    d.fact,
-                    "?" if d.a is None else with_unit(d.a, d.unit),
-                    "?" if d.b is None else with_unit(d.b, d.unit),
-                    "" if d.ratio is None else f"{d.ratio:,.1f}x",
-                )
-                for d in comparison.differences
-            ),
+            ((d.fact, *difference_cells(d)) for d in comparison.differences),
         )
     )
     body.extend(diagnosis_body(comparison.a, f"A: {comparison.a_name}"))
     body.extend(diagnosis_body(comparison.b, f"B: {comparison.b_name}"))
-    data = {
-        "a": {"name": comparison.a_name, "diagnosis": to_jsonable(comparison.a)},
-        "b": {"name": comparison.b_name, "diagnosis": to_jsonable(comparison.b)},
-        "differences": to_jsonable(comparison.differences),
-        "explanation": list(comparison.explanation),
-    }
-    return _page(title, body, data)
+    return _page(title, body, comparison_to_json(comparison))

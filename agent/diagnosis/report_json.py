@@ -1,4 +1,5 @@
-"""A diagnosis as JSON: the documented, versioned contract of ``--json`` (docs/diagnosis.md).
+"""A diagnosis (or a comparison of two) as JSON: the documented, versioned contract of ``--json``
+(docs/diagnosis.md, docs/analyze.md).
 
 Top level: ``schema`` (:data:`~agent.diagnosis.findings.SCHEMA`), ``node``, ``workloads``, ``findings``,
 ``unchecked``, ``observations``, ``sources``, ``notes``. Unknown facts are ``null``, never 0. Fields are only ever
@@ -11,6 +12,9 @@ from typing import Any
 
 from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.findings import SCHEMA, Diagnosis
+from agent.diagnosis.offline.comparison import Comparison
+
+COMPARISON_SCHEMA = "schedwatch.comparison/v1"
 
 
 def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
@@ -25,4 +29,17 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "observations": [to_jsonable(observation) for observation in diagnosis.observations],
         "sources": list(facts.sources),
         "notes": list(facts.notes),
+    }
+
+
+def comparison_to_json(comparison: Comparison) -> dict[str, Any]:
+    """The JSON document of *comparison*: each side's diagnosis document with its name, and what differs."""
+    return {
+        "schema": COMPARISON_SCHEMA,
+        "a": {"name": comparison.a_name, **to_json(comparison.a)},
+        "b": {"name": comparison.b_name, **to_json(comparison.b)},
+        "differences": to_jsonable(comparison.differences),
+        "explanation": list(comparison.explanation),
+        "cause": to_jsonable(comparison.cause),
+        "cause_side": comparison.cause_side,
     }

@@ -23,16 +23,28 @@ from rich.text import Text
 from rich.tree import Tree
 
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
-from agent.diagnosis.offline.comparison import Comparison
-from agent.diagnosis.views import NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.offline.comparison import Comparison, Difference
+from agent.diagnosis.views import CpuShares, NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.identity.labels import visible
 
 SHOWN = 8  # threads and processes drawn per workload; the rest are counted
 UNNAMED = "unnamed workload (the artifacts name no container or cgroup)"
+CPU_STATES = (  # CpuShares field, top's abbreviation
+    ("user", "us"),
+    ("system", "sy"),
+    ("nice", "ni"),
+    ("idle", "id"),
+    ("iowait", "wa"),
+    ("irq", "hi"),
+    ("softirq", "si"),
+    ("steal", "st"),
+)
 
 
 def printable(text: str) -> str:
-    """*text* with control characters (a terminal's escapes among them) shown as ``\\xNN``."""
-    return "".join(char if char.isprintable() or char == " " else f"\\x{ord(char):02x}" for char in text)
+    """*text* with control characters (a terminal's escapes among them) and every other invisible character shown
+    as an escape (``\\x1b``, ``\\u200b``), as label values show them."""
+    return visible(text)
 
 
 def _text(text: str = "", style: str = "") -> Text:
@@ -85,6 +97,34 @@ def workload_name(ref: WorkloadRef | None) -> str:
     return ref.name
 
 
+def cpu_states(shares: CpuShares) -> list[tuple[str, str, float]]:
+    """The known states of *shares*, each as (name, top's abbreviation, percent), in top's order."""
+    return [(name, short, value) for name, short in CPU_STATES if (value := getattr(shares, name)) is not None]
+
+
+def rank_threads(threads: Iterable[ThreadView]) -> list[ThreadView]:
+    """*threads*, most time in system calls first (sched_yield time when that is all there is), then most CPU."""
+    return sorted(
+        threads,
+        key=lambda thread: (thread.syscall_seconds or thread.sched_yield_seconds or 0.0, thread.cpu_percent or 0.0),
+        reverse=True,
+    )
+
+
+def rank_processes(processes: Iterable[ProcessView]) -> list[ProcessView]:
+    """*processes*, most CPU first."""
+    return sorted(processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
+
+
+def difference_cells(difference: Difference) -> tuple[str, str, str]:
+    """A's value, B's value ("?" when unknown) and the ratio A / B ("" when there is none), as printed."""
+    return (
+        "?" if difference.a is None else with_unit(difference.a, difference.unit),
+        "?" if difference.b is None else with_unit(difference.b, difference.unit),
+        "" if difference.ratio is None else f"{difference.ratio:,.1f}x",
+    )
+
+
 def _node(node: NodeView, tree: Tree) -> None:
     branch = tree.add(_text("node", style="bold"))
     parts = [f"CPUs {node.cpus}" if node.cpus is not None else "CPUs unknown"]
@@ -96,17 +136,7 @@ def _node(node: NodeView, tree: Tree) -> None:
         parts.append(f"context switches {number(node.context_switches_per_second)}/s")
     branch.add(_text(" · ".join(parts)))
     if node.cpu is not None:
-        states = (
-            ("us", node.cpu.user),
-            ("sy", node.cpu.system),
-            ("ni", node.cpu.nice),
-            ("id", node.cpu.idle),
-            ("wa", node.cpu.iowait),
-            ("hi", node.cpu.irq),
-            ("si", node.cpu.softirq),
-            ("st", node.cpu.steal),
-        )
-        shown = "  ".join(f"{value:.1f} {name}" for name, value in states if value is not None)
+        shown = "  ".join(f"{value:.1f} {short}" for _name, short, value in cpu_states(node.cpu))
         branch.add(_text(f"CPU time: {shown}"))
     else:
         branch.add(_text("CPU time: unknown", style="dim"))
@@ -159,12 +189,8 @@ def _thread_line(thread: ThreadView) -> Text:
     return label
 
 
-def _thread_weight(thread: ThreadView) -> tuple[float, float]:
-    return (thread.syscall_seconds or thread.sched_yield_seconds or 0.0, thread.cpu_percent or 0.0)
-
-
 def _threads(threads: tuple[ThreadView, ...], tree: Tree) -> None:
-    ranked = sorted(threads, key=_thread_weight, reverse=True)
+    ranked = rank_threads(threads)
     more = len(ranked) - SHOWN
     title = f"threads ({len(ranked):,}; by time in system calls, then CPU" + (
         f"; {more:,} more not drawn)" if more > 0 else ")"
@@ -199,7 +225,7 @@ def _process_line(process: ProcessView) -> Text:
 
 
 def _processes(processes: tuple[ProcessView, ...], tree: Tree) -> None:
-    ranked = sorted(processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
+    ranked = rank_processes(processes)
     more = len(ranked) - SHOWN
     branch = tree.add(
         _text(
@@ -258,7 +284,8 @@ def _observation(observation: Observation, tree: Tree) -> None:
             look.add(_text(item))
 
 
-def _rank(diagnosis: Diagnosis) -> list[WorkloadView]:
+def rank_workloads(diagnosis: Diagnosis) -> list[WorkloadView]:
+    """The workloads, those with a finding first, then by sched_yield calls, futex wait and CPU used."""
     flagged = {finding.workload for finding in diagnosis.findings}
     return sorted(
         diagnosis.facts.workloads,
@@ -320,7 +347,7 @@ def diagnosis_tree(diagnosis: Diagnosis, title: str) -> Tree:
         tree.add(_text("from: " + "; ".join(diagnosis.facts.sources), style="dim"))
     _node(diagnosis.facts.node, tree)
     known = {workload.ref for workload in diagnosis.facts.workloads}
-    for workload in _rank(diagnosis):
+    for workload in rank_workloads(diagnosis):
         _workload(workload, diagnosis, tree)
     stray = [finding for finding in diagnosis.findings if finding.workload not in known]
     for finding in stray:
@@ -351,13 +378,7 @@ def _difference_table(comparison: Comparison) -> Table:
     table.add_column(_text(comparison.b_name), justify="right", overflow="fold")
     table.add_column(_text("A / B"), justify="right")
     for difference in comparison.differences:
-        ratio = difference.ratio
-        table.add_row(
-            _text(difference.fact),
-            _text("?" if difference.a is None else with_unit(difference.a, difference.unit)),
-            _text("?" if difference.b is None else with_unit(difference.b, difference.unit)),
-            _text("" if ratio is None else f"{ratio:,.1f}x"),
-        )
+        table.add_row(_text(difference.fact), *(_text(cell) for cell in difference_cells(difference)))
     return table
 
 

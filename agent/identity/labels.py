@@ -37,6 +37,11 @@ def label_value(text: str) -> str:
     return _shortened(shown, pieces if pieces is not None else list(shown))
 
 
+def visible(text: str) -> str:
+    """*text* with every character that is not printable escaped as :func:`label_value` does, but not shortened."""
+    return text if text.isprintable() else "".join(_visible(char) for char in text)
+
+
 def _visible(char: str) -> str:
     if char.isprintable():
         return char

@@ -51,9 +51,12 @@ def test_seed_pair_explains_itself() -> None:
 
 
 def test_the_order_of_the_sides_does_not_change_the_story() -> None:
-    comparison = compared(["baremetal_perf_trace_s.txt"], ["gcp_perf_trace_s.txt"], ("bare metal", "GCP"))
+    comparison = compared(
+        ["baremetal_perf_trace_s.txt"], ["gcp_perf_trace_s.txt", "gcp_top.txt"], ("bare metal", "GCP")
+    )
     assert comparison.cause_side == "GCP"
     assert differences(comparison)["threads spinning in sched_yield"] == (1, 16)
+    assert "That is kernel time: GCP's node spent 43.1 % of its CPU time in the kernel." in comparison.explanation
 
 
 def test_recorded_sick_and_healthy_runs() -> None:

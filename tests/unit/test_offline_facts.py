@@ -15,9 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.findings import Diagnosis
+from agent.diagnosis.findings import SCHEMA, Diagnosis
 from agent.diagnosis.offline import OfflineError, read_environment
+from agent.diagnosis.offline.known import mean_known, seconds_by_call, sum_known
+from agent.diagnosis.offline.load import GIVE_WHOLE, RUN_AGAIN
 from agent.diagnosis.offline.merge import first_known
+from agent.diagnosis.offline.report import SAVE_AGAIN
 from agent.diagnosis.report_json import to_json
 from agent.diagnosis.views import CpuShares, Facts, ThreadView, WorkloadView
 from tests.unit.report_samples import sample_diagnosis
@@ -212,8 +215,21 @@ def test_a_saved_report_reads_back_as_the_same_facts(tmp_path: Path) -> None:
 def test_a_report_of_another_schema_is_refused(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"schema": "schedwatch.diagnosis/v0", "node": {}, "workloads": []}))
-    with pytest.raises(OfflineError, match=re.escape("schedwatch.diagnosis/v0 report; this schedwatch reads")):
+    with pytest.raises(OfflineError, match=re.escape("schedwatch.diagnosis/v0 report; " + SAVE_AGAIN)):
         read_environment([report])
+
+
+def test_a_broken_report_says_to_save_it_again(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    for broken, why in (
+        ({"schema": SCHEMA, "node": {}}, "the report has no 'node' object or no 'workloads' list"),
+        ({"schema": SCHEMA, "node": {"cpus": "two"}, "workloads": []}, "its facts do not read back (a int expected"),
+    ):
+        report.write_text(json.dumps(broken))
+        with pytest.raises(OfflineError) as raised:
+            read_environment([report])
+        message = str(raised.value)
+        assert message.startswith(f"{report}: {why}") and message.endswith(SAVE_AGAIN) and "\n" not in message
 
 
 def test_a_report_with_other_files_is_refused(tmp_path: Path) -> None:
@@ -238,9 +254,22 @@ def test_a_file_in_no_known_format_names_the_formats(tmp_path: Path) -> None:
 
 
 def test_a_tools_error_message_is_named(tmp_path: Path) -> None:
-    expected = "error_strace_attach.txt: strace -c printed an error instead of a report"
-    with pytest.raises(OfflineError, match=re.escape(expected)):
+    expected = (
+        "error_strace_attach.txt: strace -c printed an error instead of a report (line 1): "
+        f"strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted; {RUN_AGAIN}"
+    )
+    with pytest.raises(OfflineError, match=re.escape(expected) + "$"):
         facts_of("error_strace_attach.txt")
+
+
+def test_a_report_cut_short_says_to_give_all_of_it(tmp_path: Path) -> None:
+    cut = tmp_path / "perf.txt"
+    lines = (FIXTURES / "gcp_perf_trace_s.txt").read_text(encoding="utf-8").splitlines()
+    cut.write_text("\n".join(lines[:6]) + "\nfutex 58139 2371\n", encoding="utf-8")  # the paste stops mid-row
+    with pytest.raises(OfflineError) as raised:
+        read_environment([cut])
+    message = str(raised.value)
+    assert message.startswith(f"{cut}: perf trace -s output, line 7: ") and message.endswith(GIVE_WHOLE)
 
 
 def test_missing_file_and_empty_directory(tmp_path: Path) -> None:
@@ -261,7 +290,7 @@ def test_two_traces_of_one_kind_add_up() -> None:
 def test_a_comparison_report_is_not_one_environment(tmp_path: Path) -> None:
     report = tmp_path / "compare.json"
     report.write_text(json.dumps({"schema": "schedwatch.comparison/v1", "a": {}, "b": {}}))
-    with pytest.raises(OfflineError, match=re.escape("a schedwatch.comparison/v1 report; this schedwatch reads")):
+    with pytest.raises(OfflineError, match=re.escape("a schedwatch.comparison/v1 report; " + SAVE_AGAIN)):
         read_environment([report])
 
 
@@ -278,3 +307,12 @@ def test_a_live_diagnosis_reads_back_with_every_kind_of_fact(tmp_path: Path) -> 
     report = tmp_path / "live.json"
     report.write_text(json.dumps(to_json(Diagnosis(facts, (), (), ()))))
     assert read_environment([report]) == facts
+
+
+def test_values_not_printed_are_unknown_not_zero() -> None:
+    assert (sum_known([None, None]), mean_known([None]), seconds_by_call([])) == (None, None, None)
+    assert (sum_known([2, None, 0.5]), mean_known([1.0, None, 4.0])) == (2.5, 2.5)
+    assert seconds_by_call([("futex", 1.5), ("sched_yield", 0.25), ("futex", 2.0)]) == {
+        "futex": 3.5,
+        "sched_yield": 0.25,
+    }

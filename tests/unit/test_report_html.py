@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import pytest
 
-from agent.diagnosis.facts import to_jsonable
 from agent.diagnosis.report_html import comparison_page, diagnosis_page
+from agent.diagnosis.report_json import comparison_to_json, to_json
 from tests.unit.report_samples import HOSTILE_CONTAINER, sample_comparison, sample_diagnosis
 
 ALLOWED_TAGS = {
@@ -73,9 +73,16 @@ def test_every_name_is_escaped() -> None:
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img" not in page and HOSTILE_COMM_ESCAPED in page
+    assert "\x1b" not in page and "\\x1b[31mred&lt;/td&gt;" in page  # the terminal escape is shown, not kept
     comparison = comparison_page(sample_comparison())
     assert "cloud <b>VM</b>" not in comparison and "cloud &lt;b&gt;VM&lt;/b&gt;" in comparison
     assert HOSTILE_CONTAINER not in comparison
+
+
+def test_the_sick_workload_comes_first_as_in_the_text_report() -> None:
+    page = diagnosis_page(sample_diagnosis())
+    sick = page.index("<h2>[bold red]pwn[/] &lt;script&gt;")
+    assert sick < page.index("<h2>/system.slice/sshd.service") and page.index("<h2>Node</h2>") < sick
 
 
 def test_the_embedded_data_is_the_diagnosis() -> None:
@@ -83,7 +90,10 @@ def test_the_embedded_data_is_the_diagnosis() -> None:
     tags = parsed(diagnosis_page(diagnosis))
     assert len(tags.scripts) == 1
     assert "</" not in tags.scripts[0]  # a name cannot close the script element
-    assert json.loads(tags.scripts[0]) == json.loads(json.dumps(to_jsonable(diagnosis)))
+    assert json.loads(tags.scripts[0]) == json.loads(json.dumps(to_json(diagnosis)))
+    comparison = sample_comparison()
+    scripts = parsed(comparison_page(comparison)).scripts
+    assert len(scripts) == 1 and json.loads(scripts[0]) == json.loads(json.dumps(comparison_to_json(comparison)))
 
 
 def test_charts_are_drawn() -> None:

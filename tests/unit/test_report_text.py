@@ -89,7 +89,7 @@ def test_no_color_on_a_terminal_is_plain(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_printable_shows_control_characters() -> None:
-    assert printable("a\tb\x07c\u200bd é") == "a\\x09b\\x07c\\x200bd é"
+    assert printable("a\tb\x07c\u200bd é\udc80") == "a\\x09b\\x07c\\u200bd é\\x80"
 
 
 def test_a_rule_that_could_not_decide_is_not_called_healthy() -> None:

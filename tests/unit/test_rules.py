@@ -308,3 +308,18 @@ def test_system_time_a_yield_storm_explains_is_not_observed_again():
     diagnosis = diagnose(view, node=node)
     assert [f.mechanism for f in diagnosis.findings] == [Mechanism.YIELD_STORM]
     assert diagnosis.observations == ()
+
+
+def test_steal_softirq_and_iowait_are_observations_with_their_shares():
+    node = NodeView(cpus=2, cpu=CpuShares(user=30, system=5, idle=20, iowait=25, softirq=12, steal=15))
+    diagnosis = diagnose(busy(**workers("openblas", threads=1)), node=node)
+    assert diagnosis.findings == ()
+    shown = {o.topic: (o.evidence[0].value, o.summary) for o in diagnosis.observations}
+    assert set(shown) == {"steal", "softirq", "iowait"}
+    assert shown["steal"][0] == 15 and shown["steal"][1].startswith("The hypervisor gave 15 %")
+    assert shown["softirq"][0] == 12 and shown["iowait"][0] == 25
+
+
+def test_cpu_states_under_their_bars_are_not_observed():
+    node = NodeView(cpus=2, cpu=CpuShares(user=60, system=5, idle=15, iowait=19.9, softirq=9.9, steal=9.9))
+    assert diagnose(busy(**workers("openblas", threads=1)), node=node).observations == ()

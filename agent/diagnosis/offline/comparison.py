@@ -218,8 +218,7 @@ def explain(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis) -> tuple[tuple
                 f"{a_name} shows {cpus_a} CPUs and {b_name} {cpus_b}: a pool sized to the CPUs starts {cpus_a} and "
                 f"{cpus_b} threads in every worker."
             )
-        sy = [d for d in differences(a.facts, b.facts) if d.fact.startswith("node CPU time in the kernel")]
-        share = (sy[0].a if sick == a_name else sy[0].b) if sy else None
+        share = _node_share((a if found_a else b).facts, "system")
         if share is not None and finding.mechanism in (Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF):
             sentences.append(f"That is kernel time: {sick}'s node spent {share:.1f} % of its CPU time in the kernel.")
         return tuple(sentences), finding, sick

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent import artifacts
-from agent.artifacts.detect import MAX_BYTES
 from agent.artifacts.results import (
     MpstatReport,
     PerfTraceSummary,
@@ -15,13 +14,14 @@ from agent.artifacts.results import (
     TopReport,
     VmstatReport,
 )
-from agent.artifacts.text import decode
 from agent.diagnosis.offline import perf_trace, pidstat, report, strace, sysstat, top
 from agent.diagnosis.offline.merge import merge
 from agent.diagnosis.offline.part import Part
 from agent.diagnosis.views import Facts
 
 REPORT_FORMAT = "a `schedwatch diagnose --json` report"
+RUN_AGAIN = "fix what the tool said and save its report again"
+GIVE_WHOLE = "give the tool's whole output, as it printed it"
 
 
 class OfflineError(Exception):
@@ -46,15 +46,9 @@ def files_of(paths: Sequence[Path]) -> list[Path]:
 
 def _text(path: Path) -> str:
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_BYTES + 1)
-    except OSError as error:
-        raise OfflineError(f"{path}: cannot read it ({error.strerror or error})") from None
-    if len(raw) > MAX_BYTES:
-        raise OfflineError(
-            f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace"
-        )
-    return decode(raw)
+        return artifacts.read_text(path)
+    except artifacts.Unreadable as error:
+        raise OfflineError(str(error)) from None
 
 
 def part_of(artifact: artifacts.Artifact, source: str) -> Part:
@@ -86,8 +80,10 @@ def read_part(path: Path) -> Part | Facts:
         artifact = artifacts.parse(text, source=str(path))
     except artifacts.UnknownFormat:
         raise OfflineError(f"{artifacts.unknown_format_message(str(path))}; or {REPORT_FORMAT}") from None
+    except artifacts.CommandFailed as error:
+        raise OfflineError(f"{path}: {error}; {RUN_AGAIN}") from None
     except artifacts.ArtifactError as error:
-        raise OfflineError(f"{path}: {error}") from None
+        raise OfflineError(f"{path}: {error}; {GIVE_WHOLE}") from None
     return part_of(artifact, path.name)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from agent.diagnosis.offline.known import seconds_by_call, sum_known
 from agent.diagnosis.offline.part import Part
 from agent.diagnosis.views import Facts, NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
 
@@ -59,24 +60,15 @@ def _processes(groups: Iterable[tuple[ProcessView, ...] | None]) -> tuple[Proces
     return tuple(first_known(views) for views in merged.values()) if seen else None
 
 
-def _sum(values: Iterable[float | int | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return float(sum(known)) if known else None
-
-
 def _added(merged: WorkloadView, views: Sequence[WorkloadView]) -> WorkloadView:
     """*merged* with the totals of several traces of one kind (each of other threads) added up."""
-    per_call: dict[str, float] = {}
-    for view in views:
-        for name, seconds in (view.syscall_seconds or {}).items():
-            per_call[name] = per_call.get(name, 0.0) + seconds
-    threads = _sum(view.threads for view in views)
+    threads = sum_known(view.threads for view in views)
     return dataclasses.replace(
         merged,
         threads=None if threads is None else int(threads),
-        sched_yield_calls=_sum(view.sched_yield_calls for view in views),
-        futex_wait_seconds=_sum(view.futex_wait_seconds for view in views),
-        syscall_seconds=per_call or None,
+        sched_yield_calls=sum_known(view.sched_yield_calls for view in views),
+        futex_wait_seconds=sum_known(view.futex_wait_seconds for view in views),
+        syscall_seconds=seconds_by_call(pair for view in views for pair in (view.syscall_seconds or {}).items()),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent.artifacts.results import PerfTraceSummary, ThreadSyscalls
+from agent.diagnosis.offline.known import seconds_by_call, sum_known
 from agent.diagnosis.offline.part import Part
 from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
 
@@ -41,25 +42,18 @@ def thread_view(block: ThreadSyscalls) -> ThreadView:
     )
 
 
-def _total(values: list[int | None] | list[float | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return float(sum(known)) if known else None
-
-
 def to_part(summary: PerfTraceSummary, source: str) -> Part:
     """The workload that perf traced: its threads and their sums."""
     threads = tuple(thread_view(block) for block in summary.threads)
-    yields = _total([thread.sched_yield_calls for thread in threads])
-    per_call: dict[str, float] = {}
-    for block in summary.threads:
-        for stat in block.syscalls:
-            per_call[stat.name] = per_call.get(stat.name, 0.0) + _seconds(stat.total_ms)
+    yields = sum_known(thread.sched_yield_calls for thread in threads)
     workload = WorkloadView(
         ref=WorkloadRef(),
         threads=len(threads),
         sched_yield_calls=yields,
-        futex_wait_seconds=_total([thread.futex_seconds for thread in threads]),
-        syscall_seconds=per_call or None,
+        futex_wait_seconds=sum_known(thread.futex_seconds for thread in threads),
+        syscall_seconds=seconds_by_call(
+            (stat.name, _seconds(stat.total_ms)) for block in summary.threads for stat in block.syscalls
+        ),
         thread_views=threads,
     )
     notes = [NO_CLOCK, NO_OPS]

@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from agent.artifacts.results import PidstatReport, PidstatRow
+from agent.diagnosis.offline.known import mean_known
 from agent.diagnosis.offline.part import Part
 from agent.diagnosis.views import NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
 
@@ -30,11 +31,6 @@ def window_seconds(rows: Iterable[PidstatRow]) -> float | None:
     return float(step * len(times)) if step > 0 else None
 
 
-def _mean(values: list[float | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return statistics.fmean(known) if known else None
-
-
 class _Entity:
     """The rows of one process or thread, with the process it belongs to."""
 
@@ -44,7 +40,7 @@ class _Entity:
         self.rows: list[PidstatRow] = []
 
     def mean(self, name: str) -> float | None:
-        return _mean([getattr(row, name) for row in self.rows])
+        return mean_known(getattr(row, name) for row in self.rows)
 
 
 def _entities(rows: tuple[PidstatRow, ...]) -> tuple[dict[int, _Entity], dict[int, _Entity]]:

@@ -18,6 +18,7 @@ from agent.diagnosis.findings import SCHEMA
 from agent.diagnosis.views import Facts
 
 SCHEMA_PREFIX = "schedwatch."  # any report of schedwatch: the wrong kind or version gets its own error
+SAVE_AGAIN = f"give a {SCHEMA} report, as this schedwatch's `schedwatch diagnose --json` saves it"
 
 
 class ReportError(ValueError):
@@ -40,14 +41,14 @@ def facts_from_text(text: str, source: str) -> Facts:
     """The facts of the report *text*; raises ReportError naming *source*."""
     data = json.loads(text.lstrip("\ufeff"))
     if data.get("schema") != SCHEMA:
-        raise ReportError(f"{source}: a {data.get('schema')} report; this schedwatch reads {SCHEMA}")
+        raise ReportError(f"{source}: a {data.get('schema')} report; {SAVE_AGAIN}")
     members = {name: data.get(name) for name in ("node", "workloads", "sources", "notes")}
     if not isinstance(members["node"], dict) or not isinstance(members["workloads"], list):
-        raise ReportError(f"{source}: the report has no 'node' object or no 'workloads' list")
+        raise ReportError(f"{source}: the report has no 'node' object or no 'workloads' list; {SAVE_AGAIN}")
     try:
         facts = decode(Facts, {name: value for name, value in members.items() if value is not None})
     except (TypeError, ValueError, KeyError) as error:
-        raise ReportError(f"{source}: its facts do not read back ({error})") from None
+        raise ReportError(f"{source}: its facts do not read back ({error}); {SAVE_AGAIN}") from None
     assert isinstance(facts, Facts)
     return facts
 

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
-
 from agent.artifacts.results import MpstatReport, MpstatRow, VmstatReport
+from agent.diagnosis.offline.known import mean_known
 from agent.diagnosis.offline.part import Part
 from agent.diagnosis.views import CpuShares, NodeView
 
 MACHINE_WIDE = "{tool} is machine-wide: its CPU shares include every process on the host, not only the workload"
-
-
-def _mean(values: list[float | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return statistics.fmean(known) if known else None
 
 
 def _all_cpus(rows: tuple[MpstatRow, ...]) -> list[MpstatRow]:
@@ -30,14 +24,14 @@ def mpstat_part(report: MpstatReport, source: str) -> Part:
     shares = None
     if rows:
         shares = CpuShares(
-            user=_mean([row.usr for row in rows]),
-            nice=_mean([row.nice for row in rows]),
-            system=_mean([row.sys for row in rows]),
-            idle=_mean([row.idle for row in rows]),
-            iowait=_mean([row.iowait for row in rows]),
-            irq=_mean([row.irq for row in rows]),
-            softirq=_mean([row.soft for row in rows]),
-            steal=_mean([row.steal for row in rows]),
+            user=mean_known([row.usr for row in rows]),
+            nice=mean_known([row.nice for row in rows]),
+            system=mean_known([row.sys for row in rows]),
+            idle=mean_known([row.idle for row in rows]),
+            iowait=mean_known([row.iowait for row in rows]),
+            irq=mean_known([row.irq for row in rows]),
+            softirq=mean_known([row.soft for row in rows]),
+            steal=mean_known([row.steal for row in rows]),
         )
     return Part("mpstat", source, NodeView(cpus=cpus, cpu=shares), notes=(MACHINE_WIDE.format(tool="mpstat"),))
 
@@ -50,15 +44,15 @@ def vmstat_part(report: VmstatReport, source: str) -> Part:
         rows = list(report.rows)
         notes.append("vmstat printed only its first line: averages since boot, not the present")
     shares = CpuShares(
-        user=_mean([row.us for row in rows]),
-        system=_mean([row.sy for row in rows]),
-        idle=_mean([row.id for row in rows]),
-        iowait=_mean([row.wa for row in rows]),
-        steal=_mean([row.st for row in rows]),
+        user=mean_known([row.us for row in rows]),
+        system=mean_known([row.sy for row in rows]),
+        idle=mean_known([row.id for row in rows]),
+        iowait=mean_known([row.wa for row in rows]),
+        steal=mean_known([row.st for row in rows]),
     )
     node = NodeView(
         cpu=shares,
-        run_queue=_mean([row.r for row in rows]),
-        context_switches_per_second=_mean([row.cs for row in rows]),
+        run_queue=mean_known([row.r for row in rows]),
+        context_switches_per_second=mean_known([row.cs for row in rows]),
     )
     return Part("vmstat", source, node, notes=tuple(notes))

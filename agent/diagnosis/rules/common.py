@@ -22,8 +22,3 @@ def library_names(libraries: tuple[LibraryView, ...] | None) -> tuple[str, ...]:
             {f"{lib.implementation} {lib.version}" if lib.version else lib.implementation for lib in libraries or ()}
         )
     )
-
-
-def number(value: float) -> str:
-    """A count as people read it: 5,119,771 or 0.41."""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2g}"

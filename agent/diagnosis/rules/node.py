@@ -49,6 +49,28 @@ SIGNATURES: tuple[tuple[frozenset[str], str, str], ...] = (
         "the I/O path: iostat -x 1, ss -tin, the service the workload talks to",
     ),
 )
+# CPU states that are nobody's contention: (state, its bar in Thresholds, what it means, where to look).
+CPU_STATES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "steal",
+        "steal_percent",
+        "The hypervisor gave {share:.0f} % of this VM's CPU time to others (steal): not the workload's doing.",
+        "the VM's size or type; a dedicated-core instance",
+    ),
+    (
+        "softirq",
+        "softirq_percent",
+        "{share:.0f} % of CPU time goes to soft interrupts (network, timers, block I/O).",
+        "cat /proc/softirqs twice; mpstat -I SCPU 1",
+    ),
+    (
+        "iowait",
+        "iowait_percent",
+        "CPUs sit idle waiting for I/O {share:.0f} % of the time: storage, not CPU contention.",
+        "iostat -x 1; pidstat -d 1",
+    ),
+)
+
 SIGNATURE_SHARE = 0.5  # of the time in system calls that do not block, for a signature to be named
 # Calls whose time is mostly sleeping, not system time: left out of the share.
 BLOCKING = frozenset(
@@ -142,32 +164,10 @@ def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds
         workers = _multithreaded_workers(facts.workloads)
         if workers is not None:
             found.append(workers)
-    if cpu is not None and cpu.steal is not None and cpu.steal >= limits.steal_percent:
-        found.append(
-            Observation(
-                "steal",
-                f"The hypervisor gave {cpu.steal:.0f} % of this VM's CPU time to others (steal): "
-                "not the workload's doing.",
-                (evidence("steal", cpu.steal, "%", f"bar {limits.steal_percent:g} %"),),
-                ("the VM's size or type; a dedicated-core instance",),
-            )
-        )
-    if cpu is not None and cpu.softirq is not None and cpu.softirq >= limits.softirq_percent:
-        found.append(
-            Observation(
-                "softirq",
-                f"{cpu.softirq:.0f} % of CPU time goes to soft interrupts (network, timers, block I/O).",
-                (evidence("softirq", cpu.softirq, "%", f"bar {limits.softirq_percent:g} %"),),
-                ("cat /proc/softirqs twice; mpstat -I SCPU 1",),
-            )
-        )
-    if cpu is not None and cpu.iowait is not None and cpu.iowait >= limits.iowait_percent:
-        found.append(
-            Observation(
-                "iowait",
-                f"CPUs sit idle waiting for I/O {cpu.iowait:.0f} % of the time: storage, not CPU contention.",
-                (evidence("iowait", cpu.iowait, "%", f"bar {limits.iowait_percent:g} %"),),
-                ("iostat -x 1; pidstat -d 1",),
-            )
-        )
+    for state, bar_name, template, where_to_look in CPU_STATES:
+        value = None if cpu is None else getattr(cpu, state)
+        bar = getattr(limits, bar_name)
+        if value is not None and value >= bar:
+            shown_state = (evidence(state, value, "%", f"bar {bar:g} %"),)
+            found.append(Observation(state, template.format(share=value), shown_state, (where_to_look,)))
     return tuple(found)
