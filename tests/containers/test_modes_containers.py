@@ -50,8 +50,12 @@ def test_perf_mode_counts_a_podman_containers_yields_and_futex_calls(perf_agent:
     for op in FUTEX_OPS:
         exported = scrape.value("schedwatch_futex_calls_total", container_id=container, container=name, op=op)
         assert exported is not None, f"no futex series for op {op}"
-        # the yielder's threads join with a few futex waits of their own, and runc's init may add some
-        assert truth[op] <= exported <= truth[op] + RUNC_INIT_YIELDS, (op, exported, truth)
+        if op in ("wait", "wake"):
+            # the yielder's threads join with a few futex waits of their own, and runc's init (the Go runtime:
+            # futex wait and wake only) adds some: 9 to 20 more of each in 3 runs here
+            assert truth[op] <= exported <= truth[op] + RUNC_INIT_YIELDS, (op, exported, truth)
+        else:
+            assert exported == truth[op], (op, exported, truth)
 
 
 def futexer_report(container: str, timeout: float = 30.0) -> dict[str, int]:
