@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent import cli
 from agent.diagnosis.findings import Cause, Mechanism
+from agent.diagnosis.live.fleet import PrometheusSource
 from agent.diagnosis.live.gather import NothingMatches, chosen, facts_from_window
 from agent.diagnosis.live.members import Filter, cgroup_of, filter_for_pid, in_workload
 from agent.diagnosis.live.ranking import FLAG_SCORE, score
@@ -176,6 +178,46 @@ def test_a_metrics_page_that_is_not_schedwatch_says_so(served: tuple[str, type[_
     with pytest.raises(SourceError, match="is not a schedwatch agent's /metrics") as error:
         AgentSource(url).read()
     assert "\n" not in str(error.value)
+
+
+class _Trickle(_Serve):
+    """Answers 200, then one byte every 0.1 s for 10 s: each read is quick, the whole answer never comes."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        for _ in range(100):
+            try:
+                self.wfile.write(b"#")
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def trickling() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_trickling_agent_is_given_up_at_the_deadline(trickling: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"sent no whole /metrics within 1 s: check that the agent") as error:
+        AgentSource(trickling, timeout=1.0).read()
+    assert time.monotonic() - started < 5.0  # the per-read timeout alone would wait out the 10 s trickle
+    assert "\n" not in str(error.value)
+
+
+def test_a_trickling_prometheus_is_given_up_at_the_deadline(trickling: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"did not answer a query within 1 s: ask for a shorter --duration"):
+        PrometheusSource(f"prometheus+{trickling}", timeout=1.0).query("up")
+    assert time.monotonic() - started < 5.0
 
 
 def test_an_unreachable_agent_says_so_in_one_line() -> None:
