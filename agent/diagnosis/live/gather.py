@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diagnosis.live.details import read_closely
-from agent.diagnosis.live.members import Filter, workload_pids
+from agent.diagnosis.live.members import Filter, cgroup_paths, workload_pids
 from agent.diagnosis.live.ranking import FLAG_SCORE, MAX_FLAGGED, score
 from agent.diagnosis.live.series import Reading
 from agent.diagnosis.live.sources import Source
@@ -137,9 +137,10 @@ def _read_closely(
     procfs: ProcFS, tree: Path | None, views: Sequence[WorkloadView], node_cpus: int | None, seconds: float
 ) -> dict[object, WorkloadView]:
     """Every view read closely at once (their samples overlap in time)."""
+    paths = cgroup_paths(tree)
     with ThreadPoolExecutor(max_workers=len(views)) as pool:
         futures = {
-            view.ref: pool.submit(read_closely, procfs, view, workload_pids(tree, view.ref), node_cpus, seconds)
+            view.ref: pool.submit(read_closely, procfs, view, workload_pids(tree, paths, view.ref), node_cpus, seconds)
             for view in views
         }
         return {ref: future.result() for ref, future in futures.items()}
