@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agent.diagnosis.live.details import read_closely
 from agent.diagnosis.live.members import Filter, cgroup_paths, workload_pids
-from agent.diagnosis.live.ranking import FLAG_SCORE, MAX_FLAGGED, score
+from agent.diagnosis.live.ranking import CATCH_ALL, FLAG_SCORE, MAX_FLAGGED, score
 from agent.diagnosis.live.series import Reading
 from agent.diagnosis.live.sources import Source
 from agent.diagnosis.live.window import Window, workload_views
@@ -19,8 +19,6 @@ from agent.diagnosis.node import NodeTicks, node_states, parse_proc_stat
 from agent.diagnosis.views import CpuShares, Facts, NodeView, WorkloadView
 from agent.log import get_logger
 from agent.procfs import ProcFS
-
-NOT_A_WORKLOAD = ("(removed)", "(unresolved)")  # catch-all label sets: no cgroup to read
 
 
 class NothingMatches(ValueError):
@@ -90,7 +88,7 @@ def ranked(views: Sequence[WorkloadView]) -> list[WorkloadView]:
 
 def chosen(views: Sequence[WorkloadView], wanted: Filter) -> list[WorkloadView]:
     """The workloads to read closely: those the filter names, or those whose score reaches the bar."""
-    candidates = [view for view in views if view.ref.cgroup not in NOT_A_WORKLOAD]
+    candidates = [view for view in views if view.ref.cgroup not in CATCH_ALL]
     if wanted.empty:
         candidates = [view for view in candidates if score(view) >= FLAG_SCORE]
     return ranked(candidates)[:MAX_FLAGGED]

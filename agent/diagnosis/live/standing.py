@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.diagnosis.live.ranking import FLAG_SCORE, score
+from agent.diagnosis.live.ranking import CATCH_ALL, FLAG_SCORE, score
 from agent.diagnosis.live.series import NotSchedwatch, Reading, read_families
 from agent.diagnosis.live.window import Window, workload_views
 from agent.diagnosis.rules import diagnose
@@ -59,7 +59,7 @@ class StandingFindings:
         views = [
             view
             for view in workload_views(window, self._node.cpus)
-            if view.ref.cgroup not in ("(removed)", "(unresolved)") and score(view, self._node) >= FLAG_SCORE
+            if view.ref.cgroup not in CATCH_ALL and score(view, self._node) >= FLAG_SCORE
         ]
         diagnosis = diagnose(Facts(node=self._node, workloads=tuple(views), sources=("schedwatch_finding",)))
         rows: set[Row] = {
