@@ -1,4 +1,4 @@
-"""Cost of the agent's standing findings (agent/diagnosis/live/standing.py) next to writing out the same scrape.
+"""Cost of the agent's standing findings (agent/diagnosis/live/standing.py) next to writing out the scrape they judge.
 
 `python -m bench.standing [--workloads N] [--repetitions N]`: the unit tests' two recorded scrapes of a real agent,
 their workloads repeated to N, parsed once. Per repetition: the exposition text of the second scrape
@@ -48,11 +48,14 @@ def evaluation_seconds(first: list[Metric], second: list[Metric]) -> tuple[float
     """Seconds one evaluation of *second* after *first* takes, and the findings it makes."""
     now = [0.0]
     findings = StandingFindings(2, clock=lambda: now[0])
-    findings.families(first)
+    findings.hand_over(first)
+    findings.evaluate_pending()
     now[0] = 20.0
     started = time.perf_counter()
-    (family,) = findings.families(second)
-    return time.perf_counter() - started, len(family.samples)
+    findings.hand_over(second)
+    findings.evaluate_pending()
+    seconds = time.perf_counter() - started
+    return seconds, len(findings.family().samples)
 
 
 def main() -> None:

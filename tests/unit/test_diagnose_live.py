@@ -274,7 +274,10 @@ def test_standing_findings_judge_the_time_between_evaluations() -> None:
     standing = StandingFindings(node_cpus=2, clock=lambda: now[0], every=10.0)
 
     def rows(text: str) -> set[tuple[str, ...]]:
-        (family,) = standing.families(list(text_string_to_metric_families(text)))
+        """A scrape serving *text*: the findings it serves, then its families handed over and judged after it."""
+        family = standing.family()
+        standing.hand_over(text_string_to_metric_families(text))
+        standing.evaluate_pending()
         assert family.name == "schedwatch_finding"
         assert all(sample.value == 1 for sample in family.samples)
         return {(s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in family.samples}
@@ -283,6 +286,8 @@ def test_standing_findings_judge_the_time_between_evaluations() -> None:
     now[0] = 105.0
     assert rows(AFTER) == set()  # too soon: the first reading is kept as the window's start
     now[0] = 112.0
+    assert rows(AFTER) == set()  # judged after this scrape, off its path
+    now[0] = 113.0
     judged = rows(AFTER)
     # The recorded scrapes were 2 s apart; judged over these 12 s the other test's lock convoy blocks its threads
     # too little of the time for the rule (over the 2 s it is a finding: see the test above).
@@ -293,6 +298,7 @@ def test_standing_findings_judge_the_time_between_evaluations() -> None:
     now[0] = 115.0
     assert rows(BEFORE) == judged  # between evaluations the last findings stand
     now[0] = 130.0
+    assert rows(AFTER) == judged  # the evaluation this scrape hands over shows at the next
     assert rows(AFTER) == set()  # nothing happened since the last evaluation: no finding
 
 
