@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from agent.cgroups import read_layout, read_usage_v1
+from agent.diagnosis.live.fleet import PrometheusSource
+from agent.diagnosis.live.sources import SourceError
 from tests.support.agent import REPO, AgentProcess
 from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus
@@ -199,6 +201,14 @@ def test_fleet_ranking_and_node_drill_down_through_prometheus(
     finally:
         storm.release()
         first.release()
+
+
+def test_a_query_prometheus_refuses_is_its_own_one_line_error(prometheus: Prometheus) -> None:
+    with pytest.raises(SourceError) as refused:
+        PrometheusSource(f"prometheus+{prometheus.url}").query("sum(")
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith(f"{prometheus.url} refused a query (HTTP 400): "), line
+    assert "parse error" in line, line  # Prometheus's own reason, from its JSON answer
 
 
 @pytest.mark.parametrize(
