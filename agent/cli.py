@@ -129,13 +129,14 @@ def run(settings: config.Settings) -> int:
     stop_signals: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda received, _frame: stop_signals.append(received))
+    findings = StandingFindings(online_cpus())
     agent_collector = AgentCollector(
         running,
         unavailable,
         facts.release,
         lambda: stats_fd is not None or bool(kernel.bpf_stats_enabled()),
         identities,
-        StandingFindings(online_cpus()),
+        findings,
         mode=mode.mode,
     )
     try:
@@ -176,6 +177,7 @@ def run(settings: config.Settings) -> int:
         time.sleep(STOP_POLL_SECONDS)
         if isinstance(keys, ProcessKeys) and keys.announced_since_sync() >= fold_after:
             agent_collector.collect_unserved()
+        findings.evaluate_pending()  # the rules run here, between scrapes, not in the scrape that handed them over
         # A scrape leaves megabytes freed; hand them back off the scrape's path (a trim takes ~10 ms).
         if agent_collector.collections != trimmed_after and time.monotonic() - trimmed_at >= TRIM_SECONDS:
             trimmed_after = agent_collector.collections

@@ -49,11 +49,15 @@ class AgentCollector:
         with self._lock:
             families = self._collect()
         yield from families
+        if self._findings is not None:  # the text is written: the rules run later, between scrapes
+            self._findings.hand_over(families)
 
     def collect_unserved(self) -> None:
         """Do a scrape's work without serving it: folds exited processes out of the kernel maps between scrapes."""
         with self._lock:
-            self._collect()
+            families = self._collect()
+        if self._findings is not None:
+            self._findings.hand_over(families)
 
     def _collect(self) -> list[Metric]:
         self.collections += 1
@@ -93,7 +97,7 @@ class AgentCollector:
         self._identities.forget_unwanted()
         families = [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
         if self._findings is not None:
-            families += self._findings.families(families)
+            families.append(self._findings.family())
         return families
 
 

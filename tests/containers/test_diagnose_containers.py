@@ -3,14 +3,13 @@ yields over the window counted, and its processes listed from the container's ow
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import time
 
 from tests.containers.test_identity import RUNC_INIT_YIELDS
-from tests.support.agent import REPO, AgentProcess
+from tests.support.agent import AgentProcess
 from tests.support.containers import Podman
+from tests.support.diagnose import Diagnose
 
 YIELDS = 30_000 * 2
 WINDOW = 10  # the container starts within it (Podman takes a second or more), and yields in well under one
@@ -20,30 +19,15 @@ def test_a_named_container_is_diagnosed_with_its_processes(container_agent: Agen
     name = f"{podman.prefix}-diagnosed"
     # The name filter needs the agent to have its name by the second reading: Podman answers in milliseconds.
     source = f"http://127.0.0.1:{container_agent.port}"
-    command = ["diagnose", "--json", "--log-format", "json", "--duration", str(WINDOW), "--from", source]
-    diagnose = subprocess.Popen(
-        [sys.executable, "-m", "agent", *command, "--container", name],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert diagnose.stderr is not None
-    log = []
-    for line in diagnose.stderr:
-        log.append(line)
-        if '"window_started"' in line:
-            break
-    opened = time.monotonic()
+    diagnose = Diagnose("--duration", str(WINDOW), "--from", source, "--container", name)
+    opened = diagnose.wait_for_window()
     container = podman.run("diagnosed", "sh", "-c", "/w/yielder - 30000 2 0 && exec sleep 600")
     deadline = opened + WINDOW - 2
     while '"yields"' not in subprocess.run(["podman", "logs", container], capture_output=True, text=True).stdout:
         assert time.monotonic() < deadline, "the container did not yield early enough in the window"
         time.sleep(0.2)
     try:
-        out, err = diagnose.communicate(timeout=120)
-        assert diagnose.returncode == 0, "".join(log) + err
-        report = json.loads(out)
+        report = diagnose.result()
         (view,) = report["workloads"]
         assert view["ref"]["container_id"] == container and view["ref"]["container"] == name
         # the container was made inside the window: everything it did counts, runc's init included

@@ -4,8 +4,6 @@ known count on the host."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from agent.diagnosis.environment import ALLOWED
 from tests.containers.test_image import agent_container  # noqa: F401  (the module's agent, in the image)
 from tests.support.agent import AgentProcess
 from tests.support.containers import Podman
+from tests.support.diagnose import Diagnose
 from tests.support.workloads import CgroupSandbox, Workload
 
 YIELDS_PER_THREAD = 100_000
@@ -28,38 +27,20 @@ def test_diagnose_in_the_image_reads_the_agent_beside_it(
 ) -> None:
     group = cgroups.make("image-diagnose")
     path = cgroups.relative(group)
-    command = [
-        "podman",
-        "exec",
-        f"{podman.prefix}-agent",
-        "schedwatch",
-        "diagnose",
+    diagnose = Diagnose(
         "--from",
         f"http://127.0.0.1:{agent_container.port}",
         "--duration",
         str(WINDOW),
         "--cgroup",
         path,
-        "--json",
-        "--log-format",
-        "json",
-    ]
-    diagnose = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert diagnose.stderr is not None
-    log = []
-    for line in diagnose.stderr:
-        log.append(line)
-        if '"window_started"' in line:
-            break
-    else:
-        raise AssertionError(f"diagnose in the image never opened its window:\n{''.join(log)}")
-    opened = time.monotonic()
+        command=("podman", "exec", f"{podman.prefix}-agent", "schedwatch"),
+    )
+    opened = diagnose.wait_for_window()
     workload = Workload(yielder, group, YIELDS_PER_THREAD, THREADS)
     assert time.monotonic() - opened < WINDOW - 1.5
     try:
-        out, err = diagnose.communicate(timeout=120)
-        assert diagnose.returncode == 0, "".join(log) + err
-        report = json.loads(out)
+        report = diagnose.result()
         (view,) = report["workloads"]
         assert view["ref"]["cgroup"] == path
         assert view["sched_yield_calls"] == YIELDS_PER_THREAD * THREADS

@@ -11,12 +11,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 from agent.cgroups import read_layout, read_usage_v1
+from agent.diagnosis.live.fleet import PrometheusSource
+from agent.diagnosis.live.sources import SourceError
 from tests.support.agent import REPO, AgentProcess
+from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus
 from tests.support.scrape import scrape
 from tests.support.workloads import CgroupSandbox, Workload
@@ -65,46 +68,6 @@ def test_cpu_usage_matches_the_runtime_of_the_cgroups_threads(
             assert truth - 0.02 <= v1_total <= truth + 0.001, (v1_total, truth)
     finally:
         workload.release()
-
-
-class Diagnose:
-    """`schedwatch diagnose --json` as a subprocess; the test acts once the window has opened."""
-
-    def __init__(self, *flags: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agent", "diagnose", "--json", "--log-format", "json", *flags],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.log: list[str] = []
-
-    def wait_for_window(self, timeout: float = 90.0) -> float:
-        """Block until the first reading is taken; the monotonic time then."""
-        assert self.process.stderr is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                raise AssertionError(f"diagnose exited before its window:\n{''.join(self.log)}{self._rest()}")
-            self.log.append(line)
-            if '"window_started"' in line:
-                return time.monotonic()
-        self.process.kill()
-        raise AssertionError(f"no window within {timeout} s:\n{''.join(self.log)}")
-
-    def result(self) -> dict[str, Any]:
-        """The JSON it printed; fails with its log when it failed."""
-        out, err = self.process.communicate(timeout=120)
-        self.output = "".join(self.log) + err + out
-        assert self.process.returncode == 0, f"diagnose exited {self.process.returncode}:\n{''.join(self.log)}{err}"
-        document: dict[str, Any] = json.loads(out)
-        return document
-
-    def _rest(self) -> str:
-        stream: IO[str] | None = self.process.stderr
-        return stream.read() if stream is not None else ""
 
 
 def only_workload(report: dict[str, Any], cgroup: str) -> dict[str, Any]:
@@ -238,6 +201,14 @@ def test_fleet_ranking_and_node_drill_down_through_prometheus(
     finally:
         storm.release()
         first.release()
+
+
+def test_a_query_prometheus_refuses_is_its_own_one_line_error(prometheus: Prometheus) -> None:
+    with pytest.raises(SourceError) as refused:
+        PrometheusSource(f"prometheus+{prometheus.url}").query("sum(")
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith(f"{prometheus.url} refused a query (HTTP 400): "), line
+    assert "parse error" in line, line  # Prometheus's own reason, from its JSON answer
 
 
 @pytest.mark.parametrize(

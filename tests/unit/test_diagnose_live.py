@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent import cli
 from agent.diagnosis.findings import Cause, Mechanism
+from agent.diagnosis.live.fleet import PrometheusSource
 from agent.diagnosis.live.gather import NothingMatches, chosen, facts_from_window
 from agent.diagnosis.live.members import Filter, cgroup_of, filter_for_pid, in_workload
 from agent.diagnosis.live.ranking import FLAG_SCORE, score
@@ -30,6 +32,7 @@ BEFORE = (FIXTURES / "agent-before.txt").read_text()
 AFTER = (FIXTURES / "agent-after.txt").read_text()
 YIELD = WorkloadRef(cgroup="/schedwatch-test-16764-9699bd/yield-d20f46")
 QUOTA = WorkloadRef(cgroup="/schedwatch-test-16764-9699bd/quota-e202d0")
+CONVOY = WorkloadRef(cgroup="/schedwatch-test-16549-01a860/lock-convoy-038ab5")
 
 
 def window(before: str = BEFORE, after: str = AFTER, seconds: float = 2.0) -> Window:
@@ -94,15 +97,16 @@ def test_cpus_allowed_is_the_least_of_limit_affinity_and_node() -> None:
 
 def test_the_yielding_and_the_throttled_workloads_are_flagged_and_diagnosed() -> None:
     facts = facts_from_window(window(), Filter(), "fixture", False, ProcFS(), None, None, 0.0)
-    flagged = {view.ref for view in chosen(facts.workloads, Filter())}
-    assert {YIELD, QUOTA} <= flagged
+    # Highest score first. Besides the two recorded workloads, the machine's own: another test's lock convoy, the
+    # root, and a cpu-hogs cgroup with no CPU count known (no cgroup_cpu series) that cannot be judged per CPU.
+    assert [view.ref for view in chosen(facts.workloads, Filter())] == [YIELD, QUOTA, CONVOY, WorkloadRef(cgroup="/")]
     assert all(score(view) >= FLAG_SCORE for view in chosen(facts.workloads, Filter()))
     diagnosis = diagnose(facts)
-    causes = {(finding.workload, finding.cause) for finding in diagnosis.findings}
-    assert (YIELD, Cause.THREAD_POOL_OVERSUBSCRIPTION) in causes
-    assert (QUOTA, Cause.CPU_THROTTLING) in causes
-    (storm,) = [f for f in diagnosis.findings if f.workload == YIELD]
-    assert storm.mechanism is Mechanism.YIELD_STORM
+    assert {(finding.workload, finding.cause, finding.mechanism) for finding in diagnosis.findings} == {
+        (YIELD, Cause.THREAD_POOL_OVERSUBSCRIPTION, Mechanism.YIELD_STORM),
+        (QUOTA, Cause.CPU_THROTTLING, Mechanism.QUOTA),
+        (CONVOY, Cause.FUTEX_CONTENTION, Mechanism.LOCK_CONVOY),
+    }
     assert any("not read" in note for note in facts.notes)  # not local: the report says what it could not read
 
 
@@ -178,6 +182,46 @@ def test_a_metrics_page_that_is_not_schedwatch_says_so(served: tuple[str, type[_
     assert "\n" not in str(error.value)
 
 
+class _Trickle(_Serve):
+    """Answers 200, then one byte every 0.1 s for 10 s: each read is quick, the whole answer never comes."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        for _ in range(100):
+            try:
+                self.wfile.write(b"#")
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def trickling() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_trickling_agent_is_given_up_at_the_deadline(trickling: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"sent no whole /metrics within 1 s: check that the agent") as error:
+        AgentSource(trickling, timeout=1.0).read()
+    assert time.monotonic() - started < 5.0  # the per-read timeout alone would wait out the 10 s trickle
+    assert "\n" not in str(error.value)
+
+
+def test_a_trickling_prometheus_is_given_up_at_the_deadline(trickling: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"did not answer a query within 1 s: ask for a shorter --duration"):
+        PrometheusSource(f"prometheus+{trickling}", timeout=1.0).query("up")
+    assert time.monotonic() - started < 5.0
+
+
 def test_an_unreachable_agent_says_so_in_one_line() -> None:
     with pytest.raises(SourceError, match=r"cannot reach http://127\.0\.0\.1:.*is the agent running there") as error:
         AgentSource(f"http://127.0.0.1:{free_port()}").read()
@@ -230,23 +274,31 @@ def test_standing_findings_judge_the_time_between_evaluations() -> None:
     standing = StandingFindings(node_cpus=2, clock=lambda: now[0], every=10.0)
 
     def rows(text: str) -> set[tuple[str, ...]]:
-        (family,) = standing.families(list(text_string_to_metric_families(text)))
+        """A scrape serving *text*: the findings it serves, then its families handed over and judged after it."""
+        family = standing.family()
+        standing.hand_over(text_string_to_metric_families(text))
+        standing.evaluate_pending()
         assert family.name == "schedwatch_finding"
         assert all(sample.value == 1 for sample in family.samples)
-        return {
-            (s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in family.samples if s.labels["cgroup"]
-        }
+        return {(s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in family.samples}
 
     assert rows(BEFORE) == set()  # one reading: nothing to judge yet
     now[0] = 105.0
     assert rows(AFTER) == set()  # too soon: the first reading is kept as the window's start
     now[0] = 112.0
+    assert rows(AFTER) == set()  # judged after this scrape, off its path
+    now[0] = 113.0
     judged = rows(AFTER)
-    assert ("thread-pool-oversubscription", "yield-storm", YIELD.cgroup) in judged
-    assert ("cpu-throttling", "quota", QUOTA.cgroup) in judged
+    # The recorded scrapes were 2 s apart; judged over these 12 s the other test's lock convoy blocks its threads
+    # too little of the time for the rule (over the 2 s it is a finding: see the test above).
+    assert judged == {
+        ("thread-pool-oversubscription", "yield-storm", YIELD.cgroup),
+        ("cpu-throttling", "quota", QUOTA.cgroup),
+    }
     now[0] = 115.0
     assert rows(BEFORE) == judged  # between evaluations the last findings stand
     now[0] = 130.0
+    assert rows(AFTER) == judged  # the evaluation this scrape hands over shows at the next
     assert rows(AFTER) == set()  # nothing happened since the last evaluation: no finding
 
 

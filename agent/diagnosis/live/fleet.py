@@ -15,16 +15,16 @@ import json
 import re
 import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from agent.diagnosis.live import fetch
 from agent.diagnosis.live.series import COUNTERS, GAUGES, WORKLOAD_LABELS, Reading, WorkloadTotals, ref_of
 from agent.diagnosis.live.sources import SourceError
 from agent.diagnosis.live.window import Window
 
 SCHEME = "prometheus+"
-QUERY_TIMEOUT = 60.0
+QUERY_TIMEOUT = 60.0  # seconds one whole query may take
 MAX_BODY_BYTES = 512 * 1024 * 1024
 
 
@@ -57,16 +57,22 @@ class PrometheusSource:
         """An instant query's vector; SourceError when the server cannot be asked or refuses the query."""
         url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
         try:
-            with urllib.request.urlopen(url, timeout=self._timeout) as response:
-                document = json.loads(response.read(MAX_BODY_BYTES))
+            document = json.loads(fetch.get(url, self._timeout, MAX_BODY_BYTES))
         except urllib.error.HTTPError as error:
             detail = error.read(4096).decode("utf-8", "replace")
             with contextlib.suppress(ValueError, AttributeError):
                 detail = str(json.loads(detail).get("error", detail))
             raise SourceError(f"{self.base} refused a query (HTTP {error.code}): {detail}") from None
-        except (urllib.error.URLError, OSError) as error:
+        except fetch.DeadlinePassed:
+            raise SourceError(
+                f"{self.base} did not answer a query within {self._timeout:g} s: "
+                "ask for a shorter --duration, or a single --node"
+            ) from None
+        except OSError as error:  # URLError and socket timeouts are OSErrors
             reason = getattr(error, "reason", error)
-            raise SourceError(f"cannot reach Prometheus at {self.base}: {reason}") from None
+            raise SourceError(
+                f"cannot reach Prometheus at {self.base}: {reason}; check the address (as a browser would use it)"
+            ) from None
         except ValueError:
             raise SourceError(f"{self.base} is not a Prometheus HTTP API (its answer is not JSON)") from None
         if not isinstance(document, dict) or document.get("status") != "success":

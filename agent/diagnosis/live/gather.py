@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diagnosis.live.details import read_closely
-from agent.diagnosis.live.members import Filter, workload_pids
-from agent.diagnosis.live.ranking import FLAG_SCORE, MAX_FLAGGED, score
+from agent.diagnosis.live.members import Filter, cgroup_paths, workload_pids
+from agent.diagnosis.live.ranking import CATCH_ALL, FLAG_SCORE, MAX_FLAGGED, score
 from agent.diagnosis.live.series import Reading
 from agent.diagnosis.live.sources import Source
 from agent.diagnosis.live.window import Window, workload_views
@@ -19,8 +19,6 @@ from agent.diagnosis.node import NodeTicks, node_states, parse_proc_stat
 from agent.diagnosis.views import CpuShares, Facts, NodeView, WorkloadView
 from agent.log import get_logger
 from agent.procfs import ProcFS
-
-NOT_A_WORKLOAD = ("(removed)", "(unresolved)")  # catch-all label sets: no cgroup to read
 
 
 class NothingMatches(ValueError):
@@ -90,7 +88,7 @@ def ranked(views: Sequence[WorkloadView]) -> list[WorkloadView]:
 
 def chosen(views: Sequence[WorkloadView], wanted: Filter) -> list[WorkloadView]:
     """The workloads to read closely: those the filter names, or those whose score reaches the bar."""
-    candidates = [view for view in views if view.ref.cgroup not in NOT_A_WORKLOAD]
+    candidates = [view for view in views if view.ref.cgroup not in CATCH_ALL]
     if wanted.empty:
         candidates = [view for view in candidates if score(view) >= FLAG_SCORE]
     return ranked(candidates)[:MAX_FLAGGED]
@@ -137,9 +135,10 @@ def _read_closely(
     procfs: ProcFS, tree: Path | None, views: Sequence[WorkloadView], node_cpus: int | None, seconds: float
 ) -> dict[object, WorkloadView]:
     """Every view read closely at once (their samples overlap in time)."""
+    paths = cgroup_paths(tree)
     with ThreadPoolExecutor(max_workers=len(views)) as pool:
         futures = {
-            view.ref: pool.submit(read_closely, procfs, view, workload_pids(tree, view.ref), node_cpus, seconds)
+            view.ref: pool.submit(read_closely, procfs, view, workload_pids(tree, paths, view.ref), node_cpus, seconds)
             for view in views
         }
         return {ref: future.result() for ref, future in futures.items()}

@@ -79,12 +79,17 @@ def in_workload(path: str, ref: WorkloadRef) -> bool:
     return bool(ref.cgroup) and label_value(path) == ref.cgroup
 
 
-def workload_pids(tree: Path | None, ref: WorkloadRef, limit: int = MAX_PROCESSES) -> list[int]:
-    """Pids in the cgroups of *ref* (at most *limit*), found by walking the cgroup tree at *tree*."""
+def cgroup_paths(tree: Path | None) -> list[str]:
+    """Every cgroup under *tree* now, as paths relative to it (walked once for all the workloads read closely)."""
+    return [] if tree is None else sorted(CgroupPathResolver(tree).snapshot().values())
+
+
+def workload_pids(tree: Path | None, paths: list[str], ref: WorkloadRef, limit: int = MAX_PROCESSES) -> list[int]:
+    """Pids in the cgroups of *ref* (at most *limit*), among *paths* (cgroup_paths of the tree at *tree*)."""
     if tree is None:
         return []
     pids: list[int] = []
-    for path in sorted(CgroupPathResolver(tree).snapshot().values()):
+    for path in paths:
         if not in_workload(path, ref):
             continue
         try:

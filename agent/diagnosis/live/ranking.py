@@ -10,9 +10,11 @@ from __future__ import annotations
 from agent.diagnosis.rules.signals import signals
 from agent.diagnosis.rules.thresholds import DEFAULT, Thresholds
 from agent.diagnosis.views import NodeView, WorkloadView
+from agent.identity.workload import REMOVED, UNRESOLVED
 
 FLAG_SCORE = 0.25  # e.g. 500 yields/s per CPU, 5 % of CFS periods throttled, 1/16 thread waiting per CPU
 MAX_FLAGGED = 8  # workloads read closely at most, highest scores first
+CATCH_ALL = (REMOVED.cgroup, UNRESOLVED.cgroup)  # counts no one cgroup holds: nothing to read closely or judge
 
 
 def shares(view: WorkloadView, node: NodeView | None = None, limits: Thresholds = DEFAULT) -> dict[str, float]:

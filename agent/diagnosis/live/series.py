@@ -88,31 +88,38 @@ def ref_of(labels: dict[str, str]) -> WorkloadRef:
 def read_families(families: Iterable[Metric], at: float) -> Reading:
     """A Reading of metric families; NotSchedwatch when they hold no schedwatch_build_info."""
     up: set[str] = set()
-    workloads: dict[WorkloadRef, WorkloadTotals] = {}
+    by_labels: dict[tuple[str, ...], WorkloadTotals] = {}  # a tuple hashes faster than a WorkloadRef per sample
     unknown: frozenset[str] = frozenset()
     agent = False
     for family in families:
         for sample in family.samples:
             name = sample.name
-            if name == BUILD_INFO:
-                agent = True
-            elif name == MODE:
-                unknown = NOT_IN_MODE.get(sample.labels.get("mode", ""), frozenset())
-            elif name == SOURCE_UP:
-                if sample.value == 1:
-                    up.add(sample.labels.get("source", ""))
-            elif name in COUNTERS:
+            if name in COUNTERS:
                 key, split, _collector = COUNTERS[name]
                 if split is not None:
                     key = f"{key}:{sample.labels.get(split, '')}"
-                totals = workloads.setdefault(ref_of(sample.labels), WorkloadTotals())
+                totals = _totals(by_labels, sample.labels)
                 totals.counts[key] = totals.counts.get(key, 0.0) + sample.value
             elif name in GAUGES:
-                totals = workloads.setdefault(ref_of(sample.labels), WorkloadTotals())
-                totals.gauges[GAUGES[name]] = sample.value
+                _totals(by_labels, sample.labels).gauges[GAUGES[name]] = sample.value
+            elif name == BUILD_INFO:
+                agent = True
+            elif name == MODE:
+                unknown = NOT_IN_MODE.get(sample.labels.get("mode", ""), frozenset())
+            elif name == SOURCE_UP and sample.value == 1:
+                up.add(sample.labels.get("source", ""))
     if not agent:
         raise NotSchedwatch("no schedwatch_build_info series")
+    workloads = {WorkloadRef(*values): totals for values, totals in by_labels.items()}
     return Reading(at, frozenset(up), merge_unnamed(workloads), unknown)
+
+
+def _totals(by_labels: dict[tuple[str, ...], WorkloadTotals], labels: dict[str, str]) -> WorkloadTotals:
+    values = tuple(labels.get(name, "") for name in WORKLOAD_LABELS)
+    totals = by_labels.get(values)
+    if totals is None:
+        totals = by_labels[values] = WorkloadTotals()
+    return totals
 
 
 def merge_unnamed(workloads: dict[WorkloadRef, WorkloadTotals]) -> dict[WorkloadRef, WorkloadTotals]:

@@ -6,16 +6,16 @@ import ipaddress
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.diagnosis.live import fetch
 from agent.diagnosis.live.series import NotSchedwatch, Reading, read_families
 
-AGENT_TIMEOUT = 30.0  # seconds a scrape of the agent may take: seconds on a busy node with thousands of cgroups
+AGENT_TIMEOUT = 30.0  # seconds a whole scrape of the agent may take: seconds on a busy node with thousands of cgroups
 MAX_METRICS_BYTES = 256 * 1024 * 1024  # a /metrics body read at most
 
 
@@ -98,15 +98,18 @@ class AgentSource:
             raise SourceError(f"{self.url} did not answer in the Prometheus text format ({error})") from None
 
     def _get(self) -> str:
-        request = urllib.request.Request(self.url, headers={"Accept": "text/plain; version=0.0.4"})
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                body: bytes = response.read(MAX_METRICS_BYTES)
+            body = fetch.get(self.url, self._timeout, MAX_METRICS_BYTES, {"Accept": "text/plain; version=0.0.4"})
         except urllib.error.HTTPError as error:
             raise SourceError(
                 f"{self.url} answered HTTP {error.code} {error.reason}: is this the agent's metrics port?"
             ) from None
-        except OSError as error:  # URLError and timeouts are OSErrors
+        except fetch.DeadlinePassed:
+            raise SourceError(
+                f"{self.url} sent no whole /metrics within {self._timeout:g} s: check that the agent is not "
+                "overloaded (its schedwatch_collector_duration_seconds) and that nothing between holds the answer"
+            ) from None
+        except OSError as error:  # URLError and socket timeouts are OSErrors
             reason = getattr(error, "reason", error)
             raise SourceError(
                 f"cannot reach {self.url}: {reason}; is the agent running there? "

@@ -1,20 +1,22 @@
 """Findings as a metric: the agent runs the rules on its own series, counts only, and exports
 ``schedwatch_finding{cause, mechanism, <workload labels>} 1`` for each finding until an evaluation no longer makes it.
 
-Each evaluation covers the time since the previous one and happens at a scrape at least EVALUATE_SECONDS after it
-(so a Prometheus scraping every 15-60 s gets one per scrape or so). Only workloads whose contention score reaches
-the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES.
+A scrape at least EVALUATE_SECONDS after the previous one that did hands the families it served over once its text
+is written; the agent's main loop judges them between scrapes (evaluate_pending), off the scrapes' path, over the
+time since the previous evaluation, and the scrapes after serve what it found. Only workloads whose contention score
+reaches the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.diagnosis.live.ranking import FLAG_SCORE, score
+from agent.diagnosis.live.ranking import CATCH_ALL, FLAG_SCORE, score
 from agent.diagnosis.live.series import NotSchedwatch, Reading, read_families
 from agent.diagnosis.live.window import Window, workload_views
 from agent.diagnosis.rules import diagnose
@@ -27,7 +29,7 @@ Row = tuple[str, ...]  # cause, mechanism, then the workload labels
 
 
 class StandingFindings:
-    """The findings of the last evaluation, re-evaluated from the agent's families at most every EVALUATE_SECONDS."""
+    """The findings of the last evaluation; scrapes hand their families over at most every EVALUATE_SECONDS."""
 
     def __init__(
         self, node_cpus: int, clock: Callable[[], float] = time.monotonic, every: float = EVALUATE_SECONDS
@@ -35,31 +37,46 @@ class StandingFindings:
         self._node = NodeView(cpus=node_cpus)
         self._clock = clock
         self._every = every
+        self._handed_at: float | None = None
+        self._pending: tuple[list[Metric], float] | None = None
+        self._pending_lock = threading.Lock()
         self._last: Reading | None = None
         self._rows: list[Row] = []
 
-    def families(self, families: Iterable[Metric]) -> list[Metric]:
-        """The finding family for this scrape; *families* are everything else the agent serves now (build info too)."""
-        now = self._clock()
-        if self._last is None or now - self._last.at >= self._every:
-            try:
-                reading = read_families(families, now)
-            except NotSchedwatch:  # families without the build info: nothing to judge
-                reading = None
-            if reading is not None:
-                if self._last is not None:
-                    self._rows = self._evaluate(Window(self._last, reading))
-                self._last = reading
+    def family(self) -> Metric:
+        """The finding family for this scrape: the last evaluation's findings."""
         family = metrics.FINDING.family()
         for row in self._rows:
             family.add_metric(list(row), 1)
-        return [family]
+        return family
+
+    def hand_over(self, families: Iterable[Metric]) -> None:
+        """Keep the families a scrape served (build info included) for evaluate_pending, when an evaluation is due."""
+        now = self._clock()
+        if self._handed_at is None or now - self._handed_at >= self._every:
+            with self._pending_lock:
+                self._pending = (list(families), now)
+            self._handed_at = now
+
+    def evaluate_pending(self) -> None:
+        """Judge the families a scrape handed over, if any (the agent's main loop calls this between scrapes)."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        try:
+            reading = read_families(*pending)
+        except NotSchedwatch:  # families without the build info: nothing to judge
+            return
+        if self._last is not None:
+            self._rows = self._evaluate(Window(self._last, reading))
+        self._last = reading
 
     def _evaluate(self, window: Window) -> list[Row]:
         views = [
             view
             for view in workload_views(window, self._node.cpus)
-            if view.ref.cgroup not in ("(removed)", "(unresolved)") and score(view, self._node) >= FLAG_SCORE
+            if view.ref.cgroup not in CATCH_ALL and score(view, self._node) >= FLAG_SCORE
         ]
         diagnosis = diagnose(Facts(node=self._node, workloads=tuple(views), sources=("schedwatch_finding",)))
         rows: set[Row] = {
