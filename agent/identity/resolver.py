@@ -28,7 +28,10 @@ from agent.procfs import ProcFS
 
 log = get_logger("identity")
 
-RETRY_NOT_FOUND_SECONDS = 30.0  # no runtime knew the id
+# No runtime knew the id. A container's cgroup appears (runc's init runs in it) before every runtime reports the
+# container, so a new id is asked again after a second, then after twice as long each time, up to this.
+RETRY_NOT_FOUND_FIRST_SECONDS = 1.0
+RETRY_NOT_FOUND_SECONDS = 30.0
 RETRY_ERROR_SECONDS = 5.0  # a runtime did not answer (starting up, restarting)
 FORGET_SECONDS = 600.0
 MAX_QUEUE = 4096
@@ -50,6 +53,7 @@ class _Entry:
     resolved_at: float
     last_wanted: float
     retry_after: float = RETRY_NOT_FOUND_SECONDS
+    misses: int = 0  # answers in a row in which no runtime knew the id
 
 
 class IdentityResolver:
@@ -135,8 +139,14 @@ class IdentityResolver:
         identity = None if info is None else self._identity(container_id, info)
         now = self._clock()
         with self._lock:
-            retry = RETRY_ERROR_SECONDS if failed else RETRY_NOT_FOUND_SECONDS
-            self._cache[container_id] = _Entry(identity, now, now, retry)
+            previous = self._cache.get(container_id)
+            misses = 0
+            if failed:
+                retry = RETRY_ERROR_SECONDS
+            else:
+                misses = (previous.misses if previous is not None else 0) + (identity is None)
+                retry = min(RETRY_NOT_FOUND_SECONDS, RETRY_NOT_FOUND_FIRST_SECONDS * 2 ** max(0, misses - 1))
+            self._cache[container_id] = _Entry(identity, now, now, retry, misses)
             self._pending.discard(container_id)
         return identity
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from agent.identity.resolver import RETRY_ERROR_SECONDS, RETRY_NOT_FOUND_SECONDS, Identity, IdentityResolver
+from agent.identity.resolver import (
+    RETRY_ERROR_SECONDS,
+    RETRY_NOT_FOUND_FIRST_SECONDS,
+    RETRY_NOT_FOUND_SECONDS,
+    Identity,
+    IdentityResolver,
+)
 from agent.identity.runtimes import ContainerInfo, RuntimeUnavailable
 
 
@@ -59,13 +65,14 @@ def test_worker_fills_the_cache_in_the_background() -> None:
         resolver.stop()
 
 
-def test_errors_are_retried_sooner_than_unknown_ids() -> None:
+def test_errors_are_retried_sooner_than_ids_long_unknown() -> None:
     clock = Clock()
     runtime = ScriptedRuntime()
     runtime.answers["down"] = RuntimeUnavailable("timed out")
     resolver = IdentityResolver([runtime], clock=clock)
     resolver.resolve_now("down")
-    resolver.resolve_now("unknown")
+    for _ in range(8):  # unknown eight times in a row: asked again only every RETRY_NOT_FOUND_SECONDS now
+        resolver.resolve_now("unknown")
     clock.now = RETRY_ERROR_SECONDS + 0.1
     resolver.get("down")
     resolver.get("unknown")
@@ -73,7 +80,40 @@ def test_errors_are_retried_sooner_than_unknown_ids() -> None:
     clock.now = RETRY_NOT_FOUND_SECONDS + 0.1
     resolver.get("unknown")
     assert resolver._queue.qsize() == 2
-    assert resolver.lookup_counts() == {("scripted", "error"): 1, ("scripted", "not_found"): 1}
+    assert resolver.lookup_counts() == {("scripted", "error"): 1, ("scripted", "not_found"): 8}
+
+
+def test_a_new_unknown_id_is_asked_again_soon_then_less_and_less_often() -> None:
+    # A container's cgroup shows up before its runtime reports the container: the first "not found" must not
+    # leave it unnamed for 30 s.
+    clock = Clock()
+    runtime = ScriptedRuntime()
+    resolver = IdentityResolver([runtime], clock=clock)
+    waits = []
+    for _ in range(7):
+        resolver.resolve_now("young")
+        asked_at = clock.now
+        while True:
+            clock.now += 0.25
+            resolver.get("young")
+            if resolver._queue.qsize():
+                resolver._queue.get_nowait()
+                resolver._pending.discard("young")
+                break
+        waits.append(clock.now - asked_at)
+    first = RETRY_NOT_FOUND_FIRST_SECONDS
+    assert waits == [
+        first + 0.25,
+        2 * first + 0.25,
+        4 * first + 0.25,
+        8 * first + 0.25,
+        16 * first + 0.25,
+        30.25,
+        30.25,
+    ]
+    runtime.answers["young"] = ContainerInfo("late")
+    assert resolver.resolve_now("young") == Identity("late")
+    assert resolver.get("young") == Identity("late")
 
 
 def test_entries_nobody_wants_are_forgotten() -> None:
