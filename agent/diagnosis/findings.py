@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from agent.diagnosis.views import Facts, WorkloadRef
+from agent.diagnosis.views import Facts, Workload
 
 SCHEMA = "schedwatch.diagnosis/v1"  # the JSON contract's name and version (docs/diagnosis.md)
 
@@ -65,7 +65,7 @@ class Finding:
 
     cause: Cause
     mechanism: Mechanism
-    workload: WorkloadRef
+    workload: Workload
     processes: tuple[int, ...]
     libraries: tuple[str, ...]  # "openblas 0.3.23.dev", "libgomp 1.0.0"
     evidence: tuple[Evidence, ...]
@@ -80,7 +80,7 @@ class Unchecked:
     """A rule that could not decide for a workload, because facts were missing."""
 
     rule: Cause
-    workload: WorkloadRef
+    workload: Workload
     missing: tuple[str, ...]  # facts the rule wanted
     collect_next: tuple[str, ...]  # how to get them
 
@@ -93,7 +93,7 @@ class Observation:
     summary: str
     evidence: tuple[Evidence, ...]
     look_next: tuple[str, ...]
-    workload: WorkloadRef | None = None
+    workload: Workload | None = None
 
 
 @dataclass(frozen=True)

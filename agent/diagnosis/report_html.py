@@ -33,7 +33,7 @@ from agent.diagnosis.report_text import (
     with_unit,
     workload_name,
 )
-from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import NodeView, ThreadView, Workload, WorkloadView
 from agent.identity.labels import visible
 
 CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
@@ -100,7 +100,7 @@ def _list(items: Iterable[str], ordered: bool = False) -> str:
     return f"<{tag}>{inner}</{tag}>" if inner else ""
 
 
-def _workload_line(ref: WorkloadRef) -> str:
+def _workload_line(ref: Workload) -> str:
     name = workload_name(ref)
     return name if name == UNNAMED else f"workload: {name}"
 

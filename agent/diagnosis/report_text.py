@@ -24,7 +24,7 @@ from rich.tree import Tree
 
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.offline.comparison import Comparison, Difference
-from agent.diagnosis.views import CpuShares, NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.identity.labels import visible
 
 SHOWN = 8  # threads and processes drawn per workload; the rest are counted
@@ -90,9 +90,9 @@ def with_unit(value: float, unit: str) -> str:
     return f"{number(value)} {unit}".rstrip()
 
 
-def workload_name(ref: WorkloadRef | None) -> str:
+def workload_name(ref: Workload | None) -> str:
     """The workload as a person names it; artifacts that do not name it say so."""
-    if ref is None or ref == WorkloadRef():
+    if ref is None or ref == Workload():
         return UNNAMED
     return ref.name
 

@@ -13,23 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class WorkloadRef:
-    """Which workload: the same labels as the metrics (empty when not known or not in a container)."""
-
-    container_id: str = ""
-    container: str = ""
-    pod: str = ""
-    namespace: str = ""
-    cgroup: str = ""
-
-    @property
-    def name(self) -> str:
-        """How a person names it: namespace/pod/container, else the container, else the cgroup path."""
-        if self.pod:
-            return "/".join(part for part in (self.namespace, self.pod, self.container) if part)
-        return self.container or self.container_id[:12] or self.cgroup or "(unknown)"
+from agent.identity.workload import Workload as Workload  # which workload: the metrics' labels
 
 
 @dataclass(frozen=True)
@@ -118,7 +102,7 @@ class PoolView:
 class WorkloadView:
     """One workload over the window: counts, CPU, limits, and (when it was looked at closely) its processes."""
 
-    ref: WorkloadRef
+    ref: Workload
     seconds: float | None = None  # length of the window; None when the source does not tell
     cpus_allowed: float | None = None  # CPUs it may use: its CPU limit, its affinity, or the node's CPUs
     cpu_limit_cores: float | None = None  # None: no limit set, or not known

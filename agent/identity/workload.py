@@ -21,6 +21,13 @@ class Workload:
     namespace: str = ""
     cgroup: str = ""
 
+    @property
+    def name(self) -> str:
+        """How a person names it: namespace/pod/container, else the container, else the id's start, else the cgroup."""
+        if self.pod:
+            return "/".join(part for part in (self.namespace, self.pod, self.container) if part)
+        return self.container or self.container_id[:12] or self.cgroup or "(unknown)"
+
     def labels(self) -> tuple[str, str, str, str, str]:
         """Label values in the order of :data:`agent.metrics.WORKLOAD_LABELS`."""
         return (self.container_id, self.container, self.pod, self.namespace, self.cgroup)

@@ -10,7 +10,7 @@ from agent.diagnosis import rules
 from agent.diagnosis.facts import WorkloadFacts
 from agent.diagnosis.findings import Cause, Diagnosis
 from agent.diagnosis.live.details import library_views, process_views
-from agent.diagnosis.views import Facts, NodeView, PoolView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import Facts, NodeView, PoolView, Workload, WorkloadView
 from agent.verification.runner import FACTS_AFTER_SECONDS, Run
 
 # Thread-count variables of the common pool libraries; the fix sets each to the same count.
@@ -74,7 +74,7 @@ def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) 
     """The rules' view of the first run: its whole counts over its whole wall time, and its processes."""
     used = run.user_seconds + run.system_seconds
     workload = WorkloadView(
-        ref=WorkloadRef(cgroup="(verify)"),
+        ref=Workload(cgroup="(verify)"),
         seconds=run.wall_seconds,
         cpus_allowed=cpus,
         cpu_limit_cores=quota,

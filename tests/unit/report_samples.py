@@ -24,14 +24,14 @@ from agent.diagnosis.views import (
     PoolView,
     ProcessView,
     ThreadView,
-    WorkloadRef,
+    Workload,
     WorkloadView,
 )
 
 HOSTILE_CONTAINER = "[bold red]pwn[/] <script>alert(1)</script>"
 HOSTILE_COMM = "\x1b[31mred</td><img src=https://evil.example/x.png>"
-SICK = WorkloadRef(container_id="0123456789abcdef", container=HOSTILE_CONTAINER, cgroup="/docker/0123456789abcdef")
-CALM = WorkloadRef(cgroup="/system.slice/sshd.service")
+SICK = Workload(container_id="0123456789abcdef", container=HOSTILE_CONTAINER, cgroup="/docker/0123456789abcdef")
+CALM = Workload(cgroup="/system.slice/sshd.service")
 
 
 def sick_workload() -> WorkloadView:

@@ -23,16 +23,16 @@ from agent.diagnosis.live.series import NotSchedwatch, read_families
 from agent.diagnosis.live.sources import AgentSource, SourceError
 from agent.diagnosis.live.window import Window, cpus_allowed, workload_view
 from agent.diagnosis.rules import diagnose
-from agent.diagnosis.views import WorkloadRef
+from agent.diagnosis.views import Workload
 from agent.procfs import ProcFS
 from tests.support.agent import free_port
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 BEFORE = (FIXTURES / "agent-before.txt").read_text()
 AFTER = (FIXTURES / "agent-after.txt").read_text()
-YIELD = WorkloadRef(cgroup="/schedwatch-test-16764-9699bd/yield-d20f46")
-QUOTA = WorkloadRef(cgroup="/schedwatch-test-16764-9699bd/quota-e202d0")
-CONVOY = WorkloadRef(cgroup="/schedwatch-test-16549-01a860/lock-convoy-038ab5")
+YIELD = Workload(cgroup="/schedwatch-test-16764-9699bd/yield-d20f46")
+QUOTA = Workload(cgroup="/schedwatch-test-16764-9699bd/quota-e202d0")
+CONVOY = Workload(cgroup="/schedwatch-test-16549-01a860/lock-convoy-038ab5")
 
 
 def window(before: str = BEFORE, after: str = AFTER, seconds: float = 2.0) -> Window:
@@ -73,7 +73,7 @@ def test_a_collector_that_is_not_running_gives_unknown_not_zero() -> None:
     assert view.futex_calls is None
     # the yield series is there, so it still counts; a workload without one is unknown, not 0
     assert view.sched_yield_calls == 400_000
-    quiet = WorkloadRef(cgroup="/no-such-cgroup")
+    quiet = Workload(cgroup="/no-such-cgroup")
     assert workload_view(window(BEFORE.replace(off, ""), AFTER.replace(off, "")), quiet, 2).sched_yield_calls is None
 
 
@@ -99,7 +99,7 @@ def test_the_yielding_and_the_throttled_workloads_are_flagged_and_diagnosed() ->
     facts = facts_from_window(window(), Filter(), "fixture", False, ProcFS(), None, None, 0.0)
     # Highest score first. Besides the two recorded workloads, the machine's own: another test's lock convoy, the
     # root, and a cpu-hogs cgroup with no CPU count known (no cgroup_cpu series) that cannot be judged per CPU.
-    assert [view.ref for view in chosen(facts.workloads, Filter())] == [YIELD, QUOTA, CONVOY, WorkloadRef(cgroup="/")]
+    assert [view.ref for view in chosen(facts.workloads, Filter())] == [YIELD, QUOTA, CONVOY, Workload(cgroup="/")]
     assert all(score(view) >= FLAG_SCORE for view in chosen(facts.workloads, Filter()))
     diagnosis = diagnose(facts)
     assert {(finding.workload, finding.cause, finding.mechanism) for finding in diagnosis.findings} == {
@@ -118,7 +118,7 @@ def test_a_filter_keeps_only_its_workload_and_one_matching_nothing_is_an_error()
 
 
 def test_filters_match_names_id_prefixes_and_cgroup_subtrees() -> None:
-    ref = WorkloadRef(container_id="ab" * 32, container="worker", pod="pipeline-0", namespace="ml")
+    ref = Workload(container_id="ab" * 32, container="worker", pod="pipeline-0", namespace="ml")
     assert Filter(namespace="ml", pod="pipeline-0").matches(ref)
     assert Filter(container="worker").matches(ref)
     assert Filter(container="ab" * 6).matches(ref)
@@ -127,10 +127,10 @@ def test_filters_match_names_id_prefixes_and_cgroup_subtrees() -> None:
     assert Filter(cgroup="/schedwatch-test-16764-9699bd").matches(QUOTA)
     assert not Filter(cgroup="/schedwatch-test-1676").matches(QUOTA)
     docker = "/system.slice/docker-" + "cd" * 32 + ".scope"
-    assert in_workload(docker, WorkloadRef(container_id="cd" * 32))
+    assert in_workload(docker, Workload(container_id="cd" * 32))
     # a directory merely named like a container is exported as the plain cgroup it is: its processes are that one's
-    assert in_workload(docker, WorkloadRef(cgroup=docker))
-    assert not in_workload(docker, WorkloadRef(container_id="ab" * 32))
+    assert in_workload(docker, Workload(cgroup=docker))
+    assert not in_workload(docker, Workload(container_id="ab" * 32))
 
 
 def test_a_pid_is_turned_into_its_cgroup() -> None:
@@ -309,7 +309,7 @@ def test_a_container_named_within_the_window_keeps_its_earlier_counts() -> None:
     head = 'schedwatch_build_info{version="0.1.0",kernel_release="x"} 1\nschedwatch_source_up{source="syscalls"} 1\n'
     before = head + f"schedwatch_sched_yield_calls_total{{{by_id}}} 5000000\n"
     after = head + f"schedwatch_sched_yield_calls_total{{{named}}} 5000300\n"
-    ref = WorkloadRef(container_id, "worker", "pipeline-0", "ml")
+    ref = Workload(container_id, "worker", "pipeline-0", "ml")
     # the agent moved the series, history included, to the names: only 300 calls were made in the window
     assert workload_view(window(before, after), ref, node_cpus=2).sched_yield_calls == 300
 
@@ -323,5 +323,5 @@ def test_a_container_named_halfway_through_a_scrape_is_one_workload() -> None:
     text = head + f"schedwatch_sched_yield_calls_total{{{by_id}}} 60001\nschedwatch_threads{{{named}}} 1\n"
     reading = read_families(text_string_to_metric_families(text), 0.0)
     ((ref, totals),) = reading.workloads.items()
-    assert ref == WorkloadRef(container_id, "etl")
+    assert ref == Workload(container_id, "etl")
     assert totals.counts == {"sched_yield_calls": 60001} and totals.gauges == {"threads": 1}

@@ -205,7 +205,7 @@ def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> Non
     from prometheus_client.parser import text_string_to_metric_families
 
     from agent.diagnosis.live.series import read_families
-    from agent.diagnosis.views import WorkloadRef
+    from agent.diagnosis.views import Workload
 
     labels = 'container_id="",container="",pod="",namespace="",cgroup="/job"'
     text = "\n".join(
@@ -220,7 +220,7 @@ def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> Non
         ]
     )
     reading = read_families(text_string_to_metric_families(text), at=0.0)
-    job = WorkloadRef("", "", "", "", "/job")
+    job = Workload("", "", "", "", "/job")
     assert reading.count(job, "sched_yield_calls") == 5000
     assert reading.count(job, "runqueue_wait_seconds") == 2.5
     assert reading.count(job, "futex_wait_seconds") is None, "perf mode cannot time futex waits: unknown, not 0"

@@ -14,12 +14,12 @@ from agent.diagnosis.views import (
     PoolView,
     ProcessView,
     ThreadView,
-    WorkloadRef,
+    Workload,
     WorkloadView,
 )
 
 NODE = NodeView(cpus=2, cpu=CpuShares(user=60, system=5, idle=35))
-REF = WorkloadRef(cgroup="/scenario")
+REF = Workload(cgroup="/scenario")
 WORKERS = tuple(range(101, 105))
 
 # Measured over 10 s on the scenarios of docs/diagnosis-scenarios.md (2 CPUs, a shared machine).
@@ -224,7 +224,7 @@ def test_a_healthy_sleeper_and_a_workload_with_no_facts_give_nothing():
     sleeper = busy(
         cpu_used_cores=0.0, futex_calls={"wait": 0.0, "wake": 0.0}, futex_wait_seconds=0.0, runqueue_wait_seconds=0.0
     )
-    unknown = WorkloadView(ref=WorkloadRef(cgroup="/nothing-known"))
+    unknown = WorkloadView(ref=Workload(cgroup="/nothing-known"))
     diagnosis = diagnose(sleeper, unknown, node=NodeView())
     assert (diagnosis.findings, diagnosis.unchecked, diagnosis.observations) == ((), (), ())
 
@@ -244,7 +244,7 @@ def perf_trace_threads(yields: list[int]) -> tuple[ThreadView, ...]:
 
 
 def test_without_a_clock_many_threads_yielding_millions_of_times_are_a_storm():
-    view = WorkloadView(ref=WorkloadRef(), thread_views=perf_trace_threads([5_119_771, 5_475_608, 5_046_875]))
+    view = WorkloadView(ref=Workload(), thread_views=perf_trace_threads([5_119_771, 5_475_608, 5_046_875]))
     finding = only(diagnose(view, node=NodeView()))
     assert (finding.cause, finding.mechanism, finding.confidence) == (
         Cause.THREAD_POOL_OVERSUBSCRIPTION,
@@ -266,14 +266,14 @@ def test_a_tracer_slowed_storm_is_found_by_the_time_in_sched_yield():
         ThreadView(tid=900 + i, comm="python", sched_yield_calls=calls, sched_yield_seconds=seconds)
         for i, (calls, seconds) in enumerate([(2_500, 0.9), (87_000, 3.4), (40_000, 2.1)])
     )
-    finding = only(diagnose(WorkloadView(ref=WorkloadRef(), thread_views=threads), node=NodeView()))
+    finding = only(diagnose(WorkloadView(ref=Workload(), thread_views=threads), node=NodeView()))
     assert finding.mechanism is Mechanism.YIELD_STORM
     assert next(e for e in finding.evidence if e.fact == "threads spinning in sched_yield").value == 3
 
 
 def test_a_yield_count_without_threads_or_clock_is_unchecked_not_a_finding():
     # strace -c -f: one table for every thread, and no duration.
-    diagnosis = diagnose(WorkloadView(ref=WorkloadRef(), sched_yield_calls=112_764.0), node=NodeView())
+    diagnosis = diagnose(WorkloadView(ref=Workload(), sched_yield_calls=112_764.0), node=NodeView())
     assert diagnosis.findings == ()
     (unchecked,) = diagnosis.unchecked
     assert unchecked.rule is Cause.THREAD_POOL_OVERSUBSCRIPTION
@@ -287,13 +287,13 @@ def test_one_thread_handing_work_over_is_not_a_storm():
         ThreadView(tid=113694, comm="python", sched_yield_calls=39_353, sched_yield_seconds=0.131),
         *(ThreadView(tid=114305 + i, comm="python", futex_calls=1) for i in range(20)),
     )
-    view = WorkloadView(ref=WorkloadRef(), thread_views=threads)
+    view = WorkloadView(ref=Workload(), thread_views=threads)
     assert diagnose(view, node=NodeView()).findings == ()
 
 
 def test_high_system_time_nothing_explains_is_an_observation_not_a_finding():
     node = NodeView(cpus=2, cpu=CpuShares(user=40, system=45, idle=15))
-    clocky = WorkloadView(ref=WorkloadRef(cgroup="/clock"), syscall_seconds={"clock_gettime": 40.0, "futex": 2.0})
+    clocky = WorkloadView(ref=Workload(cgroup="/clock"), syscall_seconds={"clock_gettime": 40.0, "futex": 2.0})
     diagnosis = diagnose(clocky, node=node)
     assert diagnosis.findings == ()
     (observation,) = diagnosis.observations

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.cgroups import CgroupPathResolver, parse_int, parse_proc_cgroup
-from agent.diagnosis.views import WorkloadRef
+from agent.diagnosis.views import Workload
 from agent.identity.labels import label_value
 from agent.identity.paths import container_id_from_path
 from agent.procfs import SMALL_FILE, ProcFS, decode
@@ -35,7 +35,7 @@ class Filter:
         """Nothing asked for: every workload is ranked."""
         return not (self.namespace or self.pod or self.container or self.cgroup or self.pid is not None)
 
-    def matches(self, ref: WorkloadRef) -> bool:
+    def matches(self, ref: Workload) -> bool:
         """Whether *ref* is one of the workloads asked for (a --pid is resolved into --cgroup/--container first)."""
         if self.namespace and ref.namespace != self.namespace:
             return False
@@ -46,7 +46,7 @@ class Filter:
         return not self.cgroup or ref.cgroup == self.cgroup or ref.cgroup.startswith(self.cgroup.rstrip("/") + "/")
 
 
-def _container_matches(ref: WorkloadRef, wanted: str) -> bool:
+def _container_matches(ref: Workload, wanted: str) -> bool:
     if ref.container == wanted:
         return True
     return len(wanted) >= SHORT_ID and bool(ref.container_id) and ref.container_id.startswith(wanted)
@@ -72,7 +72,7 @@ def filter_for_pid(procfs: ProcFS, base: Filter) -> Filter:
     return Filter(base.namespace, base.pod, base.container, label_value(path), base.pid)
 
 
-def in_workload(path: str, ref: WorkloadRef) -> bool:
+def in_workload(path: str, ref: Workload) -> bool:
     """Whether the cgroup at *path* is counted under *ref*."""
     if ref.container_id:
         return container_id_from_path(path) == ref.container_id
@@ -84,7 +84,7 @@ def cgroup_paths(tree: Path | None) -> list[str]:
     return [] if tree is None else sorted(CgroupPathResolver(tree).snapshot().values())
 
 
-def workload_pids(tree: Path | None, paths: list[str], ref: WorkloadRef, limit: int = MAX_PROCESSES) -> list[int]:
+def workload_pids(tree: Path | None, paths: list[str], ref: Workload, limit: int = MAX_PROCESSES) -> list[int]:
     """Pids in the cgroups of *ref* (at most *limit*), among *paths* (cgroup_paths of the tree at *tree*)."""
     if tree is None:
         return []

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
 
-from agent.diagnosis.views import WorkloadRef
+from agent.diagnosis.views import Workload
 
 # Sample name (and the label that splits it) -> the key of the total, and the collector that exports it.
 COUNTERS: dict[str, tuple[str, str | None, str]] = {
@@ -68,10 +68,10 @@ class Reading:
 
     at: float  # seconds on a monotonic clock (or the time series' timestamp)
     up: frozenset[str]  # collectors running
-    workloads: dict[WorkloadRef, WorkloadTotals]
+    workloads: dict[Workload, WorkloadTotals]
     unknown: frozenset[str] = frozenset()  # counts the agent's mode cannot give
 
-    def count(self, ref: WorkloadRef, key: str) -> float | None:
+    def count(self, ref: Workload, key: str) -> float | None:
         """A workload's cumulative count: its series, 0 when its running collector exported none, else None."""
         totals = self.workloads.get(ref)
         if totals is not None and key in totals.counts:
@@ -80,15 +80,15 @@ class Reading:
         return 0.0 if collector is not None and collector in self.up and key not in self.unknown else None
 
 
-def ref_of(labels: dict[str, str]) -> WorkloadRef:
+def ref_of(labels: dict[str, str]) -> Workload:
     """The workload a sample's labels name."""
-    return WorkloadRef(*(labels.get(name, "") for name in WORKLOAD_LABELS))
+    return Workload(*(labels.get(name, "") for name in WORKLOAD_LABELS))
 
 
 def read_families(families: Iterable[Metric], at: float) -> Reading:
     """A Reading of metric families; NotSchedwatch when they hold no schedwatch_build_info."""
     up: set[str] = set()
-    by_labels: dict[tuple[str, ...], WorkloadTotals] = {}  # a tuple hashes faster than a WorkloadRef per sample
+    by_labels: dict[tuple[str, ...], WorkloadTotals] = {}  # a tuple hashes faster than a Workload per sample
     unknown: frozenset[str] = frozenset()
     agent = False
     for family in families:
@@ -110,7 +110,7 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
                 up.add(sample.labels.get("source", ""))
     if not agent:
         raise NotSchedwatch("no schedwatch_build_info series")
-    workloads = {WorkloadRef(*values): totals for values, totals in by_labels.items()}
+    workloads = {Workload(*values): totals for values, totals in by_labels.items()}
     return Reading(at, frozenset(up), merge_unnamed(workloads), unknown)
 
 
@@ -122,14 +122,14 @@ def _totals(by_labels: dict[tuple[str, ...], WorkloadTotals], labels: dict[str, 
     return totals
 
 
-def merge_unnamed(workloads: dict[WorkloadRef, WorkloadTotals]) -> dict[WorkloadRef, WorkloadTotals]:
+def merge_unnamed(workloads: dict[Workload, WorkloadTotals]) -> dict[Workload, WorkloadTotals]:
     """Totals a container has under its id alone folded into its named totals.
 
     A container's names can arrive while the agent is collecting: then one scrape has one collector's series under
     the id alone and the next collector's under the names. They are one workload.
     """
     named = {ref.container_id: ref for ref in workloads if ref.container_id and (ref.container or ref.pod)}
-    merged: dict[WorkloadRef, WorkloadTotals] = {}
+    merged: dict[Workload, WorkloadTotals] = {}
     for ref, totals in workloads.items():
         target = named.get(ref.container_id, ref) if ref.container_id and not (ref.container or ref.pod) else ref
         into = merged.setdefault(target, WorkloadTotals())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.diagnosis.live.series import Reading
-from agent.diagnosis.views import WorkloadRef, WorkloadView
+from agent.diagnosis.views import Workload, WorkloadView
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 
@@ -22,7 +22,7 @@ class Window:
         """Time between the readings."""
         return self.after.at - self.before.at
 
-    def delta(self, ref: WorkloadRef, key: str) -> float | None:
+    def delta(self, ref: Workload, key: str) -> float | None:
         """How much a counter grew over the window; None when unknown or when it went backwards (an agent
         restarted in between). A workload first seen in the second reading counts from 0."""
         after = self.after.count(ref, key)
@@ -36,7 +36,7 @@ class Window:
             before = 0.0
         return None if after < before else after - before
 
-    def earlier_ref(self, ref: WorkloadRef) -> WorkloadRef:
+    def earlier_ref(self, ref: Workload) -> Workload:
         """*ref* as the first reading named it: a container whose names became known in the window was counted
         under its id alone (the agent moves its series, history included, to the names)."""
         if ref in self.before.workloads or not ref.container_id:
@@ -47,7 +47,7 @@ class Window:
         return ref
 
 
-def workload_view(window: Window, ref: WorkloadRef, node_cpus: int | None) -> WorkloadView:
+def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> WorkloadView:
     """The counts, CPU, limits and threads of one workload over the window (its processes are read elsewhere)."""
     totals = window.after.workloads.get(ref)
     gauges = totals.gauges if totals is not None else {}
@@ -78,7 +78,7 @@ def workload_view(window: Window, ref: WorkloadRef, node_cpus: int | None) -> Wo
     )
 
 
-def _futex(window: Window, ref: WorkloadRef) -> dict[str, float] | None:
+def _futex(window: Window, ref: Workload) -> dict[str, float] | None:
     if "syscalls" not in window.after.up:
         return None
     calls: dict[str, float] = {}

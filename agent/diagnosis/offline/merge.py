@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from agent.diagnosis.offline.known import seconds_by_call, sum_known
 from agent.diagnosis.offline.part import Part
-from agent.diagnosis.views import Facts, NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import Facts, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 
 NODE_ORDER = ("mpstat", "vmstat", "top", "pidstat")  # machine-wide averages first, a single screen after
 WORKLOAD_ORDER = ("perf trace -s", "strace -c", "pidstat", "top")  # per-thread counts first
@@ -99,7 +99,7 @@ def merge_workload(parts: Sequence[Part]) -> tuple[WorkloadView | None, list[str
     merged = first_known(views)
     merged = dataclasses.replace(
         merged,
-        ref=WorkloadRef(),
+        ref=Workload(),
         thread_views=_threads(view.thread_views for view in views),
         processes=_processes(view.processes for view in views),
     )

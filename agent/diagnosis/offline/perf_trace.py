@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.artifacts.results import PerfTraceSummary, ThreadSyscalls
 from agent.diagnosis.offline.known import seconds_by_call, sum_known
 from agent.diagnosis.offline.part import Part
-from agent.diagnosis.views import NodeView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import NodeView, ThreadView, Workload, WorkloadView
 
 KIND = "perf trace -s"
 NO_CLOCK = "perf trace -s does not say how long it ran: rates (calls per second) are unknown, only counts and times"
@@ -47,7 +47,7 @@ def to_part(summary: PerfTraceSummary, source: str) -> Part:
     threads = tuple(thread_view(block) for block in summary.threads)
     yields = sum_known(thread.sched_yield_calls for thread in threads)
     workload = WorkloadView(
-        ref=WorkloadRef(),
+        ref=Workload(),
         threads=len(threads),
         sched_yield_calls=yields,
         futex_wait_seconds=sum_known(thread.futex_seconds for thread in threads),

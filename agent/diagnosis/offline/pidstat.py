@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from agent.artifacts.results import PidstatReport, PidstatRow
 from agent.diagnosis.offline.known import mean_known
 from agent.diagnosis.offline.part import Part
-from agent.diagnosis.views import NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import NodeView, ProcessView, ThreadView, Workload, WorkloadView
 
 NO_WAIT = "this pidstat prints no %wait (older sysstat): the time threads waited for a CPU is unknown"
 
@@ -106,7 +106,7 @@ def to_part(report: PidstatReport, source: str) -> Part:
     elif measured and None in waits:
         notes.append(NO_WAIT)
     workload = WorkloadView(
-        ref=WorkloadRef(),
+        ref=Workload(),
         seconds=seconds,
         cpu_used_cores=cores,
         system_share=share,

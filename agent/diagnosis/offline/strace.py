@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.artifacts.results import StraceSummary
 from agent.diagnosis.offline.known import seconds_by_call
 from agent.diagnosis.offline.part import Part
-from agent.diagnosis.views import NodeView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import NodeView, Workload, WorkloadView
 
 KIND = "strace -c"
 NO_THREADS = (
@@ -27,7 +27,7 @@ def to_part(summary: StraceSummary, source: str) -> Part:
     """The traced workload's sched_yield count (0 when no table lists it: strace -c lists every call it saw)."""
     yields = sum(row.calls for table in summary.tables for row in table.syscalls if row.name == "sched_yield")
     per_call = seconds_by_call((row.name, row.total_ms / 1000.0) for table in summary.tables for row in table.syscalls)
-    workload = WorkloadView(ref=WorkloadRef(), sched_yield_calls=float(yields), syscall_seconds=per_call)
+    workload = WorkloadView(ref=Workload(), sched_yield_calls=float(yields), syscall_seconds=per_call)
     notes = [NO_CLOCK, NO_THREADS, CPU_OR_WALL]
     if yields:
         notes.append(SLOWED)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agent.artifacts.results import CpuStates, TopReport, TopRow, TopSnapshot
 from agent.diagnosis.offline.part import Part
-from agent.diagnosis.views import CpuShares, NodeView, ProcessView, ThreadView, WorkloadRef, WorkloadView
+from agent.diagnosis.views import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 
 NO_CAUSE = "top shows where CPU time went, not why: a spinning thread pool and useful work look alike except for sy"
 ROWS = "top's rows are what the screen showed (all processes, or those given with -p): not known to be one workload"
@@ -51,9 +51,9 @@ def to_part(report: TopReport, source: str) -> Part:
     if snapshot.rows:
         notes.append(ROWS)
         if snapshot.threads_view:
-            workload = WorkloadView(ref=WorkloadRef(), thread_views=tuple(_thread(row) for row in snapshot.rows))
+            workload = WorkloadView(ref=Workload(), thread_views=tuple(_thread(row) for row in snapshot.rows))
         else:
-            workload = WorkloadView(ref=WorkloadRef(), processes=tuple(_process(row) for row in snapshot.rows))
+            workload = WorkloadView(ref=Workload(), processes=tuple(_process(row) for row in snapshot.rows))
     if len(report.snapshots) == 1:
         notes.append(FIRST_REFRESH)
     return Part("top", source, _node(snapshot), workload, tuple(notes))

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from agent.diagnosis.findings import Evidence, Finding, Mechanism, Observation
 from agent.diagnosis.rules.common import COLLECT_LIVE, evidence
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import Facts, WorkloadRef, WorkloadView
+from agent.diagnosis.views import Facts, Workload, WorkloadView
 
 # Mechanisms that spend their time in the kernel: they explain high system time.
 SYSTEM_TIME_MECHANISMS = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
@@ -156,7 +156,7 @@ def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds
             signature = _signature(workload)
             if signature is not None:
                 what, where, share = signature
-                name = workload.ref.name if workload.ref != WorkloadRef() else "the traced processes"
+                name = workload.ref.name if workload.ref != Workload() else "the traced processes"
                 summary += f" In {name}: {what} ({100 * share:.0f} % of the time in calls that do not block)."
                 look.insert(0, where)
                 break
