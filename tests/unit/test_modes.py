@@ -68,7 +68,7 @@ def facts(**changes: object) -> MachineFacts:
         is_root=True,
         capabilities=dict(CAPS),
         btf=True,
-        tracefs=Path("/sys/kernel/tracing"),
+        tracefs=FIXTURES / "tracefs-6.18",
         headers=None,
         headers_error="no kernel headers for 6.18.44",
         cgroups=CgroupLayout(unified=Path("/sys/fs/cgroup/unified")),
