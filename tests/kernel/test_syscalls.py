@@ -58,10 +58,15 @@ def test_futex_calls_by_op_and_wait_time(agent: AgentProcess, cgroups: CgroupSan
             per_process = scrape.value("schedwatch_process_futex_calls_total", pid=str(workload.pid), op=op)
             assert per_process == truth[op], f"per-process op={op}"
 
-        expected_seconds = waits * wait_ns / 1e9
+        # A timed-out waiter is woken when the machine gets to it: on a loaded machine each 20 ms wait can take
+        # far longer. The ground truth is the time user space measured around each call, which holds the
+        # kernel-side span; at least the requested time passed in each.
+        requested_seconds = waits * wait_ns / 1e9
+        measured_seconds = truth["waited_ns"] / 1e9
         exported = cgroup_value(scrape, "schedwatch_futex_wait_seconds_total", path)
-        assert exported == pytest.approx(expected_seconds, rel=0.05)
-        assert exported <= truth["waited_ns"] / 1e9, "kernel-side time cannot exceed what user space measured"
+        assert exported <= measured_seconds, "kernel-side time cannot exceed what user space measured"
+        assert exported == pytest.approx(measured_seconds, rel=0.05)
+        assert exported >= requested_seconds * 0.99
         process_seconds = scrape.value("schedwatch_process_futex_wait_seconds_total", pid=str(workload.pid))
         assert process_seconds == pytest.approx(exported, abs=1e-9)
 
@@ -71,7 +76,9 @@ def test_futex_calls_by_op_and_wait_time(agent: AgentProcess, cgroups: CgroupSan
         assert count == waits
         assert total == pytest.approx(exported, abs=1e-9)
         assert cgroup_value(scrape, "schedwatch_futex_wait_duration_seconds_bucket", path, le="0.01") == 0
-        assert cgroup_value(scrape, "schedwatch_futex_wait_duration_seconds_bucket", path, le="0.1") == waits
+        # A wait user space saw end within 100 ms took less than that in the kernel too.
+        under_100ms = cgroup_value(scrape, "schedwatch_futex_wait_duration_seconds_bucket", path, le="0.1")
+        assert waits - truth["slow_waits"] <= under_100ms <= waits
         assert cgroup_value(scrape, "schedwatch_futex_wait_duration_seconds_bucket", path, le="+Inf") == waits
     finally:
         workload.release()
