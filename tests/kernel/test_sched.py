@@ -33,8 +33,11 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         path = cgroups.relative(group)
         blocked = value(scrape, "schedwatch_offcpu_seconds_total", path, reason="blocked")
         preempted = value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted")
-        assert blocked == pytest.approx(count * sleep_ns / 1e9, rel=0.05)
-        assert blocked <= workload.truth["slept_ns"] / 1e9 + 0.002
+        # A loaded machine wakes a sleeper late: the truth is the time measured around the sleeps, not the
+        # requested time (a lower bound).
+        slept = workload.truth["slept_ns"] / 1e9
+        assert count * sleep_ns / 1e9 * 0.99 <= blocked <= slept + 0.002
+        assert blocked == pytest.approx(slept, rel=0.05)
         assert preempted < 0.002, f"a sleeper was preempted for {preempted * 1e3:.1f} ms"
         # Each wake-up is a wait for a CPU, however short.
         assert value(scrape, f"{RUNQ}_count", path) >= count
