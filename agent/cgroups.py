@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.cpus import parse_cpu_list
 from agent.procfs import ProcFS, decode
 
 
@@ -204,18 +205,6 @@ def parse_int(text: str) -> int | None:
     return int(text) if digits.isascii() and digits.isdigit() else None
 
 
-def parse_cpu_list(text: str) -> int:
-    """Number of CPUs in a cpuset list such as '0-3,8,10-11'; parts that are not a valid range count nothing."""
-    count = 0
-    for part in text.strip().split(","):
-        low_text, dash, high_text = part.partition("-")
-        low = parse_int(low_text) if low_text.strip() else None
-        high = parse_int(high_text) if dash else low
-        if low is not None and high is not None and 0 <= low <= high:
-            count += high - low + 1
-    return count
-
-
 def parse_flat_keyed(text: str) -> dict[str, int]:
     """A cgroup 'key value' file such as cpu.stat."""
     values = {}
@@ -270,11 +259,16 @@ def _quota_cores(root: Path, relative: str, reader: Callable[[Path], tuple[int |
 
 
 def _limit(quota_cores: float | None, cpuset_text: str | None, online_cpus: int) -> float:
+    """The least of the online CPUs, the quota and the cpuset's CPUs (an empty or malformed cpuset limits nothing)."""
     limit = float(online_cpus)
     if quota_cores is not None:
         limit = min(limit, quota_cores)
-    if cpuset_text and cpuset_text.strip():
-        limit = min(limit, float(parse_cpu_list(cpuset_text)))
+    try:
+        cpuset = parse_cpu_list(cpuset_text or "")
+    except ValueError:
+        cpuset = ()
+    if cpuset:
+        limit = min(limit, float(len(cpuset)))
     return limit
 
 

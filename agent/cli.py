@@ -15,9 +15,9 @@ from typing import Any
 from agent import __version__, bpf, config, kernel, log, memory, taskstats
 from agent.cgroups import CgroupPathResolver
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory, modes, registry
-from agent.collectors.cgroup_cpu import online_cpus
 from agent.collectors.common import workload_map_size
 from agent.commands import analyze, compare, diagnose, verify
+from agent.cpus import online_cpu_count
 from agent.diagnosis.live.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
@@ -129,7 +129,7 @@ def run(settings: config.Settings) -> int:
     stop_signals: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda received, _frame: stop_signals.append(received))
-    findings = StandingFindings(online_cpus())
+    findings = StandingFindings(online_cpu_count())
     agent_collector = AgentCollector(
         running,
         unavailable,

@@ -13,7 +13,6 @@ the whole machine's, gets none.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from agent.cgroups import (
     MonotonicSplit,
     count_threads,
     first_process,
-    parse_cpu_list,
     parse_proc_cgroup,
     read_cpu_v1,
     read_cpu_v2,
@@ -36,6 +34,7 @@ from agent.cgroups import (
     read_usage_v2,
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.cpus import online_cpu_count
 from agent.facts import MachineFacts
 from agent.identity.workload import workload_for_cgroup
 from agent.model import CounterTable, Labels
@@ -74,14 +73,6 @@ def _v2_controllers(root: Path) -> set[str]:
         return set()
 
 
-def online_cpus() -> int:
-    """CPUs online on this machine (not just those this process may use)."""
-    try:
-        return parse_cpu_list(Path("/sys/devices/system/cpu/online").read_text())
-    except OSError:
-        return os.cpu_count() or 1
-
-
 class CgroupCpuCollector:
     """Reads cgroup CPU files of every cgroup with threads, once per scrape."""
 
@@ -101,7 +92,7 @@ class CgroupCpuCollector:
             self._threads_file = "tasks"
             self._v2_cpu = False
         self._proc = ProcFS()
-        self._cpus = online_cpus()
+        self._cpus = online_cpu_count()
         self._max_cgroups = context.settings.max_cgroups
         self._tracked: set[int] = set()
         self._v1_paths: dict[int, tuple[str, str]] = {}

@@ -165,8 +165,8 @@ def to_text(report: Report) -> str:
     count = next(iter(report.recommendation.variables.values()), "?")
     rows: list[tuple[str, Callable[[Run], str]]] = [
         ("wall time", lambda r: f"{r.wall_seconds:.2f} s" + (" (stopped)" if r.stopped else "")),
-        ("user CPU", lambda r: f"{r.user_seconds:.2f} s"),
-        ("system CPU", lambda r: f"{r.system_seconds:.2f} s"),
+        ("user CPU", lambda r: _seconds(r.user_seconds, "not read")),
+        ("system CPU", lambda r: _seconds(r.system_seconds, "not read")),
         ("sched_yield calls", lambda r: f"{r.counts.sched_yield_calls:,}"),
         ("futex calls", lambda r: f"{r.futex_total:,}"),
         ("futex wait", lambda r: f"{r.counts.futex_wait_seconds:.2f} s"),
@@ -195,5 +195,5 @@ def to_text(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _seconds(value: float | None) -> str:
-    return "not counted" if value is None else f"{value:.2f} s"
+def _seconds(value: float | None, unknown: str = "not counted") -> str:
+    return unknown if value is None else f"{value:.2f} s"

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from agent.cpus import parse_cpu_list
 from agent.procfs import SMALL_FILE, ProcFS, printable
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -82,21 +83,6 @@ def parse_stat(text: str) -> Stat | None:
         )
     except ValueError:
         return None
-
-
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """A kernel CPU list ("0-3,8,10-11") as CPU numbers; ValueError when malformed."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        first, _, last = part.partition("-")
-        low = int(first)
-        high = int(last) if last else low
-        if high < low:
-            raise ValueError(f"bad CPU range {part!r}")
-        cpus.extend(range(low, high + 1))
-    return tuple(cpus)
 
 
 def affinity_from_status(status: str) -> tuple[int, ...]:

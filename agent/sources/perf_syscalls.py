@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.cgroups import CgroupPathResolver
+from agent.cpus import online_cpus
 from agent.log import get_logger
 from agent.probes.syscalls import FUTEX_OPS
 from agent.sources import perf_events
@@ -81,17 +82,6 @@ def counted_events(tracefs: Path) -> list[tuple[CountedEvent, int]]:
 
 
 REQUIRED_EVENTS = ("sys_enter_sched_yield", "sys_enter_futex")
-
-
-def online_cpus(text: str | None = None) -> list[int]:
-    """CPUs listed in /sys/devices/system/cpu/online ('0-3,6')."""
-    if text is None:
-        text = Path("/sys/devices/system/cpu/online").read_text()
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        low, _, high = part.partition("-")
-        cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 def raise_fd_limit() -> int:

@@ -72,14 +72,15 @@ def _names(diagnosis: Diagnosis) -> str | None:
 
 def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) -> Facts:
     """The rules' view of the first run: its whole counts over its whole wall time, and its processes."""
-    used = run.user_seconds + run.system_seconds
+    user, system = run.user_seconds, run.system_seconds
+    used = None if user is None or system is None else user + system
     workload = WorkloadView(
         ref=Workload(cgroup="(verify)"),
         seconds=run.wall_seconds,
         cpus_allowed=cpus,
         cpu_limit_cores=quota,
-        cpu_used_cores=used / run.wall_seconds if run.wall_seconds else None,
-        system_share=run.system_seconds / used if used else None,
+        cpu_used_cores=used / run.wall_seconds if used is not None and run.wall_seconds else None,
+        system_share=system / used if system is not None and used else None,
         threads=run.threads_seen or None,
         sched_yield_calls=run.counts.sched_yield_calls,
         futex_calls={op: float(count) for op, count in run.counts.futex_calls.items()},

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import bpf, kernel
-from agent.cgroups import parse_flat_keyed, read_layout
+from agent.cgroups import CpuUsage, count_threads, read_layout, read_usage_v2
 from agent.diagnosis.facts import WorkloadFacts, gather_workload
 from agent.facts import gather
 from agent.probes.base import ProbeLimits
@@ -52,8 +52,8 @@ class Run:
     variables: dict[str, str]  # thread variables set for this run (empty: as it is)
     exit_status: int | None  # None: stopped at the duration limit
     wall_seconds: float
-    user_seconds: float
-    system_seconds: float
+    user_seconds: float | None  # None: the cgroup's cpu.stat gave no user_usec and system_usec
+    system_seconds: float | None
     counts: Counts
     threads_seen: int  # the most threads its cgroup held when read
 
@@ -254,7 +254,7 @@ def run_once(
     unified = dirs[0]
     cgroup_id = unified.stat().st_ino
     environment = {**os.environ, **variables}
-    before_cpu = _cpu_stat(unified)
+    before_cpu = _usage(unified)
     started = time.monotonic()
     process = subprocess.Popen(command, env=environment, preexec_fn=_joiner(dirs), stdout=output)
     ended: list[float] = []  # when it exited, noted by a thread of its own: reading facts must not delay it
@@ -265,7 +265,7 @@ def run_once(
     while not ended:
         waiter.join(timeout=0.1)
         elapsed = time.monotonic() - started
-        threads = max(threads, _threads(unified))
+        threads = max(threads, count_threads(unified.parent, unified.name) or 0)
         if elapsed >= limit:
             break
         if read_facts and facts is None and elapsed >= FACTS_AFTER_SECONDS and not ended:
@@ -274,23 +274,21 @@ def run_once(
     wall = (ended[0] if ended else time.monotonic()) - started
     kill_all(unified)  # what it left running (daemons), or all of it at the limit
     process.wait()
-    after_cpu = _cpu_stat(unified)
+    user, system = cpu_seconds(before_cpu, _usage(unified))
     counts = counters.read(cgroup_id)
-    user = (after_cpu.get("user_usec", 0) - before_cpu.get("user_usec", 0)) / 1e6
-    system = (after_cpu.get("system_usec", 0) - before_cpu.get("system_usec", 0)) / 1e6
     return Run(label, repeat, variables, exit_status, wall, user, system, counts, threads), facts
 
 
-def _cpu_stat(unified: Path) -> dict[str, int]:
-    return parse_flat_keyed((unified / "cpu.stat").read_text())
+def _usage(unified: Path) -> CpuUsage | None:
+    return read_usage_v2(unified.parent, unified.name)
+
+
+def cpu_seconds(before: CpuUsage | None, after: CpuUsage | None) -> tuple[float | None, float | None]:
+    """User and system CPU seconds between two readings of a cgroup's cpu.stat; both None when either is unknown."""
+    if before is None or after is None:
+        return None, None
+    return (after.user_ns - before.user_ns) / 1e9, (after.system_ns - before.system_ns) / 1e9
 
 
 def _pids(unified: Path) -> list[int]:
     return [int(pid) for pid in (unified / "cgroup.procs").read_text().split()]
-
-
-def _threads(unified: Path) -> int:
-    try:
-        return len((unified / "cgroup.threads").read_text().split())
-    except OSError:
-        return 0

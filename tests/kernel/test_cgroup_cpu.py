@@ -58,14 +58,14 @@ def test_quota_throttling_matches_cpu_stat(
 
 
 def test_unlimited_cgroup_reports_every_online_cpu(agent: AgentProcess, cgroups: CgroupSandbox, sleeper: Path) -> None:
-    from agent.collectors.cgroup_cpu import online_cpus
+    from agent.cpus import online_cpu_count
 
     group = cgroups.make("unlimited")
     workload = Workload(sleeper, group, 1, 1000)
     try:
         labels = {"cgroup": cgroups.relative(group), "container_id": ""}
         scrape = agent.scrape()
-        assert scrape.value("schedwatch_cpu_limit_cores", **labels) == online_cpus()
+        assert scrape.value("schedwatch_cpu_limit_cores", **labels) == online_cpu_count()
         assert scrape.value("schedwatch_threads", **labels) == 1
     finally:
         workload.release()

@@ -9,7 +9,6 @@ import pytest
 from agent.cgroups import (
     count_threads,
     first_process,
-    parse_cpu_list,
     parse_flat_keyed,
     parse_proc_cgroup,
     read_cpu_v1,
@@ -32,11 +31,6 @@ def write(root: Path, files: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root
-
-
-@pytest.mark.parametrize(("text", "cpus"), [("0-1\n", 2), ("0", 1), ("0-3,8,10-11", 7), ("", 0), ("\n", 0)])
-def test_cpu_list(text: str, cpus: int) -> None:
-    assert parse_cpu_list(text) == cpus
 
 
 def test_flat_keyed_ignores_what_is_not_a_number() -> None:
@@ -138,3 +132,12 @@ def test_v2_without_the_cpu_controller_is_none(tmp_path: Path) -> None:
     root = write(tmp_path, {"a/cpu.stat": "usage_usec 10\nuser_usec 5\nsystem_usec 5\n"})
     assert read_cpu_v2(root, "/a", online_cpus=2) is None
     assert count_threads(root, "/gone") is None
+
+
+@pytest.mark.parametrize(("cpuset", "limit"), [("0-2\n", 3.0), ("\n", 8.0), ("3-1\n", 8.0), ("0-1,x\n", 8.0)])
+def test_v2_cpuset_limits_by_its_cpus_and_a_malformed_one_limits_nothing(
+    tmp_path: Path, cpuset: str, limit: float
+) -> None:
+    root = write(tmp_path, {"a/cpu.stat": V2_CPU_STAT, "a/cpuset.cpus.effective": cpuset})
+    control = read_cpu_v2(root, "/a", online_cpus=8)
+    assert control is not None and control.limit_cores == limit

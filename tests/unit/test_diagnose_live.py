@@ -325,3 +325,34 @@ def test_a_container_named_halfway_through_a_scrape_is_one_workload() -> None:
     ((ref, totals),) = reading.workloads.items()
     assert ref == Workload(container_id, "etl")
     assert totals.counts == {"sched_yield_calls": 60001} and totals.gauges == {"threads": 1}
+
+
+class _CannedPrometheus(PrometheusSource):
+    """Answers each query by the metric it names: one node, two workloads, NaN where Prometheus had no number."""
+
+    def __init__(self, answers: dict[str, list[tuple[dict[str, str], str]]]) -> None:
+        super().__init__("prometheus+http://prometheus.invalid:9090")
+        self.answers = answers
+
+    def query(self, expr: str) -> list[dict[str, object]]:
+        name = next((name for name in self.answers if name in expr), None)
+        return [] if name is None else [{"metric": labels, "value": [1.0, v]} for labels, v in self.answers[name]]
+
+
+def test_a_nan_from_prometheus_is_unknown_not_zero() -> None:
+    node = {"instance": "node-a:17953"}
+    nan_side, counted = {**node, "cgroup": "/nan"}, {**node, "cgroup": "/counted"}
+    source = _CannedPrometheus(
+        {
+            "schedwatch_build_info": [(node, "1")],
+            "schedwatch_source_up": [({**node, "source": "syscalls"}, "1")],
+            "schedwatch_sched_yield_calls_total": [(nan_side, "NaN"), (counted, "600")],
+            "schedwatch_futex_calls_total": [({**nan_side, "op": "wait"}, "NaN"), ({**counted, "op": "wait"}, "30")],
+            "schedwatch_threads": [(nan_side, "NaN"), (counted, "4")],
+        }
+    )
+    (node_window,) = source.node_windows(60)
+    unknown = workload_view(node_window.window, Workload(cgroup="/nan"), None)
+    assert (unknown.sched_yield_calls, unknown.futex_calls, unknown.threads) == (None, None, None)
+    known = workload_view(node_window.window, Workload(cgroup="/counted"), None)
+    assert (known.sched_yield_calls, known.futex_calls, known.threads) == (600.0, {"wait": 30.0}, 4)

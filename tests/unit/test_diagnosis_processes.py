@@ -12,7 +12,6 @@ from agent.diagnosis.processes import (
     CLOCK_TICKS,
     ProcessFacts,
     cpu_usage,
-    parse_cpu_list,
     parse_stat,
     read_process,
     sample,
@@ -122,13 +121,3 @@ def test_stat_with_a_comm_holding_parentheses_and_spaces() -> None:
 def test_a_short_or_broken_stat_is_none() -> None:
     assert parse_stat("77 (x) S 1 2 3") is None
     assert parse_stat("garbage") is None
-
-
-@pytest.mark.parametrize(("text", "cpus"), [("0-3,8,10-11\n", (0, 1, 2, 3, 8, 10, 11)), ("1", (1,)), ("", ())])
-def test_cpu_lists(text: str, cpus: tuple[int, ...]) -> None:
-    assert parse_cpu_list(text) == cpus
-
-
-def test_a_bad_cpu_list_is_an_error() -> None:
-    with pytest.raises(ValueError):
-        parse_cpu_list("3-1")

@@ -27,7 +27,6 @@ from agent import kernel, procfs
 from agent.cgroups import (
     CgroupLayout,
     CgroupPathResolver,
-    parse_cpu_list,
     parse_flat_keyed,
     parse_mountinfo,
     parse_proc_cgroup,
@@ -36,6 +35,7 @@ from agent.cgroups import (
 from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import CgroupCpuCollector
 from agent.config import Settings
+from agent.cpus import CPU_NUMBER_LIMIT, parse_cpu_list
 from agent.facts import MachineFacts
 from agent.identity.paths import container_id_from_path
 from agent.identity.resolver import IdentityResolver
@@ -333,8 +333,13 @@ def cgroup_file(name: str) -> st.SearchStrategy[bytes]:
     )
 )
 @example("3-1")
-def test_cpu_list_counts_cpus_never_negative(text: str) -> None:
-    assert parse_cpu_list(text) >= 0
+@example("0-99999999999")
+def test_cpu_list_gives_cpu_numbers_or_value_error(text: str) -> None:
+    try:
+        cpus = parse_cpu_list(text)
+    except ValueError:
+        return
+    assert all(0 <= cpu < CPU_NUMBER_LIMIT for cpu in cpus)
 
 
 @FAST

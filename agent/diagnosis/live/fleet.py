@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import urllib.error
 import urllib.parse
@@ -108,12 +109,19 @@ class PrometheusSource:
                 full = f"{key}:{labels.get(split, '')}" if split else key
                 after = reading(labels.get("instance", ""))[1]
                 totals = after.workloads.setdefault(ref_of(labels), WorkloadTotals())
-                totals.counts[full] = totals.counts.get(full, 0.0) + _value(item)
+                value = _value(item)
+                if value is None:
+                    totals.no_value.add(full)
+                else:
+                    totals.counts[full] = totals.counts.get(full, 0.0) + value
         for name, key in GAUGES.items():
             for item in self.query(f"max by ({group}) ({name}{{{selector}}})"):
                 labels = item["metric"]
                 after = reading(labels.get("instance", ""))[1]
-                after.workloads.setdefault(ref_of(labels), WorkloadTotals()).gauges[key] = _value(item)
+                totals = after.workloads.setdefault(ref_of(labels), WorkloadTotals())
+                value = _value(item)
+                if value is not None:
+                    totals.gauges[key] = value
         windows = []
         for instance, (before, after) in sorted(readings.items()):
             sources = frozenset(up.get(instance, set()))
@@ -126,9 +134,10 @@ class PrometheusSource:
         return windows
 
 
-def _value(item: dict[str, Any]) -> float:
+def _value(item: dict[str, Any]) -> float | None:
+    """An instant vector element's number; None for NaN (Prometheus has no number for that series)."""
     value = float(item["value"][1])
-    return value if value == value else 0.0  # NaN: a series with one point in the window
+    return None if math.isnan(value) else value
 
 
 def _node_regex(node: str) -> str:

@@ -60,6 +60,7 @@ class WorkloadTotals:
 
     counts: dict[str, float] = field(default_factory=dict)  # "sched_yield_calls", "futex_calls:wait", ...
     gauges: dict[str, float] = field(default_factory=dict)  # "cpu_limit_cores", "threads"
+    no_value: set[str] = field(default_factory=set)  # counts whose series had no number (NaN): unknown, not 0
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,18 @@ class Reading:
 
     def count(self, ref: Workload, key: str) -> float | None:
         """A workload's cumulative count: its series, 0 when its running collector exported none, else None."""
+        if self.lacks_value(ref, key):
+            return None
         totals = self.workloads.get(ref)
         if totals is not None and key in totals.counts:
             return totals.counts[key]
         collector = ZERO_WHEN_ABSENT.get(key)
         return 0.0 if collector is not None and collector in self.up and key not in self.unknown else None
+
+    def lacks_value(self, ref: Workload, key: str) -> bool:
+        """Whether a series of the workload's count was there without a number (a NaN from Prometheus)."""
+        totals = self.workloads.get(ref)
+        return totals is not None and key in totals.no_value
 
 
 def ref_of(labels: dict[str, str]) -> Workload:
@@ -135,6 +143,7 @@ def merge_unnamed(workloads: dict[Workload, WorkloadTotals]) -> dict[Workload, W
         into = merged.setdefault(target, WorkloadTotals())
         for key, value in totals.counts.items():
             into.counts[key] = into.counts.get(key, 0.0) + value
+        into.no_value |= totals.no_value
         for key, value in totals.gauges.items():
             if target == ref or key not in into.gauges:
                 into.gauges[key] = value

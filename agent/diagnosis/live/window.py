@@ -84,6 +84,8 @@ def _futex(window: Window, ref: Workload) -> dict[str, float] | None:
     calls: dict[str, float] = {}
     for op in FUTEX_OPS:
         key = f"futex_calls:{op}"
+        if window.after.lacks_value(ref, key):
+            return None
         after = window.after.count(ref, key)
         before = window.before.count(window.earlier_ref(ref), key)
         grown = (after or 0.0) - (before or 0.0)

@@ -1,0 +1,62 @@
+"""`schedwatch verify`'s CPU time of a run: from the run cgroup's cpu.stat, unknown (never 0) when it has none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.cgroups import read_usage_v2
+from agent.commands.verify import Report, to_text
+from agent.diagnosis.facts import WorkloadFacts
+from agent.diagnosis.processes import ProcessSample
+from agent.verification.fix import Recommendation, _facts_of
+from agent.verification.runner import Counts, Run, cpu_seconds
+from agent.verification.verdict import Verdict
+
+V2_CPU_STAT = "usage_usec 2511224\nuser_usec 2498710\nsystem_usec 12514\n"
+NO_PROCESSES = WorkloadFacts(ProcessSample((), {}, 1.0), (), {})
+
+
+def run(user: float | None, system: float | None) -> Run:
+    counts = Counts(0, {"wait": 0, "wake": 0}, 0.0, 0.0, 0.0)
+    return Run("as is", 1, {}, 0, 4.0, user, system, counts, 3)
+
+
+def test_cpu_seconds_between_two_readings_of_cpu_stat(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "cpu.stat").write_text("usage_usec 0\nuser_usec 0\nsystem_usec 0\n")
+    before = read_usage_v2(tmp_path, "run")
+    (tmp_path / "run" / "cpu.stat").write_text(V2_CPU_STAT)
+    assert cpu_seconds(before, read_usage_v2(tmp_path, "run")) == (2.49871, 0.012514)
+
+
+@pytest.mark.parametrize("after", [None, "usage_usec 10\n"])
+def test_cpu_seconds_without_cpu_stat_are_unknown(tmp_path: Path, after: str | None) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "cpu.stat").write_text(V2_CPU_STAT)
+    before = read_usage_v2(tmp_path, "run")
+    if after is None:
+        (tmp_path / "run" / "cpu.stat").unlink()
+    else:
+        (tmp_path / "run" / "cpu.stat").write_text(after)
+    assert cpu_seconds(before, read_usage_v2(tmp_path, "run")) == (None, None)
+
+
+def test_the_diagnosis_of_a_run_without_cpu_time_has_cpu_use_unknown_not_zero() -> None:
+    (workload,) = _facts_of(run(None, None), NO_PROCESSES, 2.0, None).workloads
+    assert (workload.cpu_used_cores, workload.system_share) == (None, None)
+    (workload,) = _facts_of(run(3.0, 1.0), NO_PROCESSES, 2.0, None).workloads
+    assert (workload.cpu_used_cores, workload.system_share) == (1.0, 0.25)
+
+
+def test_the_report_says_cpu_time_not_read() -> None:
+    as_is, fixed = run(None, None), run(3.0, 1.0)
+    report = Report(
+        ["true"], 2.0, Recommendation({}, "test"), [as_is, fixed], as_is, fixed, Verdict(False, 1.0, False, "")
+    )
+    lines = to_text(report).splitlines()
+    assert [line.split()[2:] for line in lines if line.startswith(("user CPU", "system CPU"))] == [
+        ["not", "read", "3.00", "s"],
+        ["not", "read", "1.00", "s"],
+    ]
