@@ -380,6 +380,19 @@ def parse_proc_cgroup(text: str) -> dict[str, str]:
     return paths
 
 
+def parse_hierarchy_ids(text: str) -> dict[str, int]:
+    """/proc/PID/cgroup -> {controller or '' for cgroup2: hierarchy id} (the id cgroup tracepoints call dst_root)."""
+    ids: dict[str, int] = {}
+    for line in text.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, _path = rest.partition(":")
+        if not hierarchy.isdigit():
+            continue
+        for controller in controllers.split(",") if controllers else [""]:
+            ids.setdefault(controller, int(hierarchy))
+    return ids
+
+
 def count_threads(root: Path, relative: str, threads_file: str = "cgroup.threads") -> int | None:
     """Threads directly in a cgroup directory (cgroup.threads; `tasks` in v1); None if it is gone."""
     text = _read(root / relative.lstrip("/") / threads_file)

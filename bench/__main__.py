@@ -1,4 +1,4 @@
-"""`python -m bench [syscalls|sched ...] [--repetitions N]`: run benchmarks, print Markdown, keep raw JSON."""
+"""`python -m bench [SUITE ...] [--repetitions N]`: run benchmarks, print Markdown, keep raw JSON."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import argparse
 import json
 import time
 
-from bench import modes, sched, syscalls
+from bench import modes, processes, sched, syscalls
 from bench.common import BENCH
 
-SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes}
+SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes, "processes": processes}
 
 
 def main() -> None:

@@ -56,6 +56,7 @@ BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
 BPF_ARRAY(drops, u64, DROP_REASONS);
 #ifdef KEY_BY_PROCESS
 BPF_RINGBUF_OUTPUT(new_processes, 8);
+BPF_TABLE("lru_hash", u32, u32, forked_by, FORKS_REMEMBERED);
 #endif
 
 static __always_inline void count_drop(int reason)
@@ -75,7 +76,11 @@ static __always_inline struct cgroup_sched *cgroup_entry(u64 key)
     struct cgroup_sched zero = {};
     if (cgroups.insert(&key, &zero) == 0) {
 #ifdef KEY_BY_PROCESS
-        struct announcement news = {.tgid = key, .boot_ns = bpf_ktime_get_boot_ns()};
+        u32 tgid = key;
+        u32 *parent = forked_by.lookup(&tgid);
+        struct announcement news = {.tgid = tgid, .parent = parent ? *parent : 0, .boot_ns = bpf_ktime_get_boot_ns()};
+        if (parent)
+            forked_by.delete(&tgid);
         if (new_processes.ringbuf_output(&news, sizeof(news), 0))
             count_drop(DROP_ANNOUNCEMENT);
 #endif
@@ -250,3 +255,33 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 #endif
     return KEEP_EVENT;
 }
+
+#if defined(KEY_BY_PROCESS) && !defined(PIDNS_INO)
+/* Keyed by process, a child's place is its parent's until it moves: remember
+ * who forked it (its first event announces both), and announce every move in
+ * the placing hierarchy with the new path, so a process that dies before the
+ * agent reads its /proc entry is still placed exactly. Pids here are the
+ * host's, so sidecar mode (keys are pids of its namespace) goes without. */
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    u32 child = args->child_pid;
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    forked_by.update(&child, &parent);
+    return KEEP_EVENT;
+}
+
+TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
+{
+    if (args->dst_root != PLACE_HIERARCHY)
+        return KEEP_EVENT;
+    struct move_announcement move = {.tgid = args->pid, .boot_ns = bpf_ktime_get_boot_ns()};
+    u32 length = args->data_loc_dst_path >> 16;
+    if (length <= MOVE_PATH_MAX) {
+        TP_DATA_LOC_READ_STR(move.path, dst_path, MOVE_PATH_MAX);
+        move.path_len = length;
+    }
+    if (new_processes.ringbuf_output(&move, sizeof(move), 0))
+        count_drop(DROP_ANNOUNCEMENT);
+    return KEEP_EVENT;
+}
+#endif

@@ -63,11 +63,30 @@ static __always_inline u64 workload_key(void)
     return watched_tgid();
 }
 
-/* A new key, announced on the program's `new_processes` ring. */
+/* A new key, announced on the program's `new_processes` ring, with the
+ * process that forked it (0: not seen, i.e. older than the agent, forgotten,
+ * or sidecar mode), whose place a child that dies unread inherits. */
 struct announcement {
     u32 tgid;
-    u32 unused;
+    u32 parent;
     u64 boot_ns;
+};
+
+/* Forks remembered until the child's first event (child tgid -> parent tgid).
+ * New threads are remembered too (the tracepoint cannot tell them apart) and
+ * age out of the LRU map. */
+#define FORKS_REMEMBERED 4096
+
+/* A process moved to another cgroup of the hierarchy the agent places
+ * processes by (PLACE_HIERARCHY, an id of /proc/PID/cgroup), announced on the
+ * same ring: its path as the kernel names it, path_len 0 when longer than
+ * MOVE_PATH_MAX (the agent then reads /proc/PID/cgroup). */
+#define MOVE_PATH_MAX 256
+struct move_announcement {
+    u32 tgid;
+    u32 path_len;  /* with the terminating NUL */
+    u64 boot_ns;
+    char path[MOVE_PATH_MAX];
 };
 
 static __always_inline u64 exited_key(u32 tgid)

@@ -48,7 +48,10 @@ def probe_limits(settings: Settings, keys: KeySpace) -> ProbeLimits:
         info = os.stat("/proc/self/ns/pid")
         namespace = (info.st_dev, info.st_ino)
     workloads = workload_map_size(settings, keys.per_process)
-    return ProbeLimits(workloads, settings.max_processes, settings.max_threads, namespace, keys.per_process)
+    place_hierarchy = keys.place_hierarchy if isinstance(keys, ProcessKeys) else -1
+    return ProbeLimits(
+        workloads, settings.max_processes, settings.max_threads, namespace, keys.per_process, place_hierarchy
+    )
 
 
 def workload_map_size(settings: Settings, per_process: bool) -> int:
@@ -240,7 +243,7 @@ class BpfCollector:
         self._identities = context.identities
         self._probe = probe
         if isinstance(context.keys, ProcessKeys):
-            probe.announce_to(context.keys.announce)
+            probe.announce_to(context.keys)
             context.keys.add_announcer(probe)
         self._totals = CgroupTotals(
             context.keys,

@@ -8,7 +8,10 @@
   /proc/PID/cgroup, read again at every scrape while it lives and whenever one of the programs announces a new key
   of it (a process often joins its cgroup just after it starts: runc's init, the test workloads), and remembered
   by (pid, start time), so a reused pid never inherits another process's place. An exited key is placed where
-  the last process with its pid that started before the exit was last seen, and is final.
+  the last process with its pid that started before the exit was last seen, and is final. A process gone before
+  it could be read (it lived less time than the agent took to hear of it) is placed by what the kernel told:
+  the place of the process that forked it, or where it moved to, since the programs also announce forks' parents
+  and every move in the placing hierarchy with the new path.
 """
 
 from __future__ import annotations
@@ -20,15 +23,23 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_proc_cgroup
-from agent.procfs import SMALL_FILE, ProcFS
+from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids, parse_proc_cgroup
+from agent.procfs import SMALL_FILE, ProcFS, decode
 
 EXITED_KEY_FLAG = 1 << 63
+PF_EXITING = 0x4  # task flag: do_exit() has begun
 PID_MASK = 0xFFFFFFFF
 EXIT_SPAN = 1 << 31  # exit times are boot-clock microseconds modulo this: 36 minutes, far more than a scrape interval
 SAME_EXIT_US = 100_000  # each program moves a dying process's entry within microseconds of the other
 # v1 hierarchies to place a process by, best first: systemd's own tree names services and scopes exactly.
 V1_PREFERENCE = ("name=systemd", "cpu", "cpuacct", "memory", "pids")
+# The inode of the initial cgroup namespace (PROC_CGROUP_INIT_INO): only there are the paths the kernel announces
+# for moves the same as the agent's /proc/PID/cgroup reads.
+CGROUP_NS_INIT_INO = 0xEFFFFFFB
+# Two announcements of a pid this close, the first of a process gone unread, are one process: a pid comes back
+# only after pid_max others were made.
+SAME_PROCESS_US = 10_000_000
+EARLY_MOVES_REMEMBERED = 1024  # moves heard before their process's announcement (another program's ring was first)
 
 
 @dataclass(frozen=True)
@@ -141,12 +152,18 @@ class ProcessKeys:
         proc: ProcFS | None = None,
         clock: Callable[[], float] = time.monotonic,
         boot_clock_us: Callable[[], int] = lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1000,
+        initial_cgroup_namespace: bool | None = None,
     ) -> None:
         self._proc = proc or ProcFS()
         self._clock = clock
         self._boot_clock_us = boot_clock_us
         self._ticks = os.sysconf("SC_CLK_TCK")
         self._hierarchies = ("",) if layout.unified is not None else (*V1_PREFERENCE, *sorted(layout.v1))
+        self.place_hierarchy = self._placing_hierarchy_id()
+        if initial_cgroup_namespace is None:
+            initial_cgroup_namespace = _in_initial_cgroup_namespace()
+        self._moves_carry_paths = initial_cgroup_namespace
+        self._early_moves: dict[int, str] = {}
         self._max_entries = 2 * max_processes  # the kernel map bounds keys; this bounds what is remembered
         self._seen: dict[int, list[_Seen]] = {}  # per pid, by start
         self._entries = 0
@@ -159,20 +176,47 @@ class ProcessKeys:
         """True when /proc can be read."""
         return self._proc.path("self", "stat").exists()
 
-    def announce(self, pid: int, boot_ns: int) -> None:
-        """The kernel saw a new process (at *boot_ns*): place it now, while it lives (listener thread)."""
+    def announce(self, pid: int, boot_ns: int, parent: int = 0) -> None:
+        """The kernel saw a new process (at *boot_ns*), forked by *parent* (0: unknown): place it now, while it
+        lives (listener thread)."""
         announced_us = boot_ns // 1000
         with self._lock:
             self._announced_since_sync += 1
+            moved_to = self._early_moves.pop(pid, None)
             seen = self._live(pid, reread=True)
-            if seen is None:  # born and gone before it could be read: remember it, unplaced
-                if not any(s.since_us == announced_us for s in self._seen.get(pid, ())):
+            if seen is not None and seen.path is None:  # exiting when read
+                seen.path = moved_to if moved_to is not None else self._place_of(parent)
+            if seen is None:  # gone before it could be read
+                seen = self._current(pid, announced_us)
+                if seen is None:
                     now = self._clock()
-                    gone = _Seen(announced_us, None, now, running=False, gone_at=now, announced=True)
-                    self._remember(pid, gone)
-            elif not seen.announced or announced_us < seen.since_us:
+                    place = moved_to if moved_to is not None else self._place_of(parent)
+                    self._remember(pid, _Seen(announced_us, place, now, running=False, gone_at=now, announced=True))
+                    return
+                # The same process, read while it lived or announced by the other program.
+                if seen.path is None and not seen.running:
+                    seen.path = moved_to if moved_to is not None else self._place_of(parent)
+                if announced_us >= seen.since_us:
+                    return
+            if not seen.announced or announced_us < seen.since_us:
                 seen.since_us, seen.announced = announced_us, True
                 self._seen[pid].sort(key=lambda s: s.since_us)
+
+    def moved(self, pid: int, path: bytes | None) -> None:
+        """Process *pid* moved to cgroup *path* of the placing hierarchy (None: too long for the announcement)."""
+        with self._lock:
+            place = decode(path) if path is not None and self._moves_carry_paths else None
+            seen = self._current(pid, self._boot_clock_us())
+            if seen is None:  # not announced yet: its announcement will need this
+                if place is not None:
+                    if len(self._early_moves) >= EARLY_MOVES_REMEMBERED:
+                        del self._early_moves[next(iter(self._early_moves))]
+                    self._early_moves[pid] = place
+            elif place is None:
+                if self._live(pid, reread=True) is None:
+                    seen.path = None  # moved, then gone before it could be read: where to is unknown
+            else:
+                seen.path, seen.read_by_scrape = place, False
 
     def place(self, keys: Iterable[int]) -> dict[int, Placement]:
         """Live keys by /proc; an exited key as the last process with its pid that was running before the exit."""
@@ -227,6 +271,34 @@ class ProcessKeys:
     def __len__(self) -> int:
         with self._lock:
             return self._entries
+
+    def _newest(self, pid: int) -> _Seen | None:
+        history = self._seen.get(pid)
+        return history[-1] if history else None
+
+    def _current(self, pid: int, at_us: int) -> _Seen | None:
+        """The process with *pid* at *at_us* if it is already known: the newest seen, if it still runs as far as
+        the agent knows, or died unread shortly before and its exit has not been placed yet (each program
+        announces a process once; a short-lived one may be gone when either announcement is read)."""
+        seen = self._newest(pid)
+        if seen is None or seen.exited_us >= 0:
+            return None
+        if seen.running or (seen.announced and at_us - seen.since_us < SAME_PROCESS_US):
+            return seen
+        return None
+
+    def _place_of(self, parent: int) -> str | None:
+        """Where *parent* is now (a child's place until it moves), or was last seen; None if unknown."""
+        if parent == 0:
+            return None
+        seen = self._live(parent, reread=True) or self._newest(parent)
+        return None if seen is None else seen.path
+
+    def _placing_hierarchy_id(self) -> int:
+        """The id of the hierarchy processes are placed by (the one :meth:`_path` picks), -1 if unknown."""
+        text = self._proc.read_text("self", "cgroup", SMALL_FILE)
+        ids = parse_hierarchy_ids(text or "")
+        return next((ids[name] for name in self._hierarchies if name in ids), next(iter(ids.values()), -1))
 
     def _owner(self, pid: int, exited_us: int) -> _Seen | None:
         """The last process seen with *pid* that was running before *exited_us*."""
@@ -289,26 +361,47 @@ class ProcessKeys:
             else:
                 del self._seen[pid]
 
-    def _start_us(self, pid: int) -> int | None:
+    def _stat_fields(self, pid: int) -> list[str] | None:
+        """/proc/PID/stat from field 3 (state) on; None when gone."""
         stat = self._proc.read_text(pid, "stat", SMALL_FILE)
         if stat is None:
             return None
         # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        return int(fields[19]) * 1_000_000 // self._ticks if len(fields) > 19 else None
+        return stat[stat.rfind(")") + 2 :].split()
+
+    def _start_us(self, pid: int) -> int | None:
+        fields = self._stat_fields(pid)
+        return int(fields[19]) * 1_000_000 // self._ticks if fields is not None and len(fields) > 19 else None
+
+    def _exiting(self, pid: int) -> bool:
+        """Whether the process is gone or has begun to exit (PF_EXITING in the flags, field 9 of stat)."""
+        fields = self._stat_fields(pid)
+        return fields is None or len(fields) < 7 or int(fields[6]) & PF_EXITING != 0
 
     def _path(self, pid: int) -> str | None:
+        """Its path in the placing hierarchy; None when gone, or exiting where /proc no longer tells."""
         text = self._proc.read_text(pid, "cgroup", SMALL_FILE)
         if text is None:
             return None
         paths = parse_proc_cgroup(text)
-        for hierarchy in self._hierarchies:
-            if hierarchy in paths:
-                return paths[hierarchy]
-        return next(iter(paths.values()), None)
+        hierarchy = next((name for name in self._hierarchies if name in paths), next(iter(paths), None))
+        if hierarchy is None:
+            return None
+        # The kernel shows "/" for every v1 hierarchy of a task that has begun to exit; flags read after the
+        # path tell whether that "/" was one.
+        if paths[hierarchy] == "/" and hierarchy != "" and self._exiting(pid):
+            return None
+        return paths[hierarchy]
 
 
 def _full_exit_time(key: int, now_us: int) -> int:
     """The boot-clock exit time of an exited key, from its 31 low bits of microseconds (the latest before now)."""
     low = (key >> 32) & (EXIT_SPAN - 1)
     return now_us - ((now_us - low) % EXIT_SPAN)
+
+
+def _in_initial_cgroup_namespace() -> bool:
+    try:
+        return os.stat("/proc/self/ns/cgroup").st_ino == CGROUP_NS_INIT_INO
+    except OSError:
+        return False

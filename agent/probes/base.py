@@ -6,10 +6,10 @@ import contextlib
 import ctypes
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from agent import bpf, kernel
 
@@ -18,10 +18,34 @@ ANNOUNCEMENT_POLL_MS = 20
 DRAIN_TIMEOUT_SECONDS = 0.2  # a scrape never waits longer than this for the listener
 
 
-class _Announcement(ctypes.Structure):
-    """struct announcement of bpf/schedwatch.h."""
+MOVE_PATH_MAX = 256  # bpf/schedwatch.h
 
-    _fields_ = [("tgid", ctypes.c_uint32), ("unused", ctypes.c_uint32), ("boot_ns", ctypes.c_uint64)]
+
+class _Announcement(ctypes.Structure):
+    """struct announcement of bpf/schedwatch.h: a new process key."""
+
+    _fields_ = [("tgid", ctypes.c_uint32), ("parent", ctypes.c_uint32), ("boot_ns", ctypes.c_uint64)]
+
+
+class _MoveAnnouncement(ctypes.Structure):
+    """struct move_announcement of bpf/schedwatch.h: a process moved in the placing hierarchy."""
+
+    _fields_ = [
+        ("tgid", ctypes.c_uint32),
+        ("path_len", ctypes.c_uint32),
+        ("boot_ns", ctypes.c_uint64),
+        ("path", ctypes.c_char * MOVE_PATH_MAX),
+    ]
+
+
+class AnnouncementSink(Protocol):
+    """What takes a program's announcements (agent.identity.placement.ProcessKeys)."""
+
+    def announce(self, pid: int, boot_ns: int, parent: int = 0) -> None:
+        """A new process key: its pid, when it was first seen, and the process that forked it (0: unknown)."""
+
+    def moved(self, pid: int, path: bytes | None) -> None:
+        """Process *pid* moved to cgroup *path* of the placing hierarchy (None: the path was too long to carry)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +66,7 @@ class ProbeLimits:
     max_threads: int = 65536
     pid_namespace: tuple[int, int] | None = None  # (st_dev, st_ino) of a pid namespace to watch alone
     key_by_process: bool = False  # per-workload maps keyed by process (hosts without cgroup2)
+    place_hierarchy: int = -1  # keyed by process: the hierarchy id whose moves are announced (-1: none)
 
 
 def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
@@ -57,14 +82,16 @@ def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str |
         defines["PIDNS_DEV"], defines["PIDNS_INO"] = (f"{n}ULL" for n in limits.pid_namespace)
     if limits.key_by_process:
         defines["KEY_BY_PROCESS"] = None
+        defines["PLACE_HIERARCHY"] = limits.place_hierarchy
     return defines
 
 
 class BpfProbe:
     """A compiled, attached BPF program with a per-workload `cgroups` map and a `drops` array.
 
-    Keyed by process (KEY_BY_PROCESS), the program also announces each new process on its `new_processes`
-    ring: :meth:`announce_to` hands each announced pid to a callback from a thread of its own.
+    Keyed by process (KEY_BY_PROCESS), the program also announces each new process, and each move of a process
+    to another cgroup, on its `new_processes` ring: :meth:`announce_to` hands them to a sink from a thread of its
+    own.
     """
 
     source: ClassVar[str]
@@ -84,12 +111,17 @@ class BpfProbe:
         self._drain_wanted = threading.Event()
         self._drained = threading.Event()
 
-    def announce_to(self, callback: Callable[[int, int], None]) -> None:
-        """Call *callback* with (pid, boot-clock ns) of each new process the program announces (KEY_BY_PROCESS)."""
+    def announce_to(self, sink: AnnouncementSink) -> None:
+        """Hand *sink* each new process and each move the program announces (KEY_BY_PROCESS)."""
 
-        def on_event(_cpu: int, data: Any, _size: int) -> None:
-            news = ctypes.cast(data, ctypes.POINTER(_Announcement)).contents
-            callback(news.tgid, news.boot_ns)
+        def on_event(_cpu: int, data: Any, size: int) -> None:
+            if size == ctypes.sizeof(_Announcement):
+                news = ctypes.cast(data, ctypes.POINTER(_Announcement)).contents
+                sink.announce(news.tgid, news.boot_ns, news.parent)
+            elif size == ctypes.sizeof(_MoveAnnouncement):
+                move = ctypes.cast(data, ctypes.POINTER(_MoveAnnouncement)).contents
+                length = move.path_len
+                sink.moved(move.tgid, bytes(move.path)[: length - 1] if 0 < length <= MOVE_PATH_MAX else None)
 
         self._bpf["new_processes"].open_ring_buffer(on_event)
 

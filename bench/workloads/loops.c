@@ -4,6 +4,8 @@
  *   futex     FUTEX_WAIT/FUTEX_WAKE ping-pong between two threads on one CPU; ns per round trip
  *   ring      a token passed around a ring of RING_THREADS threads on all CPUs, each hop a futex
  *             wake-up and a context switch (a wake-up storm); ns per hop
+ *   fork      fork(2) a child that exits at once, and wait for it; ns per process
+ *   thread    create a thread that returns at once, and join it; ns per thread
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +71,11 @@ static void *ring_member(void *slot)
     return NULL;
 }
 
+static void *return_at_once(void *unused)
+{
+    return unused;
+}
+
 static void pin_to_cpu0(void)
 {
     cpu_set_t set;
@@ -79,7 +87,7 @@ static void pin_to_cpu0(void)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: loops yield|getppid|futex|ring COUNT\n");
+        fprintf(stderr, "usage: loops yield|getppid|futex|ring|fork|thread COUNT\n");
         return 2;
     }
     long count = atol(argv[2]);
@@ -108,6 +116,23 @@ int main(int argc, char **argv)
         }
         end = now_ns();
         pthread_join(thread, NULL);
+    } else if (strcmp(argv[1], "fork") == 0) {
+        start = now_ns();
+        for (long i = 0; i < count; i++) {
+            pid_t child = fork();
+            if (child == 0)
+                _exit(0);
+            waitpid(child, NULL, 0);
+        }
+        end = now_ns();
+    } else if (strcmp(argv[1], "thread") == 0) {
+        start = now_ns();
+        for (long i = 0; i < count; i++) {
+            pthread_t thread;
+            pthread_create(&thread, NULL, return_at_once, NULL);
+            pthread_join(thread, NULL);
+        }
+        end = now_ns();
     } else if (strcmp(argv[1], "ring") == 0) {
         ring_hops = count;
         pthread_t threads[RING_THREADS];

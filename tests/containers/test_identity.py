@@ -316,16 +316,13 @@ def test_v1_only_host_names_podman_and_kubelet_containers(
     try:
         agent.wait_ready()
         assert '"workloads_by": "process"' in agent.log()
-        # The second yielder lives on for 0.3 s after its yields: long enough to be placed by its announcement
-        # however busy the machine (one that exits sooner may be counted as "(removed)": counted, not placed).
-        container = podman.run(
-            "v1only", "sh", "-c", "/w/yielder - 3000 2 0; (sleep 0.3) | /w/yielder - 1000 1 1; exec sleep 600"
-        )
+        # Both yielders exit the moment their yields are done, likely before the agent reads their /proc entries:
+        # they are placed where the shell that forked them is.
+        container = podman.run("v1only", "sh", "-c", "/w/yielder - 3000 2 0; /w/yielder - 1000 1 0; exec sleep 600")
         name = str(podman.inspect(container)["Name"])
         pod = Pod("legacy-0", "ops")
         cri.run_pod(pod)
-        # Like the second yielder above: alive 0.3 s after its yields, so that it is surely placed, not "(removed)".
-        command = ["sh", "-c", "(sleep 0.3) | /w/yielder - 1500 2 1; exec sleep 600"]
+        command = ["sh", "-c", "/w/yielder - 1500 2 0; exec sleep 600"]
         in_pod = cri.start_container(pod, "batch", IMAGE, command, mounts={str(BINARIES): "/w"})
         scrape = eventually(
             agent,

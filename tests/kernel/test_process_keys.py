@@ -69,6 +69,27 @@ def test_exited_processes_are_counted_exactly_in_their_cgroups(
     assert (yields_in(process_agent, a), yields_in(process_agent, b)) == (6000, 2800)
 
 
+# Processes per case that exit the moment their work is done: gone before the agent hears of them.
+INSTANT = 40
+
+
+def run_instant_processes(yielder: Path, joined: str, born_in: Path) -> None:
+    """INSTANT yielders that join *joined* themselves (a move), and INSTANT forked by a shell inside *born_in*."""
+    for _ in range(INSTANT):
+        Workload(yielder, joined, 250, 1, hold=False)
+    loop = f"echo $$ > {born_in}/cgroup.procs && for i in $(seq {INSTANT}); do {yielder} - 250 1 0 >/dev/null; done"
+    subprocess.run(["sh", "-c", loop], check=True)
+
+
+def test_processes_that_exit_at_once_are_placed_by_what_the_kernel_announced(
+    process_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    moved, born = cgroups.make("instant-moved"), cgroups.make("instant-born")
+    run_instant_processes(yielder, str(moved), born)
+    assert yields_in(process_agent, cgroups.relative(moved)) == INSTANT * 250
+    assert yields_in(process_agent, cgroups.relative(born)) == INSTANT * 250
+
+
 def test_a_reused_pid_starts_from_zero_in_its_own_cgroup(
     process_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
 ) -> None:
@@ -147,3 +168,13 @@ def test_v1_only_host_names_workloads_by_their_v1_cgroups(
     finally:
         workload.release()
     assert v1_only_agent.scrape().value(YIELDS, cgroup=relative, container_id="") == 6000  # kept after its exit
+
+
+def test_v1_only_host_places_processes_that_exit_at_once(
+    v1_only_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    moved, born = f"/{cgroups.name}-v1moved", f"/{cgroups.name}-v1born"
+    joined = ":".join(str(cgroups.make_v1(hierarchy, moved)) for hierarchy in ("name=systemd", "cpu"))
+    run_instant_processes(yielder, joined, cgroups.make_v1("name=systemd", born))
+    assert yields_in(v1_only_agent, moved) == INSTANT * 250
+    assert yields_in(v1_only_agent, born) == INSTANT * 250

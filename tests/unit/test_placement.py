@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.cgroups import CgroupLayout
+from agent.cgroups import CgroupLayout, parse_hierarchy_ids
 from agent.collectors.common import CgroupTotals
 from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
 from agent.identity.workload import REMOVED
@@ -29,6 +29,20 @@ class FakeProc:
         after_comm = ["S", *["0"] * 18, str(start_ticks), "0"]  # fields 3..23; field 22 is the start time
         (directory / "stat").write_text(f"{pid} ({comm}) {' '.join(after_comm)}\n")
         (directory / "cgroup").write_text(cgroup_text)
+
+    def begin_exit(self, pid: int) -> None:
+        """do_exit() has begun: PF_EXITING in the flags, and every v1 line of /proc/PID/cgroup says "/"."""
+        stat = self.root / str(pid) / "stat"
+        head, _, tail = stat.read_text().rpartition(") ")
+        fields = tail.split()
+        fields[6] = str(0x400104)  # PF_EXITING | PF_FORKNOEXEC | PF_RANDOMIZE
+        stat.write_text(f"{head}) {' '.join(fields)}\n")
+        cgroup = self.root / str(pid) / "cgroup"
+        lines = [
+            line.rsplit(":", 1)[0] + (":/" if line.split(":")[1] else ":" + line.rsplit(":", 1)[1])
+            for line in cgroup.read_text().splitlines()
+        ]
+        cgroup.write_text("\n".join(lines) + "\n")
 
     def stop(self, pid: int) -> None:
         for name in ("stat", "cgroup"):
@@ -258,6 +272,124 @@ def test_announced_again_after_joining_its_cgroup_counts_there(tmp_path: Path) -
     assert keys.place([exited(100)])[exited(100)].path == "/own"
 
 
+def test_a_child_gone_before_it_was_read_is_placed_where_its_parent_is(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(200, 4000, v1_cgroup("/batch"))  # the shell that forked it
+    keys = process_keys(tmp_path)
+    keys.announce(100, 50_000_000_000, parent=200)  # the child: already gone when its announcement is read
+    assert keys.place([exited(100)])[exited(100)].path == "/batch"
+
+
+def test_a_process_that_moved_and_died_unread_is_placed_where_it_moved(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(200, 4000, v1_cgroup("/shell"))
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    # The move came in on one program's ring before the other program announced the process.
+    keys.moved(100, b"/system.slice/job.scope")
+    keys.announce(100, 50_000_000_000, parent=200)
+    assert keys.place([exited(100)])[exited(100)].path == "/system.slice/job.scope"
+
+
+def test_a_move_heard_while_the_process_lives_places_its_exit_without_a_read(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/parent"))
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    keys.announce(100, 50_000_000_000)  # read before it joined its cgroup
+    keys.moved(100, b"/own")
+    proc.stop(100)  # and gone before any scrape
+    keys.announce(100, 50_002_000_000)  # the other program's announcement, read after it died
+    assert keys.place([exited(100)])[exited(100)].path == "/own"
+
+
+def test_both_programs_announcing_a_process_that_died_unread_make_one_process(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(200, 4000, v1_cgroup("/shell"))
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    keys.moved(100, b"/job")  # heard first from one program's ring
+    keys.announce(100, 50_000_000_000, parent=200)  # the other program's announcement: gone already
+    keys.announce(100, 50_000_300_000, parent=200)  # the first program's own announcement, read later still
+    assert len(keys) == 1  # the child, once
+    assert keys.place([exited(100, 50.5)])[exited(100, 50.5)].path == "/job"
+
+
+def test_a_pid_announced_again_long_after_its_unread_process_is_another_process(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(200, 4000, v1_cgroup("/first"))
+    keys = process_keys(tmp_path)
+    keys.announce(100, 50_000_000_000, parent=200)
+    (tmp_path / "200" / "cgroup").write_text(v1_cgroup("/second"))
+    keys.announce(100, 80_000_000_000, parent=200)  # 30 s later: the pid came back
+    places = keys.place([exited(100, 50.1), exited(100, 80.1)])
+    assert (places[exited(100, 50.1)].path, places[exited(100, 80.1)].path) == ("/first", "/second")
+
+
+def test_a_process_read_while_exiting_keeps_its_place(tmp_path: Path) -> None:
+    # Each program announces a key again if the dying task is switched out after its exit moved the entry.
+    proc = FakeProc(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/own"))
+    keys = process_keys(tmp_path)
+    keys.announce(100, 50_000_000_000)
+    proc.begin_exit(100)
+    assert (tmp_path / "100" / "cgroup").read_text() == "5:memory:/\n3:cpu,cpuacct:/\n1:name=systemd:/\n0::/\n"
+    keys.announce(100, 50_002_000_000)
+    assert keys.place([exited(100)])[exited(100)].path == "/own"
+
+
+def test_a_process_first_read_while_exiting_is_placed_where_its_parent_is(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(200, 4000, v1_cgroup("/batch"))
+    proc.start(100, 5000, v1_cgroup("/batch"))
+    proc.begin_exit(100)
+    keys = process_keys(tmp_path)
+    keys.announce(100, 50_000_000_000, parent=200)
+    assert keys.place([exited(100)])[exited(100)].path == "/batch"
+
+
+def test_a_process_in_the_v1_root_is_placed_there(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/"))
+    assert process_keys(tmp_path).place([100])[100].path == "/"
+
+
+def test_a_move_whose_path_did_not_fit_is_read_from_proc(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/parent"))
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    keys.announce(100, 50_000_000_000)
+    long_path = "/" + "x" * 300
+    (tmp_path / "100" / "cgroup").write_text(v1_cgroup(long_path))
+    keys.moved(100, None)
+    proc.stop(100)
+    assert keys.place([exited(100)])[exited(100)].path == long_path
+
+
+def test_in_a_private_cgroup_namespace_moves_are_read_from_proc_not_taken_from_the_kernel(tmp_path: Path) -> None:
+    # The kernel names cgroups from the host's root; /proc/PID/cgroup from the agent's namespace root.
+    proc = FakeProc(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/parent"))
+    keys = process_keys(tmp_path, initial_cgroup_namespace=False)
+    keys.announce(100, 50_000_000_000)
+    (tmp_path / "100" / "cgroup").write_text(v1_cgroup("/own"))
+    keys.moved(100, b"/kubepods/pod1/own")
+    proc.stop(100)
+    assert keys.place([exited(100)])[exited(100)].path == "/own"
+
+
+def test_the_placing_hierarchy_id_is_the_one_its_paths_come_from(tmp_path: Path) -> None:
+    FakeProc(tmp_path)
+    (tmp_path / "self" / "cgroup").write_text(v1_cgroup("/"))
+    assert process_keys(tmp_path).place_hierarchy == 1  # name=systemd on a v1-only host
+    assert process_keys(tmp_path, HYBRID).place_hierarchy == 0  # the cgroup2 line
+
+
 class Names:
     def get(self, container_id: str) -> None:
         return None
+
+
+def test_hierarchy_ids_of_a_real_centos7_process() -> None:
+    ids = parse_hierarchy_ids((FIXTURES / "centos7-v1-system-slice.txt").read_text())
+    assert ids["name=systemd"] == 1 and ids["cpu"] == ids["cpuacct"] == 11 and ids["memory"] == 6
+    assert "" not in ids  # no cgroup2 line on CentOS 7
+    hybrid = parse_hierarchy_ids((FIXTURES / "podman-cgroupfs-hybrid.txt").read_text())
+    assert hybrid[""] == 0
