@@ -23,7 +23,7 @@ from agent.exporter import AgentCollector, build_registry
 from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
-from agent.identity.runtimes import RuntimeClient
+from agent.identity.runtimes import RuntimeClient, socket_absent
 from agent.identity.runtimes.containerd import ContainerdClient
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
@@ -360,7 +360,7 @@ def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
         sockets.append(settings.containerd_socket)
     states = {}
     for path in sockets:
-        if not path.exists():
+        if socket_absent(path):
             states[str(path)] = "missing (containers are labelled by id only)"
             continue
         with socket.socket(socket.AF_UNIX) as probe:
@@ -368,6 +368,11 @@ def _runtime_sockets(settings: config.Settings) -> dict[str, str]:
             try:
                 probe.connect(str(path))
                 states[str(path)] = "listening"
+            except PermissionError:
+                states[str(path)] = (
+                    "not reachable: permission denied (without CAP_DAC_OVERRIDE the agent needs search permission on "
+                    f"each directory above the socket: chmod o+x {path.parent}, or mount the socket file itself)"
+                )
             except OSError as error:
                 states[str(path)] = f"not reachable: {error.strerror or error}"
     return states

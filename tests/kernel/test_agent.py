@@ -161,3 +161,29 @@ def test_a_burst_of_stop_signals_still_stops_the_agent(tmp_path: Path) -> None:
         agent.process.send_signal(signal.SIGTERM)
     assert agent.process.wait(30) == 0, agent.log()
     assert '"event": "stopped"' in agent.log()
+
+
+def test_check_says_why_a_runtime_socket_in_an_unsearchable_directory_cannot_be_reached(tmp_path: Path) -> None:
+    # containerd may leave /run/containerd at mode 0600; the DaemonSet's root has no CAP_DAC_OVERRIDE to pass it.
+    import socket
+
+    hidden = tmp_path / "containerd"
+    hidden.mkdir()
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(hidden / "containerd.sock"))
+        listening.listen()
+        hidden.chmod(0o600)
+        without_dac = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
+        check = [*without_dac, sys.executable, "-m", "agent", "check", "--no-load"]
+        result = subprocess.run(
+            [*check, "--runtime.containerd-socket", str(hidden / "containerd.sock")],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"{hidden / 'containerd.sock'}: not reachable: permission denied (without CAP_DAC_OVERRIDE the agent needs "
+        f"search permission on each directory above the socket: chmod o+x {hidden}, or mount the socket file itself)"
+    ) in result.stdout, result.stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 POD_NAME = "io.kubernetes.pod.name"
@@ -29,6 +30,18 @@ class ContainerInfo:
     pod: str = ""
     namespace: str = ""
     pid: int = 0
+
+
+def socket_absent(path: Path) -> bool:
+    """True when nothing is at *path* (the runtime is not installed here). A socket the agent may not even stat
+    (a directory on the way it cannot search) counts as present, so that connecting to it says why it fails."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 class RuntimeUnavailable(OSError):

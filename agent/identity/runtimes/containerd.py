@@ -19,6 +19,7 @@ from agent.identity.runtimes import (
     RuntimeAnswerInvalid,
     RuntimeUnavailable,
     info_from_labels,
+    socket_absent,
 )
 from agent.identity.runtimes.protowire import fields, message, string, string_field, string_map_of
 
@@ -42,7 +43,7 @@ class ContainerdClient:
         """The container's labels in the first namespace that knows it."""
         if not is_container_id(container_id):
             return None
-        if not self.socket_path.exists():
+        if socket_absent(self.socket_path):
             return None  # this runtime is not installed here
         for namespace in self.namespaces:
             # GetContainerResponse{container = 1} -> Container{id = 1, labels = 2}

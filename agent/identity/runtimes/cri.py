@@ -30,6 +30,7 @@ from agent.identity.runtimes import (
     RuntimeAnswerInvalid,
     RuntimeUnavailable,
     info_from_labels,
+    socket_absent,
 )
 from agent.identity.runtimes.protowire import (
     fields,
@@ -68,7 +69,7 @@ class CriClient:
         """The container's (or pod sandbox's) names; None if this runtime knows neither."""
         if not is_container_id(container_id):
             return None
-        if not self.socket_path.exists():
+        if socket_absent(self.socket_path):
             return None  # this runtime is not installed here
         try:
             reply = self._call("ContainerStatus", string_field(1, container_id) + varint_field(2, 1))

@@ -15,6 +15,7 @@ from agent.identity.runtimes import (
     RuntimeAnswerInvalid,
     RuntimeUnavailable,
     info_from_labels,
+    socket_absent,
 )
 
 _CHUNK = 65536
@@ -38,7 +39,7 @@ class DockerClient:
         """Name, one process and (for the kubelet's runtime) io.kubernetes.* labels of *container_id*."""
         if not is_container_id(container_id):
             return None  # never put anything but a hex id into a URL
-        if not self.socket_path.exists():
+        if socket_absent(self.socket_path):
             return None  # this runtime is not installed here
         status, body = self._get(f"/containers/{container_id}/json")
         if status == 404:
