@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -38,7 +39,13 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         slept = workload.truth["slept_ns"] / 1e9
         assert count * sleep_ns / 1e9 * 0.99 <= blocked <= slept + 0.002
         assert blocked == pytest.approx(slept, rel=0.05)
-        assert preempted < 0.002, f"a sleeper was preempted for {preempted * 1e3:.1f} ms"
+        # Its sleeps count as blocked, never as preempted: preempted time is only what the kernel itself counted
+        # as waiting for a CPU (schedstat, the whole life of the thread; on a loaded machine a woken sleeper can
+        # be preempted for real), a small part of the time asleep.
+        pid = workload.pid
+        run_delay = schedstat_run_delay(pid, [int(t) for t in os.listdir(f"/proc/{pid}/task")])
+        assert preempted <= run_delay + 1e-4, f"preempted {preempted * 1e3:.2f} ms > run delay {run_delay * 1e3:.2f} ms"
+        assert preempted < blocked / 20, f"a sleeper was preempted for {preempted * 1e3:.1f} ms"
         # Each wake-up is a wait for a CPU, however short.
         assert value(scrape, f"{RUNQ}_count", path) >= count
     finally:
