@@ -91,12 +91,24 @@ def test_slow_clients_neither_delay_scrapes_nor_outlive_the_timeout(
         server.stop()
 
 
+def assert_open_connections(server: MetricsServer, expected: int, timeout: float = 2.0) -> None:
+    """Wait until the server holds *expected* connections open; fail if it does not within *timeout*."""
+    deadline = time.monotonic() + timeout
+    while server.gate.open_count() != expected and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert server.gate.open_count() == expected, f"{server.gate.open_count()} connections open, not {expected}"
+
+
 def test_at_the_bound_the_oldest_unanswered_connection_makes_room() -> None:
     server = start(4, 30.0)
     try:
         baseline = settled(open_fds)
         with SlowClients(server.port, "idle", 20) as clients:
-            assert_fast_scrapes(url(server, False), 3)
+            for _ in range(3):
+                assert_fast_scrapes(url(server, False), 1)
+                # A scraper has its answer a moment before the server's thread closes its side: wait for that,
+                # so that the next scrape finds this one's slot free (else it evicts one more, as it should).
+                assert_open_connections(server, 3)
             lifetimes = clients.wait_all_closed(1.0)
             # 16 evicted to admit the 16 clients after the first 4, and one more for the first scrape; the
             # later scrapes found a free slot (the first scrape's).
