@@ -48,9 +48,8 @@ def probe_limits(settings: Settings, keys: KeySpace) -> ProbeLimits:
         info = os.stat("/proc/self/ns/pid")
         namespace = (info.st_dev, info.st_ino)
     workloads = workload_map_size(settings, keys.per_process)
-    place_hierarchy = keys.place_hierarchy if isinstance(keys, ProcessKeys) else -1
     return ProbeLimits(
-        workloads, settings.max_processes, settings.max_threads, namespace, keys.per_process, place_hierarchy
+        workloads, settings.max_processes, settings.max_threads, namespace, keys.per_process, keys.place_hierarchy
     )
 
 

@@ -60,6 +60,7 @@ class KeySpace(Protocol):
     """How the BPF collectors turn kernel keys into places."""
 
     per_process: bool
+    place_hierarchy: int  # the hierarchy id whose moves the programs announce (-1: none)
 
     @property
     def healthy(self) -> bool:
@@ -89,6 +90,7 @@ class CgroupKeys:
     """Keys are cgroup2 ids."""
 
     per_process = False
+    place_hierarchy = -1
 
     def __init__(self, resolver: CgroupPathResolver) -> None:
         self._resolver = resolver
@@ -183,22 +185,16 @@ class ProcessKeys:
         with self._lock:
             self._announced_since_sync += 1
             moved_to = self._early_moves.pop(pid, None)
-            seen = self._live(pid, reread=True)
-            if seen is not None and seen.path is None:  # exiting when read
+            alive = self._live(pid, reread=True)
+            seen = alive or self._current(pid, announced_us)
+            if seen is None:  # born and gone before it could be read
+                now = self._clock()
+                seen = _Seen(announced_us, None, now, running=False, gone_at=now, announced=True)
+                self._remember(pid, seen)
+            if seen.path is None:  # gone, or exiting, when read: where the kernel said it moved, or was born
                 seen.path = moved_to if moved_to is not None else self._place_of(parent)
-            if seen is None:  # gone before it could be read
-                seen = self._current(pid, announced_us)
-                if seen is None:
-                    now = self._clock()
-                    place = moved_to if moved_to is not None else self._place_of(parent)
-                    self._remember(pid, _Seen(announced_us, place, now, running=False, gone_at=now, announced=True))
-                    return
-                # The same process, read while it lived or announced by the other program.
-                if seen.path is None and not seen.running:
-                    seen.path = moved_to if moved_to is not None else self._place_of(parent)
-                if announced_us >= seen.since_us:
-                    return
-            if not seen.announced or announced_us < seen.since_us:
+            # An announcement tells when the process surely ran; one read after it died may come after its exit.
+            if announced_us < seen.since_us or (alive is not None and not seen.announced):
                 seen.since_us, seen.announced = announced_us, True
                 self._seen[pid].sort(key=lambda s: s.since_us)
 
