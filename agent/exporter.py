@@ -12,6 +12,7 @@ from prometheus_client.core import Metric
 from agent import __version__, metrics
 from agent.collectors import Collector
 from agent.diagnosis.live.standing import StandingFindings
+from agent.exposition.family import Family, RowFamily
 from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
@@ -59,6 +60,18 @@ class AgentCollector:
         if self._findings is not None:
             self._findings.hand_over(families)
 
+    def _keep_valid(self, family: Metric) -> int:
+        """Drop the series of *family* whose label values cannot be written; how many were dropped."""
+        if isinstance(family, RowFamily) and not family.replaced:
+            rows = family.label_rows()
+            keep = self._guard.keep_valid_rows(rows)
+            if keep is None:
+                return 0
+            family.keep_rows(keep)
+            return len(rows) - sum(keep)
+        family.samples, dropped = self._guard.keep_valid(family.samples)
+        return dropped
+
     def _collect(self) -> list[Metric]:
         self.collections += 1
         build = metrics.BUILD_INFO.family()
@@ -81,7 +94,7 @@ class AgentCollector:
                 up.add_metric([name], 0)
                 continue
             for family in families:
-                family.samples, dropped = self._guard.keep_valid(family.samples)
+                dropped = self._keep_valid(family)
                 if dropped:
                     self._dropped[name] = self._dropped.get(name, 0) + dropped
                     log.error("samples_dropped", collector=name, metric=family.name, samples=dropped)
@@ -106,6 +119,8 @@ def _merge(merged: dict[str, Metric], family: Metric) -> None:
     existing = merged.get(family.name)
     if existing is None:
         merged[family.name] = family
+    elif isinstance(existing, Family) and isinstance(family, Family) and not existing.replaced:
+        existing.rows.extend(family.rows)
     else:
         existing.samples.extend(family.samples)
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
+from agent.exposition.family import Family, HistogramFamily
 
 WORKLOAD_LABELS = ("container_id", "container", "pod", "namespace", "cgroup")
 PROCESS_LABELS = ("pid", "comm", *WORKLOAD_LABELS)
@@ -27,29 +23,29 @@ class MetricSpec:
 
 @dataclass(frozen=True)
 class CounterSpec(MetricSpec):
-    """A counter. Names omit ``_total``; the client library adds it."""
+    """A counter. Names omit ``_total``; the text writer adds it."""
 
-    def family(self) -> CounterMetricFamily:
+    def family(self) -> Family:
         """An empty family of this metric, ready for ``add_metric``."""
-        return CounterMetricFamily(self.name, self.help, labels=self.labels)
+        return Family(self.name, self.help, "counter", self.labels)
 
 
 @dataclass(frozen=True)
 class GaugeSpec(MetricSpec):
     """A gauge."""
 
-    def family(self) -> GaugeMetricFamily:
+    def family(self) -> Family:
         """An empty family of this metric, ready for ``add_metric``."""
-        return GaugeMetricFamily(self.name, self.help, labels=self.labels)
+        return Family(self.name, self.help, "gauge", self.labels)
 
 
 @dataclass(frozen=True)
 class HistogramSpec(MetricSpec):
     """A histogram; its buckets are fixed by the probe that fills it."""
 
-    def family(self) -> HistogramMetricFamily:
+    def family(self) -> HistogramFamily:
         """An empty family of this metric, ready for ``add_metric``."""
-        return HistogramMetricFamily(self.name, self.help, labels=self.labels)
+        return HistogramFamily(self.name, self.help, self.labels)
 
 
 # --- syscalls collector: sched_yield and futex -------------------------------------------------

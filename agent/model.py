@@ -77,12 +77,11 @@ class CounterTable:
 
     def rows(self) -> Iterator[tuple[Labels, list[int]]]:
         """(labels, totals) for every label set still exported."""
-        totals = {labels: list(state.retired) for labels, state in self._label_sets.items()}
+        totals = {labels: state.retired for labels, state in self._label_sets.items()}
         for labels, values in self._sources.values():
-            row = totals[labels]
-            for index, value in enumerate(values):
-                row[index] += value
-        yield from totals.items()
+            totals[labels] = [total + value for total, value in zip(totals[labels], values, strict=True)]
+        for labels, row in totals.items():
+            yield labels, list(row)
 
     def __len__(self) -> int:
         return len(self._label_sets)

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import IO, Any, cast
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from agent import metrics
+from agent.exposition.wsgi import metrics_app
 from agent.log import get_logger
 
 log = get_logger("web")
@@ -317,7 +318,7 @@ def serve(
     The server's own counters (connections dropped, open) are added to *registry*. Raises OSError or ssl.SSLError
     when it cannot listen or load the TLS files.
     """
-    app: WSGIApp = make_wsgi_app(registry)
+    app: WSGIApp = metrics_app(registry)
     if auth is not None:
         app = basic_auth(app, *auth)
     context = tls_context(*tls) if tls is not None else None

@@ -6,10 +6,10 @@ import argparse
 import json
 import time
 
-from bench import modes, processes, sched, syscalls
+from bench import modes, processes, sched, scrape, syscalls
 from bench.common import BENCH
 
-SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes, "processes": processes}
+SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes, "processes": processes, "scrape": scrape}
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ packages=(python3 python3-venv python3-bpfcc)
 case "$purpose" in
     run) ;;
     test) packages+=(gcc libc6-dev bpftool prometheus prometheus-alertmanager util-linux linux-perf bpftrace strace chromium fonts-dejavu-core) ;;
-    bench) packages+=(gcc libc6-dev bpftool bpfcc-tools bpftrace linux-perf strace util-linux) ;;
+    bench) packages+=(gcc libc6-dev bpftool bpfcc-tools bpftrace linux-perf strace util-linux prometheus-node-exporter) ;;
     *) echo "setup: unknown purpose '$purpose' (run, test or bench)" >&2; exit 2 ;;
 esac
 

@@ -9,11 +9,19 @@ CPU used comes from cgroup2's cpu.stat (user_usec, system_usec: there even when 
 else from the v1 cpuacct files. The kernel counts it for a cgroup and its descendants together, so of the cgroups
 of one workload (a container's nested cgroups) only the outermost are summed, and the root cgroup, whose totals are
 the whole machine's, gets none.
+
+A cgroup whose CPU time has not moved since the last scrape ran nothing: its throttling counters cannot have moved
+either, so its limit and throttling files (up to seven reads on a hybrid host: v1 cpu.stat, cpuset, the quota of
+each ancestor) are not read again; what was read last is served, and read afresh at least every REFRESH_SECONDS
+(a quota changed on an idle cgroup shows then, or as soon as the cgroup runs). Its CPU time and thread count are
+read every scrape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client.core import Metric
@@ -41,6 +49,7 @@ from agent.model import CounterTable, Labels
 from agent.procfs import SMALL_FILE, ProcFS
 
 NAME = "cgroup_cpu"
+REFRESH_SECONDS = 60.0  # an idle cgroup's limit and throttling files are read at least this often (spread by id)
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -99,6 +108,8 @@ class CgroupCpuCollector:
         self._table = CounterTable(width=3, grace_seconds=context.settings.series_grace_seconds)
         self._usage_table = CounterTable(width=2, grace_seconds=context.settings.series_grace_seconds)
         self._v1_split = MonotonicSplit()
+        self._last_read: dict[int, _Reading] = {}
+        self._clock: Callable[[], float] = time.monotonic
 
     def collect(self) -> list[Metric]:
         """Read every tracked cgroup's files and build the families."""
@@ -117,11 +128,9 @@ class CgroupCpuCollector:
             self._tracked.add(cgroup_id)
             labels = workload_for_cgroup(path, self._identities).labels()
             threads[labels] = threads.get(labels, 0) + count
-            source, control = self._read(cgroup_id, path)
-            if path != "/":
-                usage = self._read_usage(cgroup_id, path, source)
-                if usage is not None:
-                    usages.setdefault(labels, []).append((path, usage[0], usage[1]))
+            source, control, usage = self._read_cgroup(cgroup_id, path)
+            if usage is not None:
+                usages.setdefault(labels, []).append((path, usage[0], usage[1]))
             if control is None:
                 continue
             limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
@@ -131,6 +140,7 @@ class CgroupCpuCollector:
                 live[source] = (labels, [control.periods, control.throttled_periods, control.throttled_ns])
         self._tracked &= set(paths)
         self._v1_paths = {k: v for k, v in self._v1_paths.items() if k in self._tracked}
+        self._last_read = {k: v for k, v in self._last_read.items() if k in self._tracked}
         self._table.update(live)
         live_usage = _outermost(usages)
         self._v1_split.keep_only(set(live_usage))
@@ -139,6 +149,27 @@ class CgroupCpuCollector:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def _read_cgroup(
+        self, cgroup_id: int, path: str
+    ) -> tuple[Hashable, CpuControl | None, tuple[Hashable, CpuUsage] | None]:
+        """(throttling source, limit and throttling, CPU used): the last reading kept while the cgroup is idle."""
+        if path == "/":
+            return *self._read(cgroup_id, path), None
+        if self._threads_file != "cgroup.threads":  # v1 only: CPU used is read from the cpu cgroup found by _read
+            source, control = self._read(cgroup_id, path)
+            return source, control, self._read_usage(cgroup_id, path, source)
+        usage = self._read_usage(cgroup_id, path, None)
+        now = self._clock()
+        last = self._last_read.get(cgroup_id)
+        if last is not None and usage is not None and last.usage == usage and now < last.refresh_at:
+            return last.source, last.control, usage
+        source, control = self._read(cgroup_id, path)
+        if usage is None:
+            usage = self._read_usage(cgroup_id, path, source)  # no cgroup2 cpu.stat: v1 cpuacct
+        refresh_at = now + REFRESH_SECONDS * (1 + (cgroup_id % 16) / 16)
+        self._last_read[cgroup_id] = _Reading(usage, source, control, refresh_at)
+        return source, control, usage
 
     def _read(self, cgroup_id: int, path: str) -> tuple[Hashable, CpuControl | None]:
         assert self._root is not None
@@ -151,13 +182,16 @@ class CgroupCpuCollector:
         control = read_cpu_v1(cpu_root, cpu_path, self._layout.v1.get("cpuset"), cpuset_path, self._cpus)
         return ("v1", cpu_path), control
 
-    def _read_usage(self, cgroup_id: int, path: str, v1_source: Hashable) -> tuple[Hashable, CpuUsage] | None:
-        """CPU used by the cgroup (and its descendants): cgroup2's cpu.stat, else the v1 cpuacct cgroup."""
+    def _read_usage(self, cgroup_id: int, path: str, v1_source: Hashable | None) -> tuple[Hashable, CpuUsage] | None:
+        """CPU used by the cgroup (and its descendants): cgroup2's cpu.stat, else (knowing the cgroup's v1 cpu
+        source) the v1 cpuacct cgroup."""
         assert self._root is not None
         if self._threads_file == "cgroup.threads":
             usage = read_usage_v2(self._root, path)
             if usage is not None:
                 return ("v2", cgroup_id), usage
+        if v1_source is None:
+            return None
         cpuacct_root = self._layout.v1.get("cpuacct")
         if cpuacct_root is None or not isinstance(v1_source, tuple) or v1_source[0] != "v1":
             return None
@@ -204,6 +238,16 @@ class CgroupCpuCollector:
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(threads))
         return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What was last read of one cgroup, and until when it may be served again while the cgroup stays idle."""
+
+    usage: tuple[Hashable, CpuUsage] | None
+    source: Hashable
+    control: CpuControl | None
+    refresh_at: float
 
 
 def _outermost(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -13,6 +14,7 @@ from prometheus_client.utils import floatToGoString
 from agent import bpf, kernel, metrics
 from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
+from agent.exposition.family import RowFamily
 from agent.facts import MachineFacts
 from agent.identity.placement import KeySpace, Placement, ProcessKeys
 from agent.identity.workload import REMOVED, UNRESOLVED, Identities, process_labels, workload_for_cgroup
@@ -31,11 +33,7 @@ def bucket_labels(bounds: Sequence[float]) -> list[str]:
 
 def cumulative(labels: Sequence[str], counts: Sequence[int]) -> list[tuple[str, int]]:
     """Per-bucket counts -> the cumulative (le, count) pairs Prometheus histograms carry."""
-    running, buckets = 0, []
-    for label, count in zip(labels, counts, strict=True):
-        running += count
-        buckets.append((label, running))
-    return buckets
+    return list(zip(labels, accumulate(counts), strict=True))
 
 
 def probe_limits(settings: Settings, keys: KeySpace) -> ProbeLimits:
@@ -230,8 +228,10 @@ class BpfCollector:
     """A collector over one BPF probe whose maps are keyed by cgroup id (and by process, opt-in).
 
     Each scrape reads the probe once, folds the per-cgroup vectors into monotonic per-workload totals, and asks the
-    subclass for its families: ``cgroup_vector`` (what to keep per cgroup), ``workload_families`` (from the
-    totals) and ``process_families`` (for the processes chosen by ``chosen_processes``).
+    subclass for its families: ``cgroup_vector`` (what to keep per cgroup), ``workload_families`` and
+    ``workload_series`` (the empty families, and one workload's rows of each from its totals) and
+    ``process_families`` (for the processes chosen by ``chosen_processes``). A workload whose totals did not change
+    since the last scrape gets the rows made then: no Python work per series for idle workloads.
     """
 
     name: str
@@ -253,6 +253,7 @@ class BpfCollector:
         )
         self._top = TopProcesses(context.settings.process_top_k)
         self._proc = ProcFS()
+        self._series: dict[Labels, tuple[list[int], Sequence[list[Any]]]] = {}
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
@@ -260,10 +261,24 @@ class BpfCollector:
         snapshot = self._probe.read()
         self._totals.update({cgroup_id: self.cgroup_vector(s) for cgroup_id, s in snapshot.cgroups.items()})
         return [
-            *self.workload_families(self._totals.rows()),
+            *self._workload_families(),
             *self.process_families(snapshot.processes),
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
+
+    def _workload_families(self) -> list[RowFamily]:
+        """The workload families, each workload's rows made again only when its totals changed."""
+        families = self.workload_families()
+        previous, kept = self._series, {}
+        for labels, totals in self._totals.rows():
+            made = previous.get(labels)
+            if made is None or made[0] != totals:
+                made = (totals, self.workload_series(labels, totals))
+            kept[labels] = made
+            for family, rows in zip(families, made[1], strict=True):
+                family.rows.extend(rows)
+        self._series = kept
+        return families
 
     def close(self) -> None:
         """Detach the programs."""
@@ -281,8 +296,13 @@ class BpfCollector:
         """The counters to keep per cgroup, in a fixed order of vector_width entries."""
         raise NotImplementedError
 
-    def workload_families(self, rows: Iterable[tuple[Labels, list[int]]]) -> list[Metric]:
-        """Families from the per-workload totals."""
+    def workload_families(self) -> list[RowFamily]:
+        """The empty per-workload families, in the order of ``workload_series``."""
+        raise NotImplementedError
+
+    def workload_series(self, labels: Labels, totals: list[int]) -> Sequence[list[Any]]:
+        """One workload's rows of each family of ``workload_families`` (``Family.rows`` / ``HistogramFamily.rows``
+        entries), from its totals."""
         raise NotImplementedError
 
     def process_families(self, processes: dict[int, Any]) -> list[Metric]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
+from agent.exposition.family import RowFamily
 from agent.facts import MachineFacts
 from agent.model import Labels
 from agent.probes.sched import (
@@ -44,15 +46,16 @@ class SchedCollector(BpfCollector):
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets."""
         return [*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets]
 
-    def workload_families(self, rows: Iterable[tuple[Labels, list[int]]]) -> list[Metric]:
+    def workload_families(self) -> list[RowFamily]:
         """Off-CPU seconds by reason and the run-queue histogram per workload."""
-        offcpu = metrics.OFFCPU_SECONDS.family()
-        runq = metrics.RUNQUEUE_LATENCY.family()
-        for labels, row in rows:
-            for index, reason in enumerate(OFFCPU_REASONS):
-                offcpu.add_metric([*labels, reason], row[index] / 1e9)
-            runq.add_metric(labels, cumulative(_BUCKETS, row[_REASONS + 1 :]), row[_REASONS] / 1e9)
-        return [offcpu, runq]
+        return [metrics.OFFCPU_SECONDS.family(), metrics.RUNQUEUE_LATENCY.family()]
+
+    def workload_series(self, labels: Labels, totals: list[int]) -> Sequence[list[Any]]:
+        """One workload's off-CPU seconds by reason and run-queue histogram."""
+        return (
+            [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
+            [(labels, cumulative(_BUCKETS, totals[_REASONS + 1 :]), totals[_REASONS] / 1e9)],
+        )
 
     def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:
         """The same per live process, for those whose threads waited longest for a CPU."""

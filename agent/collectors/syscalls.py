@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
+from agent.exposition.family import RowFamily
 from agent.facts import MachineFacts
 from agent.model import Labels
 from agent.probes.syscalls import (
@@ -44,20 +46,24 @@ class SyscallsCollector(BpfCollector):
         counts = stats.counts
         return [counts.yields, *counts.futex_calls, counts.futex_wait_ns, *stats.wait_buckets]
 
-    def workload_families(self, rows: Iterable[tuple[Labels, list[int]]]) -> list[Metric]:
+    def workload_families(self) -> list[RowFamily]:
         """Yields, futex calls by op, futex wait seconds and histogram per workload."""
-        yields = metrics.SCHED_YIELD_CALLS.family()
-        futex = metrics.FUTEX_CALLS.family()
-        wait_seconds = metrics.FUTEX_WAIT_SECONDS.family()
-        wait_hist = metrics.FUTEX_WAIT_DURATION.family()
-        for labels, row in rows:
-            yields.add_metric(labels, row[0])
-            for index, op in enumerate(FUTEX_OPS):
-                futex.add_metric([*labels, op], row[1 + index])
-            wait_total = row[1 + _OPS] / 1e9
-            wait_seconds.add_metric(labels, wait_total)
-            wait_hist.add_metric(labels, cumulative(_BUCKETS, row[2 + _OPS :]), wait_total)
-        return [yields, futex, wait_seconds, wait_hist]
+        return [
+            metrics.SCHED_YIELD_CALLS.family(),
+            metrics.FUTEX_CALLS.family(),
+            metrics.FUTEX_WAIT_SECONDS.family(),
+            metrics.FUTEX_WAIT_DURATION.family(),
+        ]
+
+    def workload_series(self, labels: Labels, totals: list[int]) -> Sequence[list[Any]]:
+        """One workload's yields, futex calls by op, wait seconds and wait histogram."""
+        wait_total = totals[1 + _OPS] / 1e9
+        return (
+            [(labels, totals[0])],
+            [((*labels, op), totals[1 + index]) for index, op in enumerate(FUTEX_OPS)],
+            [(labels, wait_total)],
+            [(labels, cumulative(_BUCKETS, totals[2 + _OPS :]), wait_total)],
+        )
 
     def process_families(self, processes: dict[int, ProcessSyscalls]) -> list[Metric]:
         """The same per live process, for the most active ones (yields plus futex calls)."""

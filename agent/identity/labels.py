@@ -85,6 +85,32 @@ class SampleGuard:
 
     def __init__(self) -> None:
         self._good: set[str] = set()
+        self._good_rows: set[tuple[str, ...]] = set()
+
+    def keep_valid_rows(self, rows: list[tuple[str, ...]]) -> list[bool] | None:
+        """Which label-value rows are exportable; None when all are (the common case, one set lookup per row)."""
+        good_rows = self._good_rows
+        if all(row in good_rows for row in rows):
+            return None
+        keep = []
+        for row in rows:
+            valid = row in good_rows or all(self._valid(value) for value in row)
+            if valid and row not in good_rows:
+                if len(good_rows) >= 2 * self.MAX_REMEMBERED:
+                    good_rows.clear()
+                good_rows.add(row)
+            keep.append(valid)
+        return keep
+
+    def _valid(self, value: object) -> bool:
+        if type(value) is str and value in self._good:
+            return True
+        if not exportable(value):
+            return False
+        if len(self._good) >= self.MAX_REMEMBERED:
+            self._good.clear()
+        self._good.add(value)  # type: ignore[arg-type]
+        return True
 
     def keep_valid(self, samples: list[Any]) -> tuple[list[Any], int]:
         """(the samples whose label values are all exportable, how many were dropped)."""

@@ -1,0 +1,116 @@
+"""Metric families as rows: what collectors fill with ``add_metric`` and the text writer turns into lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.samples import Sample
+
+LabelValues = tuple[str, ...]
+Bucket = tuple[str, float]  # (le, cumulative count)
+
+
+class RowFamily(Metric):
+    """A family whose series are rows of label values (in ``labelnames`` order), not Sample objects.
+
+    It is a prometheus_client Metric: ``samples`` builds the Sample objects on first use, for readers that want
+    them (tests, prometheus_client's own writer); the text writer reads the rows and never builds them. Setting
+    ``samples`` replaces the rows: the writer then writes those samples.
+    """
+
+    rows: list[Any]  # each subclass's row type
+
+    def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]) -> None:
+        self.labelnames = tuple(labelnames)
+        self._samples: list[Sample] | None = None
+        super().__init__(name, documentation, kind)
+
+    @property
+    def samples(self) -> list[Sample]:
+        """The rows as prometheus_client samples (built once, when first asked for)."""
+        if self._samples is None:
+            self._samples = self.build_samples()
+        return self._samples
+
+    @samples.setter
+    def samples(self, samples: list[Sample]) -> None:
+        self._samples = list(samples) if samples else None
+
+    @property
+    def replaced(self) -> bool:
+        """Whether ``samples`` was built or set: the writer writes the samples, not the rows."""
+        return self._samples is not None
+
+    def build_samples(self) -> list[Sample]:
+        """Every row as Samples."""
+        raise NotImplementedError
+
+    def label_rows(self) -> list[LabelValues]:
+        """The label values of every row, in order."""
+        raise NotImplementedError
+
+    def keep_rows(self, keep: Sequence[bool]) -> None:
+        """Keep only the rows whose flag (in ``label_rows`` order) is true."""
+        raise NotImplementedError
+
+
+class Family(RowFamily):
+    """A counter or gauge family of ``(label values, value)`` rows."""
+
+    def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]) -> None:
+        self.rows: list[tuple[LabelValues, float]] = []
+        super().__init__(name, documentation, kind, labelnames)
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        """One series: its label values, in ``labelnames`` order, and its value."""
+        self.rows.append((tuple(labels), value))
+
+    def sample_name(self) -> str:
+        """The name its series carry (counters end in ``_total``)."""
+        return self.name + "_total" if self.type == "counter" else self.name
+
+    def build_samples(self) -> list[Sample]:
+        """Every row as a Sample."""
+        name, names = self.sample_name(), self.labelnames
+        return [Sample(name, dict(zip(names, values, strict=True)), value) for values, value in self.rows]
+
+    def label_rows(self) -> list[LabelValues]:
+        """The label values of every row, in order."""
+        return [values for values, _value in self.rows]
+
+    def keep_rows(self, keep: Sequence[bool]) -> None:
+        """Keep only the rows whose flag is true."""
+        self.rows = [row for row, kept in zip(self.rows, keep, strict=True) if kept]
+
+
+class HistogramFamily(RowFamily):
+    """A histogram family: per row, its cumulative buckets (the last one +Inf) and the sum of observations."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
+        self.rows: list[tuple[LabelValues, Sequence[Bucket], float]] = []
+        super().__init__(name, documentation, "histogram", labelnames)
+
+    def add_metric(self, labels: Sequence[str], buckets: Sequence[Bucket], sum_value: float) -> None:
+        """One histogram: label values, cumulative (le, count) buckets ending with +Inf, and the sum."""
+        self.rows.append((tuple(labels), buckets, sum_value))
+
+    def build_samples(self) -> list[Sample]:
+        """Each histogram's buckets, count and sum as Samples (prometheus_client's order)."""
+        samples = []
+        for values, buckets, sum_value in self.rows:
+            labels = dict(zip(self.labelnames, values, strict=True))
+            for le, count in buckets:
+                samples.append(Sample(self.name + "_bucket", {**labels, "le": le}, count))
+            samples.append(Sample(self.name + "_count", labels, buckets[-1][1]))
+            samples.append(Sample(self.name + "_sum", labels, sum_value))
+        return samples
+
+    def label_rows(self) -> list[LabelValues]:
+        """The label values of every histogram, in order."""
+        return [values for values, _buckets, _sum in self.rows]
+
+    def keep_rows(self, keep: Sequence[bool]) -> None:
+        """Keep only the histograms whose flag is true."""
+        self.rows = [row for row, kept in zip(self.rows, keep, strict=True) if kept]

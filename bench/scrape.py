@@ -1,0 +1,169 @@
+"""Issue-13 benchmark: what one scrape costs the agent with N workloads, beside Debian's prometheus-node-exporter
+serving the same lines from its textfile collector (the reference for what a Go exporter costs).
+
+`python -m bench scrape [--repetitions N]`: N cgroups (cgroup2), each holding one process that made a distinct
+number of sched_yield calls and then sleeps, so every workload has its full set of series. For 100 and then 1,000
+workloads: the agent's CPU time per scrape (from /proc/PID/stat, all its threads, less what it spends between
+scrapes), the scrape's wall time and bytes, plain and gzip-compressed (what Prometheus asks for), and the agent's
+memory; then node-exporter 1.5 with only its textfile collector, fed the agent's own schedwatch_* lines, scraped
+the same way. Medians over the repetitions, each of SCRAPES back-to-back scrapes.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.common import Agent, Background, free_port, require, wait_for_http
+from tests.load.churn import agent_memory_kb, raise_fd_limit
+from tests.support.workloads import CgroupSandbox, Workload, build
+
+SIZES = (100, 1_000)
+SCRAPES = 10
+TICKS = os.sysconf("SC_CLK_TCK")
+NODE_EXPORTER = "prometheus-node-exporter"
+YIELDS = "schedwatch_sched_yield_calls_total"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of every thread *pid* ever had."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def fetch(url: str, gzip: bool) -> bytes:
+    """One scrape's body as sent (compressed when *gzip*)."""
+    headers = {"Accept-Encoding": "gzip"} if gzip else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=120) as response:
+        return bytes(response.read())
+
+
+def scrape_cost(pid: int, url: str, gzip: bool) -> dict[str, float]:
+    """CPU seconds per scrape (the process's idle rate over as long subtracted), wall seconds per scrape, bytes."""
+    idle_began, idle_cpu = time.monotonic(), cpu_seconds(pid)
+    time.sleep(3)
+    idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_began)
+    began, cpu = time.monotonic(), cpu_seconds(pid)
+    size = 0
+    for _ in range(SCRAPES):
+        size = len(fetch(url, gzip))
+    wall = time.monotonic() - began
+    used = cpu_seconds(pid) - cpu - idle_rate * wall
+    return {"cpu_ms": 1000 * used / SCRAPES, "wall_ms": 1000 * wall / SCRAPES, "bytes": size}
+
+
+def series(text: str) -> int:
+    """Sample lines of an exposition text."""
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def schedwatch_lines(text: str) -> str:
+    """The schedwatch_* families of a scrape (node-exporter serves its own process_* metrics)."""
+    kept, keep = [], False
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            keep = line.split()[2].startswith("schedwatch_")
+        if keep:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def wait_for_workloads(url: str, prefix: str, count: int, timeout: float = 120) -> str:
+    """A scrape showing a yield series for *count* cgroups under *prefix*."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = fetch(url, False).decode()
+        seen = sum(1 for line in text.splitlines() if line.startswith(YIELDS) and prefix in line)
+        if seen >= count or time.monotonic() > deadline:
+            if seen < count:
+                raise RuntimeError(f"bench: only {seen} of {count} workloads exported after {timeout} s")
+            return text
+        time.sleep(1)
+
+
+def node_exporter(text: str, directory: Path) -> tuple[Background, str]:
+    """node-exporter with only its textfile collector, serving *text*."""
+    (directory / "schedwatch.prom").write_text(text)
+    url = f"http://127.0.0.1:{free_port()}/metrics"
+    command = [
+        NODE_EXPORTER,
+        f"--web.listen-address={url.split('/')[2]}",
+        "--collector.disable-defaults",
+        "--collector.textfile",
+        f"--collector.textfile.directory={directory}",
+    ]
+    return Background(command, wait_for_http(url)), url
+
+
+def measure(pid: int, url: str, repetitions: int) -> dict[str, Any]:
+    """Medians of each cost, plain and gzip, over *repetitions*, and memory after."""
+    result: dict[str, Any] = {}
+    for gzip in (False, True):
+        runs = [scrape_cost(pid, url, gzip) for _ in range(repetitions)]
+        result["gzip" if gzip else "plain"] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        result["gzip" if gzip else "plain"]["cpu_ms_runs"] = [round(r["cpu_ms"], 1) for r in runs]
+    rss, anon = agent_memory_kb(pid)
+    result["rss_mb"], result["anon_mb"] = rss / 1024, anon / 1024
+    return result
+
+
+def run(repetitions: int) -> dict[str, Any]:
+    """Both sizes, the agent then node-exporter at each."""
+    require(NODE_EXPORTER)
+    raise_fd_limit()
+    yielder = build("yielder")
+    sandbox = CgroupSandbox()
+    agent = Agent()
+    held: list[Workload] = []
+    results: dict[str, Any] = {"repetitions": repetitions, "scrapes": SCRAPES, "sizes": {}}
+    prefix = f'cgroup="{sandbox.relative(sandbox.base)}/'
+    try:
+        for size in SIZES:
+            while len(held) < size:
+                group = sandbox.make(f"w{len(held)}")
+                held.append(Workload(yielder, group, 1_000 + len(held), 1))
+            text = wait_for_workloads(agent.url, prefix, size)
+            time.sleep(2)
+            entry: dict[str, Any] = {"series": series(text)}
+            entry["agent"] = measure(agent.process.pid, agent.url, repetitions)
+            with tempfile.TemporaryDirectory() as directory:
+                peer, url = node_exporter(schedwatch_lines(text), Path(directory))
+                try:
+                    entry["peer_series"] = series(fetch(url, False).decode())
+                    entry["node_exporter"] = measure(peer.process.pid, url, repetitions)
+                finally:
+                    peer.stop()
+            results["sizes"][str(size)] = entry
+    finally:
+        for workload in held:
+            workload.release()
+        agent.stop()
+        sandbox.cleanup()
+    return results
+
+
+def report(result: dict[str, Any]) -> str:
+    """Markdown: per size, agent and node-exporter side by side."""
+    lines = [
+        f"Median of {result['repetitions']} runs of {result['scrapes']} back-to-back scrapes; CPU ms per scrape "
+        "(all threads, idle rate subtracted); RSS / anonymous MB after",
+        "",
+        "| workloads | series (agent / node-exporter) | exporter | CPU ms, plain | CPU ms, gzip | wall ms, plain "
+        "| MB sent, plain / gzip | RSS MB | anon MB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for size, entry in result["sizes"].items():
+        for name in ("agent", "node_exporter"):
+            cost = entry[name]
+            lines.append(
+                f"| {int(size):,} | {entry['series']:,} / {entry['peer_series']:,} | {name.replace('_', '-')} "
+                f"| {cost['plain']['cpu_ms']:.1f} | {cost['gzip']['cpu_ms']:.1f} | {cost['plain']['wall_ms']:.1f} "
+                f"| {cost['plain']['bytes'] / 1e6:.2f} / {cost['gzip']['bytes'] / 1e6:.2f} "
+                f"| {cost['rss_mb']:.0f} | {cost['anon_mb']:.0f} |"
+            )
+    return "\n".join(lines)
