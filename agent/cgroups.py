@@ -90,11 +90,25 @@ def _unescape(path: str) -> str:
 
 
 class CgroupPathResolver:
-    """Map cgroup2 ids to paths relative to the cgroup2 root ('/' is the root)."""
+    """Map cgroup2 ids to paths relative to the cgroup2 root ('/' is the root).
+
+    One scrape asks several times (each BPF collector, then cgroup_cpu for every cgroup). Once the agent marks the
+    start of each scrape (:meth:`begin_round`), a walk made in the round answers the rest of it. Asked about many ids,
+    one walk costs less than checking each path with a stat.
+    """
+
+    WALK_ABOVE = 64  # ids to check: more than this, and a walk replaces a stat per id
 
     def __init__(self, root: Path | None) -> None:
         self.root = root
         self._paths: dict[int, str] = {}
+        self._in_rounds = False
+        self._walked_this_round = False
+
+    def begin_round(self) -> None:
+        """A scrape begins: the next question walks (or checks) again, and that walk stands until the next round."""
+        self._in_rounds = True
+        self._walked_this_round = False
 
     @property
     def healthy(self) -> bool:
@@ -104,10 +118,19 @@ class CgroupPathResolver:
     def resolve(self, cgroup_ids: Iterable[int]) -> dict[int, str | None]:
         """Paths for *cgroup_ids*; None for ids whose cgroup no longer exists (or cannot be seen)."""
         wanted = set(cgroup_ids)
-        stale = {cgroup_id for cgroup_id in wanted if not self._still_there(cgroup_id)}
+        if self._walked_this_round:
+            stale = wanted - self._paths.keys()
+        elif len(wanted) > self.WALK_ABOVE:
+            stale = wanted
+        else:
+            stale = {cgroup_id for cgroup_id in wanted if not self._still_there(cgroup_id)}
         if stale and self.healthy:
-            self._paths = self._walk()
+            self._refresh()
         return {cgroup_id: self._paths.get(cgroup_id) for cgroup_id in wanted}
+
+    def _refresh(self) -> None:
+        self._paths = self._walk()
+        self._walked_this_round = self._in_rounds
 
     def _still_there(self, cgroup_id: int) -> bool:
         path = self._paths.get(cgroup_id)
@@ -118,10 +141,10 @@ class CgroupPathResolver:
         except OSError:
             return False
 
-    def snapshot(self) -> dict[int, str]:
-        """Every cgroup that exists now, by id (walks the tree)."""
-        if self.healthy:
-            self._paths = self._walk()
+    def snapshot(self, this_round: bool = False) -> dict[int, str]:
+        """Every cgroup that exists now, by id: walks the tree, unless *this_round* and a walk was made in it."""
+        if not (this_round and self._walked_this_round) and self.healthy:
+            self._refresh()
         return dict(self._paths)
 
     def forget(self, cgroup_ids: Iterable[int]) -> None:

@@ -138,6 +138,7 @@ def run(settings: config.Settings) -> int:
         identities,
         findings,
         mode=mode.mode,
+        cgroup_paths=context.resolver,
     )
     try:
         server = serve(

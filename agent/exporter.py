@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 
 from agent import __version__, metrics
+from agent.cgroups import CgroupPathResolver
 from agent.collectors import Collector
 from agent.diagnosis.live.standing import StandingFindings
 from agent.exposition.family import Family, RowFamily
@@ -32,8 +33,10 @@ class AgentCollector:
         identities: IdentityResolver,
         findings: StandingFindings | None = None,
         mode: str = "bpf",
+        cgroup_paths: CgroupPathResolver | None = None,
     ) -> None:
         self._identities = identities
+        self._cgroup_paths = cgroup_paths
         self._findings = findings
         self._mode = mode
         self._running = running
@@ -74,6 +77,8 @@ class AgentCollector:
 
     def _collect(self) -> list[Metric]:
         self.collections += 1
+        if self._cgroup_paths is not None:
+            self._cgroup_paths.begin_round()  # the collectors of this scrape share one walk of the cgroup tree
         build = metrics.BUILD_INFO.family()
         build.add_metric([__version__, self._kernel_release], 1)
         stats = metrics.BPF_STATS_ENABLED.family()

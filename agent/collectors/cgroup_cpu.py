@@ -10,19 +10,20 @@ else from the v1 cpuacct files. The kernel counts it for a cgroup and its descen
 of one workload (a container's nested cgroups) only the outermost are summed, and the root cgroup, whose totals are
 the whole machine's, gets none.
 
-A cgroup whose CPU time has not moved since the last scrape ran nothing: its throttling counters cannot have moved
-either, so its limit and throttling files (up to seven reads on a hybrid host: v1 cpu.stat, cpuset, the quota of
-each ancestor) are not read again; what was read last is served, and read afresh at least every REFRESH_SECONDS
-(a quota changed on an idle cgroup shows then, or as soon as the cgroup runs). Its CPU time and thread count are
-read every scrape.
+A cgroup whose CPU time has not moved since the last scrape ran nothing: no thread of it was made, exited or was
+throttled, so its other files (up to eight reads on a hybrid host: its threads, v1 cpu.stat, cpuset, the quota of
+each ancestor) are not read again; what was read last is served, and read afresh at least every REFRESH_SECONDS.
+What that can miss for a while: a quota changed, or a sleeping thread moved in, while the cgroup stays idle; either
+shows as soon as it runs. Its CPU time is read every scrape (cgroup2's cpu.stat; on hosts without cgroup2 every
+file is read every scrape).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from prometheus_client.core import Metric
 
@@ -114,21 +115,19 @@ class CgroupCpuCollector:
     def collect(self) -> list[Metric]:
         """Read every tracked cgroup's files and build the families."""
         assert self._root is not None
-        paths = self._resolver.snapshot()
+        paths = self._resolver.snapshot(this_round=True)
         threads: dict[Labels, int] = {}
         limits: dict[Labels, float] = {}
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
         usages: dict[Labels, list[tuple[str, Hashable, CpuUsage]]] = {}
+        now = self._clock()
         for cgroup_id, path in paths.items():
-            count = count_threads(self._root, path, self._threads_file)
-            if count is None or (count == 0 and cgroup_id not in self._tracked):
+            reading = self._read_cgroup(cgroup_id, path, now)
+            if reading is None:
                 continue
-            if cgroup_id not in self._tracked and len(self._tracked) >= self._max_cgroups:
-                continue
-            self._tracked.add(cgroup_id)
+            count, source, control, usage, _refresh_at = reading
             labels = workload_for_cgroup(path, self._identities).labels()
             threads[labels] = threads.get(labels, 0) + count
-            source, control, usage = self._read_cgroup(cgroup_id, path)
             if usage is not None:
                 usages.setdefault(labels, []).append((path, usage[0], usage[1]))
             if control is None:
@@ -150,26 +149,28 @@ class CgroupCpuCollector:
     def close(self) -> None:
         """Nothing to release."""
 
-    def _read_cgroup(
-        self, cgroup_id: int, path: str
-    ) -> tuple[Hashable, CpuControl | None, tuple[Hashable, CpuUsage] | None]:
-        """(throttling source, limit and throttling, CPU used): the last reading kept while the cgroup is idle."""
-        if path == "/":
-            return *self._read(cgroup_id, path), None
-        if self._threads_file != "cgroup.threads":  # v1 only: CPU used is read from the cpu cgroup found by _read
-            source, control = self._read(cgroup_id, path)
-            return source, control, self._read_usage(cgroup_id, path, source)
-        usage = self._read_usage(cgroup_id, path, None)
-        now = self._clock()
+    def _read_cgroup(self, cgroup_id: int, path: str, now: float) -> _Reading | None:
+        """A tracked cgroup's thread count, throttling source, limit and throttling, and CPU used; None for a cgroup
+        not tracked (no threads, or beyond --max-cgroups). An idle cgroup's last reading is served again."""
+        assert self._root is not None
         last = self._last_read.get(cgroup_id)
-        if last is not None and usage is not None and last.usage == usage and now < last.refresh_at:
-            return last.source, last.control, usage
+        usage = None
+        if last is not None and self._threads_file == "cgroup.threads" and path != "/":
+            usage = self._read_usage(cgroup_id, path, None)
+            if usage is not None and usage == last.usage and now < last.refresh_at:
+                return last
+        count = count_threads(self._root, path, self._threads_file)
+        if count is None or (count == 0 and cgroup_id not in self._tracked):
+            return None
+        if cgroup_id not in self._tracked and len(self._tracked) >= self._max_cgroups:
+            return None
+        self._tracked.add(cgroup_id)
         source, control = self._read(cgroup_id, path)
-        if usage is None:
-            usage = self._read_usage(cgroup_id, path, source)  # no cgroup2 cpu.stat: v1 cpuacct
+        if path != "/" and usage is None:
+            usage = self._read_usage(cgroup_id, path, source)
         refresh_at = now + REFRESH_SECONDS * (1 + (cgroup_id % 16) / 16)
-        self._last_read[cgroup_id] = _Reading(usage, source, control, refresh_at)
-        return source, control, usage
+        reading = self._last_read[cgroup_id] = _Reading(count, source, control, usage, refresh_at)
+        return reading
 
     def _read(self, cgroup_id: int, path: str) -> tuple[Hashable, CpuControl | None]:
         assert self._root is not None
@@ -240,13 +241,13 @@ class CgroupCpuCollector:
         return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]
 
 
-@dataclass(frozen=True)
-class _Reading:
+class _Reading(NamedTuple):
     """What was last read of one cgroup, and until when it may be served again while the cgroup stays idle."""
 
-    usage: tuple[Hashable, CpuUsage] | None
+    threads: int
     source: Hashable
     control: CpuControl | None
+    usage: tuple[Hashable, CpuUsage] | None
     refresh_at: float
 
 

@@ -51,6 +51,28 @@ def test_resolver_maps_inodes_to_paths_and_notices_removal(tmp_path: Path) -> No
         assert resolved[inodes["a/b"]] is None
 
 
+def test_one_walk_answers_a_scrapes_questions_and_many_ids_are_answered_by_a_walk(tmp_path: Path) -> None:
+    inodes = make_cgroup_tree(tmp_path)
+    for index in range(CgroupPathResolver.WALK_ABOVE + 1):
+        (tmp_path / "c" / f"w{index}").mkdir()
+    many = [os.stat(tmp_path / "c" / f"w{index}").st_ino for index in range(CgroupPathResolver.WALK_ABOVE + 1)]
+    resolver = CgroupPathResolver(tmp_path)
+    walks = []
+    walk = resolver._walk
+    resolver._walk = lambda: walks.append(1) or walk()  # type: ignore[method-assign]
+    resolver.begin_round()
+    assert resolver.resolve(many) == {inode: f"/c/w{index}" for index, inode in enumerate(many)}
+    assert len(walks) == 1, "one walk, not a stat per id"
+    assert resolver.snapshot(this_round=True)[inodes["a/b"]] == "/a/b" and len(walks) == 1, "the walk serves it"
+    (tmp_path / "a/b").rmdir()
+    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: "/a/b"}, "within the round, the walk stands"
+    resolver.begin_round()
+    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: None}, "the next round sees the removal"
+    assert len(walks) == 2
+    resolver.snapshot()
+    assert len(walks) == 3, "a snapshot not of this round always walks"
+
+
 def test_resolver_without_a_cgroup2_tree_is_unhealthy(tmp_path: Path) -> None:
     resolver = CgroupPathResolver(tmp_path / "missing")
     assert not resolver.healthy
