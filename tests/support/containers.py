@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -297,7 +298,11 @@ def random_container_id() -> str:
     return os.urandom(32).hex()
 
 
-def build_agent_image(tag: str = "localhost/schedwatch:test") -> str:
+# One tag per checkout: two work trees on one machine testing at once must not run each other's image.
+AGENT_TEST_IMAGE = f"localhost/schedwatch:test-{hashlib.sha256(str(REPO).encode()).hexdigest()[:8]}"
+
+
+def build_agent_image(tag: str = AGENT_TEST_IMAGE) -> str:
     """Build the Dockerfile with scripts/build-image.sh (Podman, base image from debootstrap); layers are cached."""
     result = subprocess.run([str(REPO / "scripts" / "build-image.sh"), tag], capture_output=True, text=True)
     if result.returncode != 0:
