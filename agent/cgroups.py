@@ -9,6 +9,7 @@ not seen appears or a cached one is gone (at most once per call).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,23 +93,31 @@ def _unescape(path: str) -> str:
 class CgroupPathResolver:
     """Map cgroup2 ids to paths relative to the cgroup2 root ('/' is the root).
 
-    One scrape asks several times (each BPF collector, then cgroup_cpu for every cgroup). Once the agent marks the
-    start of each scrape (:meth:`begin_round`), a walk made in the round answers the rest of it. Asked about many ids,
-    one walk costs less than checking each path with a stat.
+    Walking the tree costs ~20 ms per 1,000 cgroups, a stat of one path ~5 us, so the tree is walked only when it
+    changed. Once the agent marks the start of each scrape (:meth:`begin_round`), an id checked or walked in the
+    round is not checked again in it (each BPF collector asks about the same ids). :meth:`snapshot` for a round
+    walks only when the root's count of descendants (cgroup2's cgroup.stat) moved since the last walk, or that walk
+    is REWALK_SECONDS old: a cgroup removed and another made between two scrapes leave the count as it was, and the
+    new one is found when a BPF program first counts in it (an unknown id makes a walk) or at the next rewalk.
     """
 
-    WALK_ABOVE = 64  # ids to check: more than this, and a walk replaces a stat per id
+    REWALK_SECONDS = 60.0
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.root = root
+        self._clock = clock
         self._paths: dict[int, str] = {}
         self._in_rounds = False
         self._walked_this_round = False
+        self._confirmed: set[int] = set()  # ids whose paths were checked this round
+        self._descendants_at_walk: int | None = None
+        self._walked_at = -self.REWALK_SECONDS
 
     def begin_round(self) -> None:
-        """A scrape begins: the next question walks (or checks) again, and that walk stands until the next round."""
+        """A scrape begins: ids are checked again, and what is checked or walked now stands until the next round."""
         self._in_rounds = True
         self._walked_this_round = False
+        self._confirmed = set()
 
     @property
     def healthy(self) -> bool:
@@ -120,17 +129,27 @@ class CgroupPathResolver:
         wanted = set(cgroup_ids)
         if self._walked_this_round:
             stale = wanted - self._paths.keys()
-        elif len(wanted) > self.WALK_ABOVE:
-            stale = wanted
         else:
-            stale = {cgroup_id for cgroup_id in wanted if not self._still_there(cgroup_id)}
+            unchecked = wanted - self._confirmed
+            stale = {cgroup_id for cgroup_id in unchecked if not self._still_there(cgroup_id)}
+            if self._in_rounds:
+                self._confirmed |= unchecked - stale
         if stale and self.healthy:
             self._refresh()
         return {cgroup_id: self._paths.get(cgroup_id) for cgroup_id in wanted}
 
     def _refresh(self) -> None:
+        descendants = _descendants(self.root)  # before the walk: a cgroup made during it is a change next time
         self._paths = self._walk()
+        self._descendants_at_walk = descendants
+        self._walked_at = self._clock()
         self._walked_this_round = self._in_rounds
+
+    def _tree_unchanged(self) -> bool:
+        """No cgroup made or removed since the last walk, as far as the root's count of descendants tells."""
+        if self._descendants_at_walk is None or self._clock() - self._walked_at >= self.REWALK_SECONDS:
+            return False
+        return _descendants(self.root) == self._descendants_at_walk
 
     def _still_there(self, cgroup_id: int) -> bool:
         path = self._paths.get(cgroup_id)
@@ -142,8 +161,11 @@ class CgroupPathResolver:
             return False
 
     def snapshot(self, this_round: bool = False) -> dict[int, str]:
-        """Every cgroup that exists now, by id: walks the tree, unless *this_round* and a walk was made in it."""
-        if not (this_round and self._walked_this_round) and self.healthy:
+        """Every cgroup that exists now, by id. Walks the tree unless *this_round* and either a walk was made in
+        the round or the tree did not change since the last walk."""
+        if this_round and self._in_rounds and (self._walked_this_round or self._tree_unchanged()):
+            return dict(self._paths)
+        if self.healthy:
             self._refresh()
         return dict(self._paths)
 
@@ -181,6 +203,13 @@ class CgroupPathResolver:
             for fd, _relative, _names in stack:
                 os.close(fd)
         return paths
+
+
+def _descendants(root: Path | None) -> int | None:
+    """nr_descendants of the root's cgroup.stat (cgroup2): every cgroup below it; None where there is none."""
+    if root is None:
+        return None
+    return parse_flat_keyed(_read(f"{root}/cgroup.stat") or "").get("nr_descendants")
 
 
 PATH_MAX = 4096

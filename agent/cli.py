@@ -123,6 +123,7 @@ def run(settings: config.Settings) -> int:
             fix="use --workloads-by auto (or process), or pass the host's tree with --cgroup-root",
         )
     mode, running, unavailable = start_collectors(settings, facts, context, logger)
+    memory.settle_heap()
 
     # The handler only records the signal: it may run again while it runs (a process group's SIGTERM and a
     # shell's trap arrive together), so it must take no lock; the main thread looks for it between naps.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 from functools import cache
 
 M_ARENA_MAX = -8  # mallopt parameter (glibc malloc.h)
@@ -43,3 +44,19 @@ def release_free_memory() -> bool:
     """Return free heap pages to the kernel; True when glibc released any."""
     libc = _libc()
     return libc is not None and libc.malloc_trim(0) == 1
+
+
+# The cyclic collector's thresholds once the agent runs (Python's default: 700, 10, 10).
+GC_THRESHOLDS = (20_000, 20, 100)
+
+
+def settle_heap() -> None:
+    """Take what startup made (modules, bcc's objects) out of the cyclic collector's walks, and run it less often.
+
+    A scrape at 1,000 workloads makes ~100,000 short-lived containers (rows, tuples); with the default thresholds
+    a full collection, walking every tracked object the agent holds, ran every other scrape for 35-50 ms of CPU.
+    The agent's own data holds no reference cycles, so fewer collections leave nothing unreclaimed for long.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)

@@ -11,6 +11,7 @@ marked as kept forever (the catch-all for cgroups removed before they were seen)
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,12 +57,15 @@ class CounterTable:
             if len(values) != self.width:
                 raise ValueError(f"expected {self.width} values, got {len(values)}")
             known = self._sources.get(source)
+            if known is not None and known[0] == labels and known[1] == values:
+                self._label_sets[labels].last_seen = now  # unchanged: nothing else to do
+                continue
             if known is not None and known[0] != labels:
                 self._move(known[0], labels)
                 known = self._sources[source]
             if known is not None:
                 previous = known[1]
-                if any(new < old for new, old in zip(values, previous, strict=True)):
+                if any(map(operator.lt, values, previous)):
                     # The kernel entry was recreated: keep what it had counted before.
                     self._fold(labels, previous)
             state = self._label_sets.setdefault(labels, _LabelSetState(retired=[0] * self.width))

@@ -26,14 +26,14 @@ PROCESS_KEYS = 16384
 _go_float: Callable[[float], str] = floatToGoString
 
 
-def bucket_labels(bounds: Sequence[float]) -> list[str]:
+def bucket_labels(bounds: Sequence[float]) -> tuple[str, ...]:
     """The `le` label values for histogram *bounds*, +Inf last."""
-    return [_go_float(bound) for bound in bounds] + ["+Inf"]
+    return (*(_go_float(bound) for bound in bounds), "+Inf")
 
 
-def cumulative(labels: Sequence[str], counts: Sequence[int]) -> list[tuple[str, int]]:
-    """Per-bucket counts -> the cumulative (le, count) pairs Prometheus histograms carry."""
-    return list(zip(labels, accumulate(counts), strict=True))
+def cumulative(counts: Sequence[int]) -> tuple[int, ...]:
+    """Per-bucket counts -> the cumulative counts Prometheus histograms carry."""
+    return tuple(accumulate(counts))
 
 
 def probe_limits(settings: Settings, keys: KeySpace) -> ProbeLimits:

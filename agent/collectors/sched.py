@@ -54,7 +54,7 @@ class SchedCollector(BpfCollector):
         """One workload's off-CPU seconds by reason and run-queue histogram."""
         return (
             [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
-            [(labels, cumulative(_BUCKETS, totals[_REASONS + 1 :]), totals[_REASONS] / 1e9)],
+            [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 :]), totals[_REASONS] / 1e9)],
         )
 
     def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:

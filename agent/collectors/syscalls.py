@@ -62,7 +62,7 @@ class SyscallsCollector(BpfCollector):
             [(labels, totals[0])],
             [((*labels, op), totals[1 + index]) for index, op in enumerate(FUTEX_OPS)],
             [(labels, wait_total)],
-            [(labels, cumulative(_BUCKETS, totals[2 + _OPS :]), wait_total)],
+            [(labels, _BUCKETS, cumulative(totals[2 + _OPS :]), wait_total)],
         )
 
     def process_families(self, processes: dict[int, ProcessSyscalls]) -> list[Metric]:

@@ -86,30 +86,31 @@ class Family(RowFamily):
 
 
 class HistogramFamily(RowFamily):
-    """A histogram family: per row, its cumulative buckets (the last one +Inf) and the sum of observations."""
+    """A histogram family: per row, the bucket bounds (``le`` values, +Inf last), the cumulative count of each
+    bucket, and the sum of observations. Rows of one family share one tuple of bounds."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
-        self.rows: list[tuple[LabelValues, Sequence[Bucket], float]] = []
+        self.rows: list[tuple[LabelValues, tuple[str, ...], Sequence[float], float]] = []
         super().__init__(name, documentation, "histogram", labelnames)
 
     def add_metric(self, labels: Sequence[str], buckets: Sequence[Bucket], sum_value: float) -> None:
         """One histogram: label values, cumulative (le, count) buckets ending with +Inf, and the sum."""
-        self.rows.append((tuple(labels), buckets, sum_value))
+        self.rows.append((tuple(labels), tuple(le for le, _ in buckets), [count for _, count in buckets], sum_value))
 
     def build_samples(self) -> list[Sample]:
         """Each histogram's buckets, count and sum as Samples (prometheus_client's order)."""
         samples = []
-        for values, buckets, sum_value in self.rows:
+        for values, les, counts, sum_value in self.rows:
             labels = dict(zip(self.labelnames, values, strict=True))
-            for le, count in buckets:
+            for le, count in zip(les, counts, strict=True):
                 samples.append(Sample(self.name + "_bucket", {**labels, "le": le}, count))
-            samples.append(Sample(self.name + "_count", labels, buckets[-1][1]))
+            samples.append(Sample(self.name + "_count", labels, counts[-1]))
             samples.append(Sample(self.name + "_sum", labels, sum_value))
         return samples
 
     def label_rows(self) -> list[LabelValues]:
         """The label values of every histogram, in order."""
-        return [values for values, _buckets, _sum in self.rows]
+        return [row[0] for row in self.rows]
 
     def keep_rows(self, keep: Sequence[bool]) -> None:
         """Keep only the histograms whose flag is true."""

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from prometheus_client.core import Metric
 
-from agent.exposition.family import Bucket, Family, HistogramFamily, LabelValues
+from agent.exposition.family import Family, HistogramFamily, LabelValues
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _Line = tuple[str, float, str]  # a series' line start, its last value, and the whole line written for it
@@ -47,14 +47,14 @@ class TextWriter:
 
     def __init__(self) -> None:
         self._prefixes: dict[tuple[str, LabelValues], dict[LabelValues, _Line]] = {}
-        self._histograms: dict[tuple[str, LabelValues], dict[LabelValues, _HistogramPrefixes]] = {}
+        self._histograms: dict[tuple[str, LabelValues], dict[LabelValues, _Histogram]] = {}
         self._headers: dict[tuple[str, str, str], str] = {}
 
     def write(self, families: Iterable[Metric]) -> bytes:
         """The exposition text of *families*, UTF-8."""
         parts: list[str] = []
         prefixes: dict[tuple[str, LabelValues], dict[LabelValues, _Line]] = {}
-        histograms: dict[tuple[str, LabelValues], dict[LabelValues, _HistogramPrefixes]] = {}
+        histograms: dict[tuple[str, LabelValues], dict[LabelValues, _Histogram]] = {}
         for family in families:
             if isinstance(family, Family) and not family.replaced:
                 name = family.sample_name()
@@ -102,18 +102,16 @@ class TextWriter:
     def _write_histograms(
         parts: list[str],
         family: HistogramFamily,
-        known: dict[LabelValues, _HistogramPrefixes],
-        fresh: dict[LabelValues, _HistogramPrefixes],
+        known: dict[LabelValues, _Histogram],
+        fresh: dict[LabelValues, _Histogram],
     ) -> None:
         append = parts.append
-        for values, buckets, sum_value in family.rows:
-            cached = fresh.get(values) or known.get(values)
-            if cached is None or not cached.fits(buckets):
-                cached = _HistogramPrefixes(family.name, family.labelnames, values, buckets)
+        for values, les, counts, sum_value in family.rows:
+            cached = known.get(values)
+            if cached is None or cached.les != les:
+                cached = _Histogram(family.name, family.labelnames, values, les)
             fresh[values] = cached
-            for prefix, (_le, count) in zip(cached.buckets, buckets, strict=True):
-                append(f"{prefix}{format_value(count)}\n")
-            append(f"{cached.count}{format_value(buckets[-1][1])}\n{cached.sum}{format_value(sum_value)}\n")
+            append(cached.text(counts, sum_value))
 
     def _write_samples(self, parts: list[str], family: Metric) -> None:
         name, kind = family.name, _TYPES.get(family.type, "untyped")
@@ -129,19 +127,25 @@ class TextWriter:
             parts.append(f"{sample.name}{labels} {format_value(sample.value)}\n")
 
 
-class _HistogramPrefixes:
-    """The line starts of one histogram's bucket, count and sum series."""
+class _Histogram:
+    """One histogram's line starts (buckets, count, sum), and its last lines with the values they were made of."""
 
-    __slots__ = ("buckets", "count", "les", "sum")
+    __slots__ = ("_counts", "_sum_value", "_text", "buckets", "count", "les", "sum")
 
-    def __init__(self, name: str, names: LabelValues, values: LabelValues, buckets: Sequence[Bucket]) -> None:
-        self.les = tuple(le for le, _count in buckets)
-        self.buckets = tuple(f"{name}_bucket{label_string((*names, 'le'), (*values, le))} " for le in self.les)
+    def __init__(self, name: str, names: LabelValues, values: LabelValues, les: tuple[str, ...]) -> None:
+        self.les = les
+        self.buckets = tuple(f"{name}_bucket{label_string((*names, 'le'), (*values, le))} " for le in les)
         labels = label_string(names, values)
         self.count = f"{name}_count{labels} "
         self.sum = f"{name}_sum{labels} "
+        self._counts: Sequence[float] = ()
+        self._sum_value = 0.0
+        self._text = ""
 
-    def fits(self, buckets: Sequence[Bucket]) -> bool:
-        """Whether *buckets* have the same bounds as the cached lines."""
-        les = self.les
-        return len(buckets) == len(les) and all(le == mine for (le, _c), mine in zip(buckets, les, strict=True))
+    def text(self, counts: Sequence[float], sum_value: float) -> str:
+        """The histogram's lines for these values (the last ones again when nothing changed)."""
+        if counts != self._counts or sum_value != self._sum_value or not self._text:
+            lines = [f"{prefix}{format_value(count)}\n" for prefix, count in zip(self.buckets, counts, strict=True)]
+            lines.append(f"{self.count}{format_value(counts[-1])}\n{self.sum}{format_value(sum_value)}\n")
+            self._counts, self._sum_value, self._text = counts, sum_value, "".join(lines)
+        return self._text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from agent.identity.labels import label_value
@@ -55,19 +56,31 @@ def workload_for_cgroup(cgroup_path: str | None, identities: Identities | None =
     """
     if cgroup_path is None:
         return REMOVED
-    container_id, anchor = container_anchor(cgroup_path)
+    container_id, anchor = _parsed(cgroup_path)
     if not container_id:
-        return Workload(cgroup=label_value(cgroup_path))
+        return _plain(cgroup_path)
     identity = identities.get(container_id) if identities is not None else None
     if identity is None:
         return Workload(container_id=container_id)
     if identity.anchors is None:  # the runtime named no process: its names cannot be checked, so none are given
         return Workload(container_id=container_id)
     if anchor not in identity.anchors:
-        return Workload(cgroup=label_value(cgroup_path))
+        return _plain(cgroup_path)
     return Workload(
         container_id=container_id, container=identity.container, pod=identity.pod, namespace=identity.namespace
     )
+
+
+# Each scrape asks about every cgroup again: what the path alone decides is remembered (bounded, least recent out).
+@lru_cache(maxsize=16384)
+def _parsed(cgroup_path: str) -> tuple[str, str]:
+    return container_anchor(cgroup_path)
+
+
+@lru_cache(maxsize=16384)
+def _plain(cgroup_path: str) -> Workload:
+    """The workload of a cgroup that is no container's: its path alone."""
+    return Workload(cgroup=label_value(cgroup_path))
 
 
 def process_labels(pid: int, cgroup_path: str | None, identities: Identities, proc: ProcFS) -> list[str]:

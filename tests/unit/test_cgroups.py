@@ -51,26 +51,54 @@ def test_resolver_maps_inodes_to_paths_and_notices_removal(tmp_path: Path) -> No
         assert resolved[inodes["a/b"]] is None
 
 
-def test_one_walk_answers_a_scrapes_questions_and_many_ids_are_answered_by_a_walk(tmp_path: Path) -> None:
+class Clock:
+    """A monotonic clock moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_scrape_round_checks_each_id_once_and_walks_only_when_the_tree_changed(tmp_path: Path) -> None:
     inodes = make_cgroup_tree(tmp_path)
-    for index in range(CgroupPathResolver.WALK_ABOVE + 1):
-        (tmp_path / "c" / f"w{index}").mkdir()
-    many = [os.stat(tmp_path / "c" / f"w{index}").st_ino for index in range(CgroupPathResolver.WALK_ABOVE + 1)]
-    resolver = CgroupPathResolver(tmp_path)
-    walks = []
-    walk = resolver._walk
+    (tmp_path / "cgroup.stat").write_text("nr_descendants 3\nnr_dying_descendants 0\n")
+    clock = Clock()
+    resolver = CgroupPathResolver(tmp_path, clock=clock)
+    walks: list[int] = []
+    stats: list[int] = []
+    walk, still_there = resolver._walk, resolver._still_there
     resolver._walk = lambda: walks.append(1) or walk()  # type: ignore[method-assign]
+    resolver._still_there = lambda cgroup_id: stats.append(1) or still_there(cgroup_id)  # type: ignore[method-assign]
+    ids = [inodes["a/b"], inodes["c"]]
+
     resolver.begin_round()
-    assert resolver.resolve(many) == {inode: f"/c/w{index}" for index, inode in enumerate(many)}
-    assert len(walks) == 1, "one walk, not a stat per id"
-    assert resolver.snapshot(this_round=True)[inodes["a/b"]] == "/a/b" and len(walks) == 1, "the walk serves it"
+    assert resolver.resolve(ids) == {inodes["a/b"]: "/a/b", inodes["c"]: "/c"} and len(walks) == 1, "unknown: walk"
+    assert resolver.resolve(ids) and resolver.snapshot(this_round=True)[inodes["a"]] == "/a" and len(walks) == 1
+
+    resolver.begin_round()
+    stats.clear()
+    assert resolver.resolve(ids)[inodes["c"]] == "/c" and len(stats) == 2, "known ids: a stat each"
+    assert resolver.resolve(ids)[inodes["c"]] == "/c" and len(stats) == 2, "checked once per round"
+    assert resolver.snapshot(this_round=True)[inodes["a"]] == "/a" and len(walks) == 1, "same count: no walk"
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "cgroup.stat").write_text("nr_descendants 4\nnr_dying_descendants 0\n")
+    resolver.begin_round()
+    assert resolver.snapshot(this_round=True)[os.stat(tmp_path / "d").st_ino] == "/d" and len(walks) == 2
+
     (tmp_path / "a/b").rmdir()
-    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: "/a/b"}, "within the round, the walk stands"
+    (tmp_path / "cgroup.stat").write_text("nr_descendants 3\nnr_dying_descendants 1\n")
     resolver.begin_round()
-    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: None}, "the next round sees the removal"
-    assert len(walks) == 2
+    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: None} and len(walks) == 3, "gone: a walk says so"
+
+    resolver.begin_round()
+    clock.now += CgroupPathResolver.REWALK_SECONDS
+    resolver.snapshot(this_round=True)
+    assert len(walks) == 4, "walked again when the last walk is old, whatever the count"
     resolver.snapshot()
-    assert len(walks) == 3, "a snapshot not of this round always walks"
+    assert len(walks) == 5, "a snapshot not for a round always walks"
 
 
 def test_resolver_without_a_cgroup2_tree_is_unhealthy(tmp_path: Path) -> None:
