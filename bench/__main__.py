@@ -6,10 +6,10 @@ import argparse
 import json
 import time
 
-from bench import modes, processes, sched, syscalls
+from bench import modes, processes, sched, switch_cost, syscalls
 from bench.common import BENCH
 
-SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes, "processes": processes}
+SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes, "processes": processes, "switch_cost": switch_cost}
 
 
 def main() -> None:
