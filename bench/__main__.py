@@ -6,10 +6,17 @@ import argparse
 import json
 import time
 
-from bench import modes, processes, sched, scrape, syscalls
+from bench import modes, processes, sched, scrape, switch_cost, syscalls
 from bench.common import BENCH
 
-SUITES = {"syscalls": syscalls, "sched": sched, "modes": modes, "processes": processes, "scrape": scrape}
+SUITES = {
+    "syscalls": syscalls,
+    "sched": sched,
+    "modes": modes,
+    "processes": processes,
+    "switch_cost": switch_cost,
+    "scrape": scrape,
+}
 
 
 def main() -> None:

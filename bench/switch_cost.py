@@ -1,0 +1,72 @@
+"""Issue-13 benchmark: what one run of the sched programs costs, by the kernel's accounting (bpf_stats).
+
+Each repetition starts the agent with only the sched collector and `--bpf-stats`, runs `perf bench sched pipe`
+pinned to CPU 0 and the 16-thread futex ring, and reads run_time_ns / run_cnt of each program from the agent's
+self-metrics; then the same for empty programs on the same tracepoints (the floor: the tracepoint's and the
+accounting's own cost). Wall-clock time is not compared: on this shared VM it moves far more than the programs
+cost.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import BENCH, build, loop, median, per_event_ns, require
+from bench.sched import PROGRAMS, SCHED_ONLY, pipe_workload
+
+
+def floor_ns(workloads: list[Any]) -> dict[str, float]:
+    """ns per run of empty programs on the sched tracepoints, by the same accounting."""
+    from agent import bpf, kernel
+
+    kernel.prepare_headers(kernel.find_kernel_headers(kernel.kernel_release(), os.environ), Path("/run/schedwatch"))
+    stats_fd = bpf.enable_bpf_stats()
+    program = bpf.import_bcc().BPF(src_file=str(BENCH / "empty_sched.bpf.c").encode())
+    try:
+        before = {s.program: s for s in bpf.program_stats(program)}
+        for workload in workloads:
+            workload.run()
+        time.sleep(0.2)
+        after = {s.program: s for s in bpf.program_stats(program)}
+    finally:
+        program.cleanup()
+        os.close(stats_fd)
+    costs = {}
+    for name in PROGRAMS:
+        short = name.split("/")[1]
+        runs = after[short].runs - before[short].runs
+        costs[name] = (after[short].run_seconds - before[short].run_seconds) / runs * 1e9 if runs else float("nan")
+    return costs
+
+
+def run(repetitions: int) -> dict[str, Any]:
+    """Per-event ns of each program, every repetition, for schedwatch and for the empty floor."""
+    require("perf", "taskset", "gcc")
+    binary = build("loops")
+    workloads = [pipe_workload(), loop(binary, "futex ring, 16 threads", "ring", 100_000)]
+    samples: dict[str, dict[str, list[float]]] = {"schedwatch": {}, "empty programs (floor)": {}}
+    for _ in range(repetitions):
+        for config, costs in (
+            ("schedwatch", per_event_ns(SCHED_ONLY, workloads, PROGRAMS)),
+            ("empty programs (floor)", floor_ns(workloads)),
+        ):
+            for program, ns in costs.items():
+                samples[config].setdefault(program, []).append(ns)
+    return {"repetitions": repetitions, "samples": samples}
+
+
+def report(result: dict[str, Any]) -> str:
+    """Median and every run, ns per program run."""
+    lines = [
+        f"Kernel accounting (--bpf-stats), ns per program run, median of {result['repetitions']} "
+        "(every run in brackets):",
+        "",
+    ]
+    for config, programs in result["samples"].items():
+        for program, values in programs.items():
+            runs = ", ".join(f"{v:.0f}" for v in values)
+            lines.append(f"- {config}: `{program}` {median(values):.0f} ns ({runs})")
+    return "\n".join(lines)
