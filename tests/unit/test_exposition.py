@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent import metrics
 from agent.exposition.family import Family, HistogramFamily, RowFamily
 from agent.exposition.text import TextWriter
 from agent.web import serve
@@ -96,6 +97,10 @@ def as_rows(parsed: Iterable[Metric]) -> list[RowFamily]:
 
 
 def _names(metric: Metric, leave_out: set[str]) -> tuple[str, ...]:
+    """The family's label names in the order its spec in agent.metrics gives (the text has them sorted)."""
+    specs = {spec.name: spec.labels for spec in vars(metrics).values() if isinstance(spec, metrics.MetricSpec)}
+    if metric.name in specs:
+        return specs[metric.name]
     names: list[str] = []
     for sample in metric.samples:
         names += [name for name in sample.labels if name not in leave_out and name not in names]
@@ -171,3 +176,16 @@ def test_the_server_answers_gzip_to_a_scraper_that_accepts_it_and_plain_text_oth
         assert 'schedwatch_test_calls_total{cgroup="/w"} 3.0\n' in text
     finally:
         server.stop()
+
+
+def test_the_live_diagnosis_reads_row_families_as_it_reads_their_samples() -> None:
+    from agent.diagnosis.live.series import read_families
+
+    parsed = list(text_string_to_metric_families(RECORDED.read_text()))
+    by_samples = read_families(parsed, 5.0)
+    rows = as_rows(text_string_to_metric_families(RECORDED.read_text()))
+    by_rows = read_families(rows, 5.0)
+    workload_families = [f for f in rows if f.labelnames[:5] == metrics.WORKLOAD_LABELS]
+    assert len(workload_families) >= 10 and not any(f.replaced for f in workload_families), "read as rows"
+    assert len(by_rows.workloads) >= 4 and by_rows.up == by_samples.up
+    assert by_rows == by_samples

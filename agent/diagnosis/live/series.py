@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 
 from agent.diagnosis.views import Workload
+from agent.exposition.family import Family, HistogramFamily, RowFamily
 
 # Sample name (and the label that splits it) -> the key of the total, and the collector that exports it.
 COUNTERS: dict[str, tuple[str, str | None, str]] = {
@@ -100,6 +101,8 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
     unknown: frozenset[str] = frozenset()
     agent = False
     for family in families:
+        if isinstance(family, RowFamily) and not family.replaced and _read_rows(family, by_labels):
+            continue
         for sample in family.samples:
             name = sample.name
             if name in COUNTERS:
@@ -120,6 +123,41 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
         raise NotSchedwatch("no schedwatch_build_info series")
     workloads = {Workload(*values): totals for values, totals in by_labels.items()}
     return Reading(at, frozenset(up), merge_unnamed(workloads), unknown)
+
+
+def _read_rows(family: RowFamily, by_labels: dict[tuple[str, ...], WorkloadTotals]) -> bool:
+    """Take a workload family's rows as they are (no Sample objects); False for a family to read by its samples."""
+    if isinstance(family, HistogramFamily):
+        name, rows = family.name + "_sum", [(values, sum_value) for values, _les, _counts, sum_value in family.rows]
+    elif isinstance(family, Family):
+        name, rows = family.sample_name(), family.rows
+    else:
+        return False
+    names = family.labelnames
+    if name not in COUNTERS and name not in GAUGES:
+        return name not in (BUILD_INFO, MODE, SOURCE_UP)  # not read at all, or read by its samples
+    if names[: len(WORKLOAD_LABELS)] != WORKLOAD_LABELS:
+        return False
+    width = len(WORKLOAD_LABELS)
+    if name in GAUGES:
+        gauge = GAUGES[name]
+        for values, value in rows:
+            _workload_totals(by_labels, values[:width]).gauges[gauge] = value
+        return True
+    key, split, _collector = COUNTERS[name]
+    split_at = names.index(split) if split is not None and split in names else None
+    for values, value in rows:
+        totals = _workload_totals(by_labels, values[:width])
+        row_key = key if split is None else f"{key}:{values[split_at] if split_at is not None else ''}"
+        totals.counts[row_key] = totals.counts.get(row_key, 0.0) + value
+    return True
+
+
+def _workload_totals(by_labels: dict[tuple[str, ...], WorkloadTotals], values: tuple[str, ...]) -> WorkloadTotals:
+    totals = by_labels.get(values)
+    if totals is None:
+        totals = by_labels[values] = WorkloadTotals()
+    return totals
 
 
 def _totals(by_labels: dict[tuple[str, ...], WorkloadTotals], labels: dict[str, str]) -> WorkloadTotals:
