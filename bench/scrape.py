@@ -3,10 +3,12 @@ serving the same lines from its textfile collector (the reference for what a Go 
 
 `python -m bench scrape [--repetitions N]`: N cgroups (cgroup2), each holding one process that made a distinct
 number of sched_yield calls and then sleeps, so every workload has its full set of series. For 100 and then 1,000
-workloads: the agent's CPU time per scrape (from /proc/PID/stat, all its threads, less what it spends between
-scrapes), the scrape's wall time and bytes, plain and gzip-compressed (what Prometheus asks for), and the agent's
-memory; then node-exporter 1.5 with only its textfile collector, fed the agent's own schedwatch_* lines, scraped
-the same way. Medians over the repetitions, each of SCRAPES back-to-back scrapes.
+workloads: the agent's CPU time per scrape (from /proc/PID/stat, all its threads, less its idle rate), the scrape's
+wall time and bytes, plain and gzip-compressed (what Prometheus asks for), over SCRAPES back-to-back scrapes; then
+per scrape at a steady STEADY_INTERVAL, where the agent's live diagnosis also judges each scrape between scrapes
+(the number to hold against a Prometheus scraping every 10-15 s); and the agent's memory. Then node-exporter 1.5
+with only its textfile collector, fed the agent's own schedwatch_* lines, scraped back to back the same way (it
+does nothing between scrapes). Medians over the repetitions.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tests.support.workloads import CgroupSandbox, Workload, build
 
 SIZES = (100, 1_000)
 SCRAPES = 10
+STEADY_INTERVAL = 10.0  # seconds between scrapes: the agent's live diagnosis judges each scrape at this interval
+STEADY_SCRAPES = 4
 TICKS = os.sysconf("SC_CLK_TCK")
 NODE_EXPORTER = "prometheus-node-exporter"
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -100,13 +104,32 @@ def node_exporter(text: str, directory: Path) -> tuple[Background, str]:
     return Background(command, wait_for_http(url)), url
 
 
-def measure(pid: int, url: str, repetitions: int) -> dict[str, Any]:
-    """Medians of each cost, plain and gzip, over *repetitions*, and memory after."""
+def steady_cost(pid: int, url: str) -> float:
+    """CPU ms per scrape with scrapes STEADY_INTERVAL apart, gzip-compressed as Prometheus asks: everything the
+    process does for a scrape, the work between scrapes (the agent's live diagnosis of what it served) included,
+    less its idle rate."""
+    idle_began, idle_cpu = time.monotonic(), cpu_seconds(pid)
+    time.sleep(STEADY_INTERVAL)
+    idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_began)
+    began, cpu = time.monotonic(), cpu_seconds(pid)
+    for _ in range(STEADY_SCRAPES):
+        fetch(url, True)
+        time.sleep(STEADY_INTERVAL)
+    used = cpu_seconds(pid) - cpu - idle_rate * (time.monotonic() - began)
+    return 1000 * used / STEADY_SCRAPES
+
+
+def measure(pid: int, url: str, repetitions: int, steady: bool) -> dict[str, Any]:
+    """Medians of each cost, plain and gzip (and at a steady interval when *steady*), and memory after."""
     result: dict[str, Any] = {}
     for gzip in (False, True):
         runs = [scrape_cost(pid, url, gzip) for _ in range(repetitions)]
         result["gzip" if gzip else "plain"] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         result["gzip" if gzip else "plain"]["cpu_ms_runs"] = [round(r["cpu_ms"], 1) for r in runs]
+    if steady:
+        runs_steady = [steady_cost(pid, url) for _ in range(repetitions)]
+        result["steady_cpu_ms"] = statistics.median(runs_steady)
+        result["steady_cpu_ms_runs"] = [round(value, 1) for value in runs_steady]
     rss, anon = agent_memory_kb(pid)
     result["rss_mb"], result["anon_mb"] = rss / 1024, anon / 1024
     return result
@@ -130,12 +153,12 @@ def run(repetitions: int) -> dict[str, Any]:
             text = wait_for_workloads(agent.url, prefix, size)
             time.sleep(2)
             entry: dict[str, Any] = {"series": series(text)}
-            entry["agent"] = measure(agent.process.pid, agent.url, repetitions)
+            entry["agent"] = measure(agent.process.pid, agent.url, repetitions, steady=True)
             with tempfile.TemporaryDirectory() as directory:
                 peer, url = node_exporter(schedwatch_lines(text), Path(directory))
                 try:
                     entry["peer_series"] = series(fetch(url, False).decode())
-                    entry["node_exporter"] = measure(peer.process.pid, url, repetitions)
+                    entry["node_exporter"] = measure(peer.process.pid, url, repetitions, steady=False)
                 finally:
                     peer.stop()
             results["sizes"][str(size)] = entry
@@ -153,16 +176,18 @@ def report(result: dict[str, Any]) -> str:
         f"Median of {result['repetitions']} runs of {result['scrapes']} back-to-back scrapes; CPU ms per scrape "
         "(all threads, idle rate subtracted); RSS / anonymous MB after",
         "",
-        "| workloads | series (agent / node-exporter) | exporter | CPU ms, plain | CPU ms, gzip | wall ms, plain "
-        "| MB sent, plain / gzip | RSS MB | anon MB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workloads | series (agent / node-exporter) | exporter | CPU ms, plain | CPU ms, gzip | CPU ms, gzip, "
+        f"every {STEADY_INTERVAL:.0f} s | wall ms, plain | MB sent, plain / gzip | RSS MB | anon MB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for size, entry in result["sizes"].items():
         for name in ("agent", "node_exporter"):
             cost = entry[name]
+            steady = f"{cost['steady_cpu_ms']:.1f}" if "steady_cpu_ms" in cost else "(as gzip)"
             lines.append(
                 f"| {int(size):,} | {entry['series']:,} / {entry['peer_series']:,} | {name.replace('_', '-')} "
-                f"| {cost['plain']['cpu_ms']:.1f} | {cost['gzip']['cpu_ms']:.1f} | {cost['plain']['wall_ms']:.1f} "
+                f"| {cost['plain']['cpu_ms']:.1f} | {cost['gzip']['cpu_ms']:.1f} | {steady} "
+                f"| {cost['plain']['wall_ms']:.1f} "
                 f"| {cost['plain']['bytes'] / 1e6:.2f} / {cost['gzip']['bytes'] / 1e6:.2f} "
                 f"| {cost['rss_mb']:.0f} | {cost['anon_mb']:.0f} |"
             )
