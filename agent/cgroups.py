@@ -268,6 +268,9 @@ def parse_flat_keyed(text: str) -> dict[str, int]:
     return values
 
 
+Reader = Callable[[str], "str | None"]  # a cgroup file's text by path, None when gone or unreadable
+
+
 def _read(path: str | Path) -> str | None:
     """A cgroup file decoded by the agent's one policy (agent.procfs.decode); None when gone or unreadable.
 
@@ -300,30 +303,32 @@ def _ancestors(root: Path, relative: str) -> list[str]:
     return [_directory(root, "/".join(parts[:depth])) for depth in range(len(parts), -1, -1)]
 
 
-def _cpu_max(cgroup: str) -> tuple[int | None, int]:
+def _cpu_max(cgroup: str, read: Reader) -> tuple[int | None, int]:
     """(quota, period) in µs from a cgroup2 cpu.max; quota None when unlimited or absent."""
-    fields = (_read(f"{cgroup}/cpu.max") or "").split() or ["max"]
+    fields = (read(f"{cgroup}/cpu.max") or "").split() or ["max"]
     quota = None if fields[0] == "max" else parse_int(fields[0])
     period = parse_int(fields[1]) if len(fields) > 1 else 100000
     return (quota, period) if period is not None else (None, 0)
 
 
-def _cfs_quota_v1(cgroup: str) -> tuple[int | None, int]:
+def _cfs_quota_v1(cgroup: str, read: Reader) -> tuple[int | None, int]:
     """(quota, period) in µs from cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us; quota None when -1."""
-    quota = parse_int(_read(f"{cgroup}/cpu.cfs_quota_us") or "")
+    quota = parse_int(read(f"{cgroup}/cpu.cfs_quota_us") or "")
     if quota is None or quota < 0:
         return None, 0  # unlimited: the period does not matter
-    period = parse_int(_read(f"{cgroup}/cpu.cfs_period_us") or "")
+    period = parse_int(read(f"{cgroup}/cpu.cfs_period_us") or "")
     if quota is None or period is None or quota < 0:
         return None, 0
     return quota, period
 
 
-def _quota_cores(root: Path, relative: str, reader: Callable[[str], tuple[int | None, int]]) -> float | None:
+def _quota_cores(
+    root: Path, relative: str, quota_of: Callable[[str, Reader], tuple[int | None, int]], read: Reader
+) -> float | None:
     """The tightest CFS quota over a cgroup and its ancestors, in CPUs (None: unlimited)."""
     tightest: float | None = None
     for cgroup in _ancestors(root, relative):
-        quota, period = reader(cgroup)
+        quota, period = quota_of(cgroup, read)
         if quota is not None and quota > 0 and period > 0:
             cores = quota / period
             tightest = cores if tightest is None else min(tightest, cores)
@@ -344,32 +349,38 @@ def _limit(quota_cores: float | None, cpuset_text: str | None, online_cpus: int)
     return limit
 
 
-def read_cpu_v2(root: Path, relative: str, online_cpus: int) -> CpuControl | None:
+def read_cpu_v2(root: Path, relative: str, online_cpus: int, read: Reader = _read) -> CpuControl | None:
     """cpu.stat, cpu.max and cpuset.cpus.effective of a cgroup2 directory; None without the cpu controller."""
     directory = _directory(root, relative)
-    stat_text = _read(f"{directory}/cpu.stat")
+    stat_text = read(f"{directory}/cpu.stat")
     if stat_text is None or "nr_periods" not in stat_text:
         return None  # the cpu controller is not enabled here (cpu.stat then holds only usage)
     stat = parse_flat_keyed(stat_text)
-    limit = _limit(_quota_cores(root, relative, _cpu_max), _read(f"{directory}/cpuset.cpus.effective"), online_cpus)
+    quota = _quota_cores(root, relative, _cpu_max, read)
+    limit = _limit(quota, read(f"{directory}/cpuset.cpus.effective"), online_cpus)
     return CpuControl(
         stat.get("nr_periods", 0), stat.get("nr_throttled", 0), stat.get("throttled_usec", 0) * 1000, limit
     )
 
 
 def read_cpu_v1(
-    cpu_root: Path, cpu_relative: str, cpuset_root: Path | None, cpuset_relative: str, online_cpus: int
+    cpu_root: Path,
+    cpu_relative: str,
+    cpuset_root: Path | None,
+    cpuset_relative: str,
+    online_cpus: int,
+    read: Reader = _read,
 ) -> CpuControl | None:
     """cpu.stat and cpu.cfs_* of a v1 cpu cgroup, and cpuset.effective_cpus of its v1 cpuset cgroup."""
-    stat_text = _read(f"{_directory(cpu_root, cpu_relative)}/cpu.stat")
+    stat_text = read(f"{_directory(cpu_root, cpu_relative)}/cpu.stat")
     if stat_text is None:
         return None
     stat = parse_flat_keyed(stat_text)
     cpuset_text = None
     if cpuset_root is not None:
         cpuset_dir = _directory(cpuset_root, cpuset_relative)
-        cpuset_text = _read(f"{cpuset_dir}/cpuset.effective_cpus") or _read(f"{cpuset_dir}/cpuset.cpus")
-    limit = _limit(_quota_cores(cpu_root, cpu_relative, _cfs_quota_v1), cpuset_text, online_cpus)
+        cpuset_text = read(f"{cpuset_dir}/cpuset.effective_cpus") or read(f"{cpuset_dir}/cpuset.cpus")
+    limit = _limit(_quota_cores(cpu_root, cpu_relative, _cfs_quota_v1, read), cpuset_text, online_cpus)
     return CpuControl(stat.get("nr_periods", 0), stat.get("nr_throttled", 0), stat.get("throttled_time", 0), limit)
 
 
@@ -381,15 +392,15 @@ class CpuUsage:
     system_ns: int
 
 
-def read_usage_v2(root: Path, relative: str) -> CpuUsage | None:
+def read_usage_v2(root: Path, relative: str, read: Reader = _read) -> CpuUsage | None:
     """user_usec and system_usec of a cgroup2 cpu.stat (there whether or not the cpu controller is enabled)."""
-    stat = parse_flat_keyed(_read(f"{_directory(root, relative)}/cpu.stat") or "")
+    stat = parse_flat_keyed(read(f"{_directory(root, relative)}/cpu.stat") or "")
     if "user_usec" not in stat or "system_usec" not in stat:
         return None
     return CpuUsage(stat["user_usec"] * 1000, stat["system_usec"] * 1000)
 
 
-def read_usage_v1(cpuacct_root: Path, relative: str) -> CpuUsage | None:
+def read_usage_v1(cpuacct_root: Path, relative: str, read: Reader = _read) -> CpuUsage | None:
     """CPU used by a v1 cpuacct cgroup: cpuacct.usage (ns, exact) split in the ratio of its user and system ticks.
 
     cpuacct.usage_user/usage_sys (and cpuacct.stat) are sampled at each tick, so their sum drifts from the exact
@@ -397,13 +408,13 @@ def read_usage_v1(cpuacct_root: Path, relative: str) -> CpuUsage | None:
     move back slightly: :class:`MonotonicSplit` keeps each part from going backwards.
     """
     directory = _directory(cpuacct_root, relative)
-    total = parse_int(_read(f"{directory}/cpuacct.usage") or "")
+    total = parse_int(read(f"{directory}/cpuacct.usage") or "")
     if total is None:
         return None
-    user = parse_int(_read(f"{directory}/cpuacct.usage_user") or "")
-    system = parse_int(_read(f"{directory}/cpuacct.usage_sys") or "")
+    user = parse_int(read(f"{directory}/cpuacct.usage_user") or "")
+    system = parse_int(read(f"{directory}/cpuacct.usage_sys") or "")
     if user is None or system is None:
-        stat = parse_flat_keyed(_read(f"{directory}/cpuacct.stat") or "")
+        stat = parse_flat_keyed(read(f"{directory}/cpuacct.stat") or "")
         user, system = stat.get("user"), stat.get("system")
     if user is None or system is None:
         return None
@@ -465,9 +476,9 @@ def parse_hierarchy_ids(text: str) -> dict[str, int]:
     return ids
 
 
-def count_threads(root: Path, relative: str, threads_file: str = "cgroup.threads") -> int | None:
+def count_threads(root: Path, relative: str, threads_file: str = "cgroup.threads", read: Reader = _read) -> int | None:
     """Threads directly in a cgroup directory (cgroup.threads; `tasks` in v1); None if it is gone."""
-    text = _read(f"{_directory(root, relative)}/{threads_file}")
+    text = read(f"{_directory(root, relative)}/{threads_file}")
     return None if text is None else len(text.split())
 
 

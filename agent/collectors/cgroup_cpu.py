@@ -45,6 +45,7 @@ from agent.cgroups import (
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.cpus import online_cpu_count
 from agent.facts import MachineFacts
+from agent.held_files import HeldFiles
 from agent.identity.workload import workload_for_cgroup
 from agent.model import CounterTable, Labels
 from agent.procfs import SMALL_FILE, ProcFS
@@ -110,6 +111,9 @@ class CgroupCpuCollector:
         self._usage_table = CounterTable(width=2, grace_seconds=context.settings.series_grace_seconds)
         self._v1_split = MonotonicSplit()
         self._last_read: dict[int, _Reading] = {}
+        self._files = HeldFiles(
+            4 * context.settings.max_cgroups, [str(p) for p in (self._root, *self._layout.v1.values()) if p]
+        )
         self._clock: Callable[[], float] = time.monotonic
 
     def collect(self) -> list[Metric]:
@@ -144,10 +148,12 @@ class CgroupCpuCollector:
         live_usage = _outermost(usages)
         self._v1_split.keep_only(set(live_usage))
         self._usage_table.update(live_usage)
+        self._files.end_round()
         return self._families(threads, limits)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Close the files held open."""
+        self._files.close()
 
     def _read_cgroup(self, cgroup_id: int, path: str, now: float) -> _Reading | None:
         """A tracked cgroup's thread count, throttling source, limit and throttling, and CPU used; None for a cgroup
@@ -159,7 +165,7 @@ class CgroupCpuCollector:
             usage = self._read_usage(cgroup_id, path, None)
             if usage is not None and usage == last.usage and now < last.refresh_at:
                 return last
-        count = count_threads(self._root, path, self._threads_file)
+        count = count_threads(self._root, path, self._threads_file, self._files.read)
         if count is None or (count == 0 and cgroup_id not in self._tracked):
             return None
         if cgroup_id not in self._tracked and len(self._tracked) >= self._max_cgroups:
@@ -175,12 +181,13 @@ class CgroupCpuCollector:
     def _read(self, cgroup_id: int, path: str) -> tuple[Hashable, CpuControl | None]:
         assert self._root is not None
         if self._v2_cpu:
-            return ("v2", cgroup_id), read_cpu_v2(self._root, path, self._cpus)
+            return ("v2", cgroup_id), read_cpu_v2(self._root, path, self._cpus, self._files.read)
         cpu_root = self._layout.v1.get("cpu")
         if cpu_root is None:
             return ("none", cgroup_id), None
         cpu_path, cpuset_path = self._v1_paths.get(cgroup_id) or self._find_v1_paths(cgroup_id, path, cpu_root)
-        control = read_cpu_v1(cpu_root, cpu_path, self._layout.v1.get("cpuset"), cpuset_path, self._cpus)
+        cpuset_root = self._layout.v1.get("cpuset")
+        control = read_cpu_v1(cpu_root, cpu_path, cpuset_root, cpuset_path, self._cpus, self._files.read)
         return ("v1", cpu_path), control
 
     def _read_usage(self, cgroup_id: int, path: str, v1_source: Hashable | None) -> tuple[Hashable, CpuUsage] | None:
@@ -188,7 +195,7 @@ class CgroupCpuCollector:
         source) the v1 cpuacct cgroup."""
         assert self._root is not None
         if self._threads_file == "cgroup.threads":
-            usage = read_usage_v2(self._root, path)
+            usage = read_usage_v2(self._root, path, self._files.read)
             if usage is not None:
                 return ("v2", cgroup_id), usage
         if v1_source is None:
@@ -200,7 +207,7 @@ class CgroupCpuCollector:
         if cpu_path == "/":
             return None
         # cpuacct is mounted with cpu almost everywhere; elsewhere runtimes mirror the path in every hierarchy.
-        usage = read_usage_v1(cpuacct_root, cpu_path)
+        usage = read_usage_v1(cpuacct_root, cpu_path, self._files.read)
         source = ("cpuacct", cpu_path)
         return None if usage is None else (source, self._v1_split.adjust(source, usage))
 

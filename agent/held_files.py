@@ -1,0 +1,125 @@
+"""Kernel files read at every scrape, kept open and read again from their start.
+
+A cgroup file costs ~14 us to open, read and close, and ~3 us to read again through a descriptor kept open
+(pread at offset 0 makes the kernel write it afresh). At 1,000 workloads a scrape reads a file or two of each: the
+descriptors are worth keeping. They are bounded (at most half the open-file limit, which the agent first raises to
+its hard limit), and one that is not read during a round is closed at the round's end. A held cgroup file does not
+keep its cgroup from being removed; reading it then fails with ENODEV, and the path is opened afresh once (a cgroup
+of the same name may have been made since). Only files of cgroup filesystems are held: a removed file elsewhere
+stays readable through its descriptor, which would serve what it held before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import weakref
+from functools import cache
+
+from agent.procfs import decode
+
+CHUNK = 65536  # a larger file (cgroup.threads of a huge cgroup) is read the usual way
+CGROUP_MAGICS = frozenset({0x27E0EB, 0x63677270})  # cgroup, cgroup2 (linux/magic.h)
+
+
+def filesystem_type(path: str) -> int | None:
+    """statfs(2)'s f_type of *path* (its first field on Linux), None if it cannot be asked."""
+    libc = _libc()
+    buffer = ctypes.create_string_buffer(256)  # larger than struct statfs on every Linux ABI
+    if libc is None or libc.statfs(os.fsencode(path), buffer) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buffer).value & 0xFFFFFFFF
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard limit; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class HeldFiles:
+    """Reads files by path through descriptors kept open between rounds (bounded); not thread-safe.
+
+    *roots*: the trees whose files may be held; those not on a cgroup filesystem are read the usual way.
+    """
+
+    def __init__(self, limit: int, roots: list[str]) -> None:
+        self.roots = tuple(root.rstrip("/") + "/" for root in roots if filesystem_type(root) in CGROUP_MAGICS)
+        self.limit = max(0, min(limit, raise_open_file_limit() // 2)) if self.roots else 0
+        self._open: dict[str, int] = {}
+        self._read_this_round: set[str] = set()
+        weakref.finalize(self, _close_all, self._open)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def read(self, path: str) -> str | None:
+        """The file's text now; None when it is gone or unreadable."""
+        self._read_this_round.add(path)
+        fd = self._open.get(path)
+        if fd is not None:
+            data = self._pread(path, fd)
+            if data is not None:
+                return data
+        return self._open_and_read(path)
+
+    def end_round(self) -> None:
+        """Close what was not read since the last end of a round."""
+        for path in [path for path in self._open if path not in self._read_this_round]:
+            os.close(self._open.pop(path))
+        self._read_this_round = set()
+
+    def close(self) -> None:
+        """Close every held descriptor."""
+        _close_all(self._open)
+
+    def _pread(self, path: str, fd: int) -> str | None:
+        try:
+            data = os.pread(fd, CHUNK, 0)
+        except OSError:  # ENODEV: its cgroup was removed (one of the same name may have been made since)
+            os.close(self._open.pop(path))
+            return None
+        if len(data) < CHUNK:
+            return decode(data)
+        os.close(self._open.pop(path))
+        return None
+
+    def _open_and_read(self, path: str) -> str | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, CHUNK):
+                chunks.append(chunk)
+        except OSError:
+            os.close(fd)
+            return None
+        held = len(self._open) < self.limit and path.startswith(self.roots)
+        if held and sum(len(chunk) for chunk in chunks) < CHUNK:
+            self._open[path] = fd
+        else:
+            os.close(fd)
+        return decode(b"".join(chunks))
+
+
+def _close_all(descriptors: dict[str, int]) -> None:
+    for fd in descriptors.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    descriptors.clear()

@@ -1,0 +1,51 @@
+"""Cgroup files kept open between scrapes (agent/held_files.py) against the real cgroup2 tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from agent.held_files import HeldFiles
+from tests.support.workloads import CgroupSandbox
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_held_cgroup_file_reads_afresh_and_never_outlives_its_cgroup(cgroups: CgroupSandbox) -> None:
+    files = HeldFiles(8, [str(cgroups.root)])
+    group = cgroups.make("held")
+    path = f"{group}/cgroup.procs"
+    assert files.read(path) == "" and len(files) == 1, "held after the first read"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (group / "cgroup.procs").write_text(str(sleeper.pid))
+        assert files.read(path) == f"{sleeper.pid}\n", "read again from the start, as the kernel writes it now"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    cgroups.remove(group)  # not kept from removal by the open descriptor
+    assert files.read(path) is None and len(files) == 0, "gone: closed, and nothing read"
+    group.mkdir()
+    assert files.read(path) == "" and len(files) == 1, "a cgroup made again under the name is read afresh"
+    files.end_round()
+    assert len(files) == 1, "read this round: kept"
+    files.end_round()
+    assert len(files) == 0, "not read for a round: closed"
+    group.rmdir()
+
+
+def test_held_files_are_bounded_and_only_cgroup_files_are_held(cgroups: CgroupSandbox, tmp_path: Path) -> None:
+    groups = [cgroups.make(f"bound{index}") for index in range(5)]
+    files = HeldFiles(3, [str(cgroups.root), str(tmp_path)])
+    before = open_descriptors()
+    assert all(files.read(f"{group}/cgroup.procs") == "" for group in groups)
+    assert len(files) == 3 and open_descriptors() == before + 3
+    plain = tmp_path / "plain"
+    plain.write_text("1\n")
+    other = HeldFiles(3, [str(tmp_path)])
+    assert other.read(str(plain)) == "1\n" and len(other) == 0, "a file outside cgroupfs is never held"
+    files.close()
+    assert open_descriptors() == before
