@@ -94,11 +94,12 @@ class CgroupPathResolver:
     """Map cgroup2 ids to paths relative to the cgroup2 root ('/' is the root).
 
     Walking the tree costs ~20 ms per 1,000 cgroups, a stat of one path ~5 us, so the tree is walked only when it
-    changed. Once the agent marks the start of each scrape (:meth:`begin_round`), an id checked or walked in the
-    round is not checked again in it (each BPF collector asks about the same ids). :meth:`snapshot` for a round
-    walks only when the root's count of descendants (cgroup2's cgroup.stat) moved since the last walk, or that walk
-    is REWALK_SECONDS old: a cgroup removed and another made between two scrapes leave the count as it was, and the
-    new one is found when a BPF program first counts in it (an unknown id makes a walk) or at the next rewalk.
+    changed. Once the agent marks the start of each scrape (:meth:`begin_round`), the root's count of descendants
+    (cgroup2's cgroup.stat) says whether any cgroup was made or removed since the last walk: if not, and that walk
+    is less than REWALK_SECONDS old, it answers the whole round (no stat, no walk). Otherwise each known id is
+    checked by a stat, once per round, and an unknown or gone one makes a walk. A cgroup removed and another made
+    between two scrapes leave the count as it was: the new one is found when a BPF program first counts in it (an
+    unknown id makes a walk, which also finds the removal), or at the next rewalk.
     """
 
     REWALK_SECONDS = 60.0
@@ -111,6 +112,7 @@ class CgroupPathResolver:
         self._walked_this_round = False
         self._confirmed: set[int] = set()  # ids whose paths were checked this round
         self._descendants_at_walk: int | None = None
+        self._round_unchanged: bool | None = None  # this round's answer of _tree_unchanged, once asked
         self._walked_at = -self.REWALK_SECONDS
 
     def begin_round(self) -> None:
@@ -118,6 +120,7 @@ class CgroupPathResolver:
         self._in_rounds = True
         self._walked_this_round = False
         self._confirmed = set()
+        self._round_unchanged = None
 
     @property
     def healthy(self) -> bool:
@@ -129,6 +132,8 @@ class CgroupPathResolver:
         wanted = set(cgroup_ids)
         if self._walked_this_round:
             stale = wanted - self._paths.keys()
+        elif self._in_rounds and wanted <= self._paths.keys() and self._unchanged_this_round():
+            stale = set()  # no cgroup made or removed since the walk that named them all
         else:
             unchecked = wanted - self._confirmed
             stale = {cgroup_id for cgroup_id in unchecked if not self._still_there(cgroup_id)}
@@ -144,6 +149,11 @@ class CgroupPathResolver:
         self._descendants_at_walk = descendants
         self._walked_at = self._clock()
         self._walked_this_round = self._in_rounds
+
+    def _unchanged_this_round(self) -> bool:
+        if self._round_unchanged is None:
+            self._round_unchanged = self._tree_unchanged()
+        return self._round_unchanged
 
     def _tree_unchanged(self) -> bool:
         """No cgroup made or removed since the last walk, as far as the root's count of descendants tells."""
@@ -163,7 +173,7 @@ class CgroupPathResolver:
     def snapshot(self, this_round: bool = False) -> dict[int, str]:
         """Every cgroup that exists now, by id. Walks the tree unless *this_round* and either a walk was made in
         the round or the tree did not change since the last walk."""
-        if this_round and self._in_rounds and (self._walked_this_round or self._tree_unchanged()):
+        if this_round and self._in_rounds and (self._walked_this_round or self._unchanged_this_round()):
             return dict(self._paths)
         if self.healthy:
             self._refresh()

@@ -129,7 +129,7 @@ class CgroupCpuCollector:
             reading = self._read_cgroup(cgroup_id, path, now)
             if reading is None:
                 continue
-            count, source, control, usage, _refresh_at = reading
+            count, source, control, usage, _refresh_at, _stat_text = reading
             labels = workload_for_cgroup(path, self._identities).labels()
             threads[labels] = threads.get(labels, 0) + count
             if usage is not None:
@@ -160,11 +160,15 @@ class CgroupCpuCollector:
         not tracked (no threads, or beyond --max-cgroups). An idle cgroup's last reading is served again."""
         assert self._root is not None
         last = self._last_read.get(cgroup_id)
-        usage = None
-        if last is not None and self._threads_file == "cgroup.threads" and path != "/":
-            usage = self._read_usage(cgroup_id, path, None)
-            if usage is not None and usage == last.usage and now < last.refresh_at:
-                return last
+        usage: tuple[Hashable, CpuUsage] | None = None
+        stat_text = None
+        if self._threads_file == "cgroup.threads" and path != "/":
+            stat_text = self._files.read(f"{self._root}{path}/cpu.stat")
+            idle = last is not None and last.usage is not None and stat_text == last.stat_text
+            if idle and last is not None and now < last.refresh_at:
+                return last  # not a byte of its cpu.stat (CPU time included) moved
+            parsed = None if stat_text is None else read_usage_v2(self._root, path, lambda _path: stat_text)
+            usage = None if parsed is None else (("v2", cgroup_id), parsed)
         count = count_threads(self._root, path, self._threads_file, self._files.read)
         if count is None or (count == 0 and cgroup_id not in self._tracked):
             return None
@@ -175,7 +179,7 @@ class CgroupCpuCollector:
         if path != "/" and usage is None:
             usage = self._read_usage(cgroup_id, path, source)
         refresh_at = now + REFRESH_SECONDS * (1 + (cgroup_id % 16) / 16)
-        reading = self._last_read[cgroup_id] = _Reading(count, source, control, usage, refresh_at)
+        reading = self._last_read[cgroup_id] = _Reading(count, source, control, usage, refresh_at, stat_text)
         return reading
 
     def _read(self, cgroup_id: int, path: str) -> tuple[Hashable, CpuControl | None]:
@@ -256,6 +260,7 @@ class _Reading(NamedTuple):
     control: CpuControl | None
     usage: tuple[Hashable, CpuUsage] | None
     refresh_at: float
+    stat_text: str | None  # cgroup2 cpu.stat as read: the same text next time means the cgroup stayed idle
 
 
 def _outermost(

@@ -90,7 +90,7 @@ class SampleGuard:
     def keep_valid_rows(self, rows: list[tuple[str, ...]]) -> list[bool] | None:
         """Which label-value rows are exportable; None when all are (the common case, one set lookup per row)."""
         good_rows = self._good_rows
-        if all(row in good_rows for row in rows):
+        if good_rows.issuperset(rows):
             return None
         keep = []
         for row in rows:

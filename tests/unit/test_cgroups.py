@@ -79,26 +79,32 @@ def test_a_scrape_round_checks_each_id_once_and_walks_only_when_the_tree_changed
 
     resolver.begin_round()
     stats.clear()
+    assert resolver.resolve(ids)[inodes["c"]] == "/c" and stats == [], "the same count: the walk stands"
+    assert resolver.snapshot(this_round=True)[inodes["a"]] == "/a" and len(walks) == 1, "same count: no walk"
+
+    (tmp_path / "cgroup.stat").write_text("nr_descendants 9\nnr_dying_descendants 0\n")  # a change elsewhere
+    resolver.begin_round()
     assert resolver.resolve(ids)[inodes["c"]] == "/c" and len(stats) == 2, "known ids: a stat each"
     assert resolver.resolve(ids)[inodes["c"]] == "/c" and len(stats) == 2, "checked once per round"
-    assert resolver.snapshot(this_round=True)[inodes["a"]] == "/a" and len(walks) == 1, "same count: no walk"
+    resolver.snapshot(this_round=True)
+    assert len(walks) == 2, "the count moved: walked"
 
     (tmp_path / "d").mkdir()
     (tmp_path / "cgroup.stat").write_text("nr_descendants 4\nnr_dying_descendants 0\n")
     resolver.begin_round()
-    assert resolver.snapshot(this_round=True)[os.stat(tmp_path / "d").st_ino] == "/d" and len(walks) == 2
+    assert resolver.snapshot(this_round=True)[os.stat(tmp_path / "d").st_ino] == "/d" and len(walks) == 3
 
     (tmp_path / "a/b").rmdir()
     (tmp_path / "cgroup.stat").write_text("nr_descendants 3\nnr_dying_descendants 1\n")
     resolver.begin_round()
-    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: None} and len(walks) == 3, "gone: a walk says so"
+    assert resolver.resolve([inodes["a/b"]]) == {inodes["a/b"]: None} and len(walks) == 4, "gone: a walk says so"
 
     resolver.begin_round()
     clock.now += CgroupPathResolver.REWALK_SECONDS
     resolver.snapshot(this_round=True)
-    assert len(walks) == 4, "walked again when the last walk is old, whatever the count"
+    assert len(walks) == 5, "walked again when the last walk is old, whatever the count"
     resolver.snapshot()
-    assert len(walks) == 5, "a snapshot not for a round always walks"
+    assert len(walks) == 6, "a snapshot not for a round always walks"
 
 
 def test_resolver_without_a_cgroup2_tree_is_unhealthy(tmp_path: Path) -> None:
