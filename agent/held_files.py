@@ -2,8 +2,9 @@
 
 A cgroup file costs ~14 us to open, read and close, and ~3 us to read again through a descriptor kept open
 (pread at offset 0 makes the kernel write it afresh). At 1,000 workloads a scrape reads a file or two of each: the
-descriptors are worth keeping. They are bounded (at most half the open-file limit, which the agent first raises to
-its hard limit), and one that is not read during a round is closed at the round's end. A held cgroup file does not
+descriptors are worth keeping. They are bounded (at most an eighth of the open-file limit, which the agent first
+raises to its hard limit; fewer once the process runs out of descriptors), and one that is not read during a round
+is closed at the round's end. A held cgroup file does not
 keep its cgroup from being removed; reading it then fails with ENODEV, and the path is opened afresh once (a cgroup
 of the same name may have been made since). Only files of cgroup filesystems are held: a removed file elsewhere
 stays readable through its descriptor, which would serve what it held before.
@@ -13,13 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
-import resource
 import weakref
 from functools import cache
 
+from agent.fdlimit import raise_fd_limit
 from agent.procfs import decode
 
+SHARE_OF_FD_LIMIT = 8  # held at most: the open-file limit / this (perf mode's counters need the rest)
 CHUNK = 65536  # a larger file (cgroup.threads of a huge cgroup) is read the usual way
 CGROUP_MAGICS = frozenset({0x27E0EB, 0x63677270})  # cgroup, cgroup2 (linux/magic.h)
 
@@ -41,16 +44,6 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def raise_open_file_limit() -> int:
-    """Raise the soft limit on open files to the hard limit; the soft limit now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
 class HeldFiles:
     """Reads files by path through descriptors kept open between rounds (bounded); not thread-safe.
 
@@ -59,7 +52,7 @@ class HeldFiles:
 
     def __init__(self, limit: int, roots: list[str]) -> None:
         self.roots = tuple(root.rstrip("/") + "/" for root in roots if filesystem_type(root) in CGROUP_MAGICS)
-        self.limit = max(0, min(limit, raise_open_file_limit() // 2)) if self.roots else 0
+        self.limit = max(0, min(limit, raise_fd_limit() // SHARE_OF_FD_LIMIT)) if self.roots else 0
         self._open: dict[str, int] = {}
         self._read_this_round: set[str] = set()
         weakref.finalize(self, _close_all, self._open)
@@ -83,6 +76,12 @@ class HeldFiles:
             os.close(self._open.pop(path))
         self._read_this_round = set()
 
+    def _give_back(self) -> None:
+        """Hold at most half as many descriptors from now on, closing the rest."""
+        self.limit = len(self._open) // 2
+        for path in list(self._open)[self.limit :]:
+            os.close(self._open.pop(path))
+
     def close(self) -> None:
         """Close every held descriptor."""
         _close_all(self._open)
@@ -101,8 +100,11 @@ class HeldFiles:
     def _open_and_read(self, path: str) -> str | None:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
+                return None
+            self._give_back()  # out of descriptors: hold fewer, and read this one with one of those freed
+            return self._open_and_read(path)
         try:
             chunks = []
             while chunk := os.read(fd, CHUNK):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from agent.cgroups import CgroupPathResolver
 from agent.cpus import online_cpus
+from agent.fdlimit import raise_fd_limit
 from agent.log import get_logger
 from agent.probes.syscalls import FUTEX_OPS
 from agent.sources import perf_events
@@ -40,7 +40,6 @@ VECTOR_WIDTH = 1 + len(FUTEX_OPS)  # yields, then futex calls by FUTEX_OPS
 RESERVED_FDS = 1024  # left for the web server, /proc and cgroup files, runtime sockets
 # Each counter holds about 2 KB of kernel memory (perf_event slab, file, filter; measured here): at most ~64 MB.
 MAX_COUNTERS = 32768
-FD_LIMIT_WANTED = 1 << 20
 log = get_logger("perf_syscalls")
 
 
@@ -82,19 +81,6 @@ def counted_events(tracefs: Path) -> list[tuple[CountedEvent, int]]:
 
 
 REQUIRED_EVENTS = ("sys_enter_sched_yield", "sys_enter_futex")
-
-
-def raise_fd_limit() -> int:
-    """Raise RLIMIT_NOFILE's soft limit to its hard limit (capped); the soft limit now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = FD_LIMIT_WANTED if hard == resource.RLIM_INFINITY else min(hard, FD_LIMIT_WANTED)
-    if soft == resource.RLIM_INFINITY or soft >= target:
-        return FD_LIMIT_WANTED if soft == resource.RLIM_INFINITY else soft
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        return target
-    except (ValueError, OSError):
-        return soft
 
 
 @dataclass

@@ -49,3 +49,25 @@ def test_held_files_are_bounded_and_only_cgroup_files_are_held(cgroups: CgroupSa
     assert other.read(str(plain)) == "1\n" and len(other) == 0, "a file outside cgroupfs is never held"
     files.close()
     assert open_descriptors() == before
+
+
+def test_out_of_descriptors_it_holds_fewer_and_still_reads(cgroups: CgroupSandbox) -> None:
+    import resource
+
+    groups = [cgroups.make(f"scarce{index}") for index in range(6)]
+    files = HeldFiles(100, [str(cgroups.root)])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        assert all(files.read(f"{group}/cgroup.procs") == "" for group in groups[:4]) and len(files) == 4
+        lowest_free = os.dup(0)
+        os.close(lowest_free)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free + 1, hard))  # descriptors are numbered below it
+        spare = os.open("/dev/null", os.O_RDONLY)  # takes the last number: none is left
+        try:
+            assert files.read(f"{groups[4]}/cgroup.procs") == "", "read with a descriptor given back"
+            assert files.limit == 2 and len(files) <= 2
+        finally:
+            os.close(spare)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        files.close()
