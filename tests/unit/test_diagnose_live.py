@@ -356,3 +356,39 @@ def test_a_nan_from_prometheus_is_unknown_not_zero() -> None:
     assert (unknown.sched_yield_calls, unknown.futex_calls, unknown.threads) == (None, None, None)
     known = workload_view(node_window.window, Workload(cgroup="/counted"), None)
     assert (known.sched_yield_calls, known.futex_calls, known.threads) == (600.0, {"wait": 30.0}, 4)
+
+
+def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_every_view_finds() -> None:
+    from agent.diagnosis.live.ranking import CATCH_ALL, FLAG_SCORE, score
+    from agent.diagnosis.live.series import read_families
+    from agent.diagnosis.live.standing import StandingFindings
+    from agent.diagnosis.live.window import Window, changed_workloads, workload_views
+    from agent.diagnosis.rules import diagnose
+    from agent.diagnosis.views import Facts, NodeView
+
+    before = read_families(text_string_to_metric_families(BEFORE), 100.0)
+    after = read_families(text_string_to_metric_families(AFTER), 102.0)
+    window = Window(before, after)
+    changed = changed_workloads(window)
+    assert len(changed) == len(after.workloads) == 5, "every recorded workload did something in the window"
+    assert changed_workloads(Window(after, after)) == [], "a reading against itself: nothing changed"
+    yields = next(line for line in AFTER.splitlines() if line.startswith("schedwatch_sched_yield_calls_total{"))
+    more = yields.rsplit(" ", 1)[0] + f" {float(yields.rsplit(' ', 1)[1]) + 1e6}"
+    one_busier = read_families(text_string_to_metric_families(AFTER.replace(yields, more)), 112.0)
+    (busier,) = changed_workloads(Window(after, one_busier))
+    assert busier.cgroup in yields, "only the workload whose count moved"
+    node = NodeView(cpus=2)
+    every = [v for v in workload_views(window, 2) if v.ref.cgroup not in CATCH_ALL and score(v, node) >= FLAG_SCORE]
+    assert {view.ref for view in every} <= set(changed), "every flagged workload is one that changed"
+    by_every = diagnose(Facts(node=node, workloads=tuple(every), sources=("test",))).findings
+    assert by_every, "the recorded window has findings"
+
+    now = [100.0]
+    standing = StandingFindings(node_cpus=2, clock=lambda: now[0], every=1.0)
+    standing.hand_over(text_string_to_metric_families(BEFORE))
+    standing.evaluate_pending()
+    now[0] = 102.0
+    standing.hand_over(text_string_to_metric_families(AFTER))
+    standing.evaluate_pending()
+    served = {(s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in standing.family().samples}
+    assert served == {(f.cause.value, f.mechanism.value, f.workload.cgroup) for f in by_every}

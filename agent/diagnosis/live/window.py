@@ -105,3 +105,10 @@ def cpus_allowed(limit: float | None, affinity: tuple[int, ...], node_cpus: int 
 def workload_views(window: Window, node_cpus: int | None) -> list[WorkloadView]:
     """Every workload seen in the second reading, with its counts over the window."""
     return [workload_view(window, ref, node_cpus) for ref in window.after.workloads]
+
+
+def changed_workloads(window: Window) -> list[Workload]:
+    """The workloads of the second reading whose totals (counts and gauges) are not what the first reading had:
+    every other one did nothing in the window, and its view would count nothing."""
+    before = window.before.workloads
+    return [ref for ref, totals in window.after.workloads.items() if before.get(window.earlier_ref(ref)) != totals]
