@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,8 @@ class MapSpec:
 class BpfMap:
     """One map: entries as (key, value) pairs, where a scalar key or value is an int and a struct is a ctypes object.
 
+    Safe to read from several threads (a batched read holds the map's buffers for its duration).
+
     Reads take one BPF_MAP_LOOKUP_BATCH per BATCH_ENTRIES entries where the kernel has it (Linux >= 5.6), and
     otherwise two syscalls per entry (BPF_MAP_GET_NEXT_KEY, BPF_MAP_LOOKUP_ELEM), as bcc does.
     """
@@ -53,17 +56,18 @@ class BpfMap:
                 raise ValueError(f"map {spec.name}: {what} type is {ctypes.sizeof(kind)} bytes, the map's {size}")
         self._batch = spec.map_type in (MAP_TYPE_HASH, MAP_TYPE_ARRAY, MAP_TYPE_LRU_HASH)
         self._buffers: tuple[Any, ...] | None = None
+        self._reading = threading.Lock()  # the batch buffers are reused: one batched read at a time
 
     def items(self) -> list[tuple[Any, Any]]:
         """Every entry, read now."""
         if self._batch:
-            try:
-                return self._items_batched()
-            except OSError as error:
-                if error.errno not in (*_NO_BATCH, errno.ENOSPC):
-                    raise
-                self._batch = error.errno == errno.ENOSPC  # a crowded bucket: only this read goes key by key
-                self._buffers = None
+            with self._reading:
+                try:
+                    return self._items_batched()
+                except OSError as error:
+                    if error.errno not in (*_NO_BATCH, errno.ENOSPC):
+                        raise
+                    self._batch = error.errno == errno.ENOSPC  # a crowded bucket: only this read goes key by key
         return self.items_by_key()
 
     def _items_batched(self) -> list[tuple[Any, Any]]:
@@ -83,8 +87,8 @@ class BpfMap:
             if count:
                 found.extend(
                     zip(
-                        self._decode(self.Key, keys, count, self.spec.key_size),
-                        self._decode(self.Leaf, values, count, self.spec.value_size),
+                        self._decode(self.Key, keys, count),
+                        self._decode(self.Leaf, values, count),
                         strict=True,
                     )
                 )
@@ -94,12 +98,9 @@ class BpfMap:
             token_in = token_a
 
     @staticmethod
-    def _decode(kind: Any, buffer: Any, count: int, size: int) -> list[Any]:
-        """*count* values of *kind* from the start of *buffer*: ints for scalars, ctypes objects for structs."""
-        array = (kind * count).from_buffer_copy(buffer, 0) if count * size <= len(buffer) else None
-        if array is None:
-            raise ValueError("batch larger than its buffer")
-        return list(array)  # a scalar array yields ints; a struct array yields structs sharing the copy
+    def _decode(kind: Any, buffer: Any, count: int) -> list[Any]:
+        """The first *count* values of *kind* in *buffer*: ints for scalars, ctypes objects for structs."""
+        return list((kind * count).from_buffer_copy(buffer))  # structs share this one copy, not the reused buffer
 
     def items_by_key(self) -> list[tuple[Any, Any]]:
         """Every entry, two syscalls each (BPF_MAP_GET_NEXT_KEY, BPF_MAP_LOOKUP_ELEM)."""
@@ -117,7 +118,7 @@ class BpfMap:
 
     @staticmethod
     def _one(kind: Any, buffer: Any) -> Any:
-        return BpfMap._decode(kind, buffer, 1, ctypes.sizeof(kind))[0]
+        return BpfMap._decode(kind, buffer, 1)[0]
 
     def count(self) -> int:
         """How many entries the map holds now."""
