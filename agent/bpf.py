@@ -1,10 +1,15 @@
-"""Compile, attach and detach BPF programs with bcc; read the kernel's own accounting of their cost."""
+"""Compile and attach BPF programs with bcc; read the kernel's own accounting of their cost.
+
+The agent compiles in a short-lived child (agent.kernel_objects.loader calls :func:`compile_program`) and keeps
+only the programs' fds: :func:`program_stats` reads their accounting from those.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -68,14 +73,14 @@ def compile_program(source_name: str, defines: dict[str, str | int | None]) -> A
         ) from error
 
 
-def program_stats(bpf: Any) -> list[ProgramStats]:
-    """Per-program run counts and times from /proc/self/fdinfo (kernel.bpf_stats_enabled)."""
+def program_stats(programs: Mapping[str, int]) -> list[ProgramStats]:
+    """Per-program run counts and times from /proc/self/fdinfo (kernel.bpf_stats_enabled), by function name -> fd."""
     stats = []
-    for name, function in bpf.funcs.items():
-        fields = _fdinfo(function.fd)
+    for name, fd in programs.items():
+        fields = _fdinfo(fd)
         stats.append(
             ProgramStats(
-                program=_short_program_name(name.decode() if isinstance(name, bytes) else name),
+                program=_short_program_name(name),
                 runs=fields.get("run_cnt", 0),
                 run_seconds=fields.get("run_time_ns", 0) / 1e9,
             )

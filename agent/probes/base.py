@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from agent import bpf, kernel
+from agent.kernel_objects import handover
+from agent.kernel_objects.maps import BpfMap
+from agent.kernel_objects.ringbuf import RingBuffer
 
 # How long the announcement listener waits per poll: a scrape that drains the ring waits at most this long for it.
 ANNOUNCEMENT_POLL_MS = 20
@@ -89,6 +91,10 @@ def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str |
 class BpfProbe:
     """A compiled, attached BPF program with a per-workload `cgroups` map and a `drops` array.
 
+    The program is compiled, loaded and attached by a short-lived child process (agent.kernel_objects.handover):
+    this process holds only its maps, programs and attachments as fds, reads the maps with bpf(2) and never
+    imports bcc, whose compiler would otherwise stay resident.
+
     Keyed by process (KEY_BY_PROCESS), the program also announces each new process, and each move of a process
     to another cgroup, on its `new_processes` ring: :meth:`announce_to` hands them to a sink from a thread of its
     own.
@@ -97,70 +103,69 @@ class BpfProbe:
     source: ClassVar[str]
     drop_maps: ClassVar[tuple[str, ...]]  # names of the enum drop_reason slots, in order
 
-    # Counting a map's entries walks it key by key (a syscall each): on a node with tens of thousands of
-    # threads that is too much for every scrape, so fill levels are refreshed at most this often.
+    # Counting a map's entries reads it whole: on a node with tens of thousands of threads that is too much for
+    # every scrape, so fill levels are refreshed at most this often.
     ENTRY_COUNT_SECONDS = 30.0
 
     def __init__(self, defines: dict[str, str | int | None]) -> None:
-        self._bpf: Any = bpf.compile_program(self.source, defines)
+        self._program = handover.load(self.source, defines)
+        self._ring: RingBuffer | None = None
         self._entries: dict[str, int] = {}
         self._entries_at = -self.ENTRY_COUNT_SECONDS
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
-        # Only the listener thread touches the ring (libbpf's consumer is not thread-safe): a scrape asks it to drain.
+        # Only the listener thread consumes the ring (one consumer at a time): a scrape asks it to drain.
         self._drain_wanted = threading.Event()
         self._drained = threading.Event()
 
     def announce_to(self, sink: AnnouncementSink) -> None:
         """Hand *sink* each new process and each move the program announces (KEY_BY_PROCESS)."""
 
-        def on_event(_cpu: int, data: Any, size: int) -> None:
-            if size == ctypes.sizeof(_Announcement):
-                news = ctypes.cast(data, ctypes.POINTER(_Announcement)).contents
+        def on_record(record: bytes) -> None:
+            if len(record) == ctypes.sizeof(_Announcement):
+                news = _Announcement.from_buffer_copy(record)
                 sink.announce(news.tgid, news.boot_ns, news.parent)
-            elif size == ctypes.sizeof(_MoveAnnouncement):
-                move = ctypes.cast(data, ctypes.POINTER(_MoveAnnouncement)).contents
+            elif len(record) == ctypes.sizeof(_MoveAnnouncement):
+                move = _MoveAnnouncement.from_buffer_copy(record)
                 length = move.path_len
                 sink.moved(move.tgid, bytes(move.path)[: length - 1] if 0 < length <= MOVE_PATH_MAX else None)
 
-        self._bpf["new_processes"].open_ring_buffer(on_event)
+        ring_map = self._program.maps["new_processes"]
+        ring = self._ring = RingBuffer(ring_map.fd, ring_map.max_entries, on_record)
 
         def poll() -> None:
             while not self._closing.is_set():
-                self._bpf.ring_buffer_poll(ANNOUNCEMENT_POLL_MS)
+                ring.poll(ANNOUNCEMENT_POLL_MS)
                 if self._drain_wanted.is_set():
                     self._drain_wanted.clear()
-                    self._bpf.ring_buffer_consume()
+                    ring.consume()
                     self._drained.set()
 
         self._listener = threading.Thread(target=poll, name=f"{self.source}-announcements", daemon=True)
         self._listener.start()
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str) -> BpfMap:
         """A map of the program, by name."""
-        return self._bpf[name]
+        return self._program.maps[name]
 
     def health(self, capacity: dict[str, int]) -> MapHealth:
         """Entries of each map named in *capacity* (refreshed every ENTRY_COUNT_SECONDS), and the drop counters."""
         now = time.monotonic()
         if now - self._entries_at >= self.ENTRY_COUNT_SECONDS or capacity.keys() != self._entries.keys():
-            self._entries = {name: sum(1 for _ in self._bpf[name]) for name in capacity}
+            self._entries = {name: self.table(name).count() for name in capacity}
             self._entries_at = now
         entries = dict(self._entries)
-        drops_table = self._bpf["drops"]
-        drops = {name: drops_table[drops_table.Key(index)].value for index, name in enumerate(self.drop_maps)}
+        drops_table = self.table("drops")
+        drops = {name: drops_table.get(index) or 0 for index, name in enumerate(self.drop_maps)}
         return MapHealth(entries, capacity, drops)
 
     def forget_cgroups(self, cgroup_ids: Iterable[int]) -> None:
         """Delete the entries of removed cgroups (after their last values were read)."""
-        table = self._bpf["cgroups"]
-        for cgroup_id in cgroup_ids:
-            with contextlib.suppress(KeyError):
-                del table[table.Key(cgroup_id)]
+        self.table("cgroups").delete(cgroup_ids)
 
     def program_stats(self) -> list[bpf.ProgramStats]:
         """Kernel accounting of each attached program."""
-        return bpf.program_stats(self._bpf)
+        return bpf.program_stats(self._program.programs)
 
     def request_drain(self) -> None:
         """Ask the listener to hand every announcement in the ring to the callback (see :meth:`wait_drained`)."""
@@ -178,4 +183,6 @@ class BpfProbe:
         self._closing.set()
         if self._listener is not None:
             self._listener.join(timeout=5)
-        self._bpf.cleanup()
+        if self._ring is not None and (self._listener is None or not self._listener.is_alive()):
+            self._ring.close()
+        self._program.close()

@@ -77,7 +77,7 @@ class SchedProbe(BpfProbe):
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""
         cgroups = {
-            key.value: CgroupSched(
+            key: CgroupSched(
                 counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns), runq_buckets=tuple(value.runq_buckets)
             )
             for key, value in self.table("cgroups").items()
@@ -86,7 +86,7 @@ class SchedProbe(BpfProbe):
         capacity = {"cgroups": self.limits.max_cgroups, "threads": self.limits.max_threads}
         if self.limits.max_processes > 0:
             processes = {
-                key.value: ProcessSched(
+                key: ProcessSched(
                     cgroup_id=value.cgroup_id,
                     counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
                     runq_waits=value.runq_waits,

@@ -83,14 +83,14 @@ class SyscallProbe(BpfProbe):
     def read(self) -> SyscallSnapshot:
         """Read every map once, in bulk."""
         cgroups = {
-            key.value: CgroupSyscalls(counts=_counts(value), wait_buckets=tuple(value.futex_wait_buckets))
+            key: CgroupSyscalls(counts=_counts(value), wait_buckets=tuple(value.futex_wait_buckets))
             for key, value in self.table("cgroups").items()
         }
         processes: dict[int, ProcessSyscalls] = {}
         capacity = {"cgroups": self.limits.max_cgroups, "futex_start": self.limits.max_threads}
         if self.limits.max_processes > 0:
             processes = {
-                key.value: ProcessSyscalls(cgroup_id=value.cgroup_id, counts=_counts(value))
+                key: ProcessSyscalls(cgroup_id=value.cgroup_id, counts=_counts(value))
                 for key, value in self.table("processes").items()
             }
             capacity["processes"] = self.limits.max_processes

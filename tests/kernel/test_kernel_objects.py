@@ -1,0 +1,235 @@
+"""The loader child and the fds it hands over: real programs in the real kernel, exact counts, no bcc in the reader."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent import bpf, kernel
+from agent.facts import gather
+from agent.kernel_objects import handover, syscall
+from agent.kernel_objects.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
+from agent.kernel_objects.ringbuf import RingBuffer
+from agent.probes.base import ProbeLimits, common_defines
+from tests.support.agent import REPO, require_root
+from tests.support.workloads import CgroupSandbox, Workload
+
+MAP_CREATE = 0
+MAP_UPDATE_ELEM = 2
+VALUE_DESC = '["value", [["count","unsigned long long"], ["pair","unsigned long long", [2]]], "struct"]'
+
+
+@pytest.fixture(scope="module")
+def headers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kernel headers where bcc finds them (BCC_KERNEL_SOURCE for this module only, as the agent sets it)."""
+    require_root()
+    facts = gather()
+    assert facts.headers is not None, facts.headers_error
+    with pytest.MonkeyPatch.context() as patch:
+        if "BCC_KERNEL_SOURCE" not in os.environ:
+            patch.setenv("BCC_KERNEL_SOURCE", "")
+            patch.delenv("BCC_KERNEL_SOURCE")
+        kernel.prepare_headers(facts.headers, tmp_path_factory.mktemp("state"))
+        yield
+
+
+@pytest.fixture(scope="module")
+def syscalls_program(headers: None) -> Iterator[handover.LoadedProgram]:
+    program = handover.load("syscalls.bpf.c", common_defines(ProbeLimits(max_processes=64), kernel.tracefs_root()))
+    yield program
+    program.close()
+
+
+def test_programs_stay_attached_after_the_loader_exits(
+    syscalls_program: handover.LoadedProgram, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    assert not Path(f"/proc/{syscalls_program.loader_pid}").exists(), "the loader child is still there"
+    targets = {os.readlink(f"/proc/self/fd/{fd}") for fd in syscalls_program.attachments}
+    assert targets <= {"anon_inode:[perf_event]", "anon_inode:bpf-link"}
+    assert len(syscalls_program.attachments) == len(syscalls_program.programs)
+    group = cgroups.make("handover")
+    table = syscalls_program.maps["cgroups"]
+    Workload(yielder, group, 12_345, 1, hold=False)
+    assert table.get(group.stat().st_ino).yields == 12_345
+    Workload(yielder, group, 1_000, 3, hold=False)  # later runs keep arriving
+    assert table.get(group.stat().st_ino).yields == 15_345
+    assert {stats.program for stats in bpf.program_stats(syscalls_program.programs)} >= {
+        "sys_enter_sched_yield",
+        "sys_enter_futex",
+        "sys_exit_futex",
+        "sched_process_exit",
+    }
+
+
+def test_closing_the_fds_detaches_the_programs(headers: None, cgroups: CgroupSandbox, yielder: Path) -> None:
+    program = handover.load("syscalls.bpf.c", common_defines(ProbeLimits(), kernel.tracefs_root()))
+    kept = BpfMap(os.dup(program.maps["cgroups"].fd), program.maps["cgroups"].spec)
+    try:
+        before, after = cgroups.make("attached"), cgroups.make("detached")
+        Workload(yielder, before, 10, 1, hold=False)
+        program.close()
+        Workload(yielder, after, 10, 1, hold=False)
+        counted = dict(kept.items())
+        assert counted[before.stat().st_ino].yields == 10
+        assert after.stat().st_ino not in counted
+    finally:
+        kept.close()
+
+
+def test_the_agent_side_never_imports_bcc(headers: None) -> None:
+    code = (
+        "import sys; from agent.kernel_objects import handover; "
+        "p = handover.load('sched.bpf.c', {'MAX_CGROUPS': 64, 'MAX_PROCESSES': 0, 'MAX_THREADS': 64, "
+        "'STATE_MASK': '0xff', 'DEAD_MASK': '0x30'}); "
+        "print(sorted(p.maps), 'bcc' in sys.modules); p.close()"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "['cgroups', 'drops', 'threads'] False"  # no processes map: MAX_PROCESSES 0
+
+
+def test_compile_error_reaches_the_user_in_one_line(
+    headers: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "broken.bpf.c"
+    source.write_text("int broken( {\n")
+    with pytest.raises(bpf.BpfUnavailable) as raised:
+        handover.load(str(source), {})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot load {source}: Failed to compile BPF module")
+    assert "the compiler's or verifier's output is above" in message
+    assert "BCC_KERNEL_SOURCE" in message
+    assert "main.c:1:13: error: expected parameter declarator" in capfd.readouterr().err  # clang's, passed through
+
+
+def test_verifier_rejection_reaches_the_user_in_one_line(
+    headers: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "rejected.bpf.c"
+    source.write_text(
+        "BPF_HASH(counts, int, u64, 1);\n"
+        "TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield) {\n"
+        "    int zero = 0;\n"
+        "    u64 *count = counts.lookup(&zero);\n"
+        "    *count += 1;  /* no NULL check: the verifier refuses */\n"
+        "    return 0;\n"
+        "}\n"
+    )
+    with pytest.raises(bpf.BpfUnavailable) as raised:
+        handover.load(str(source), {})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "Failed to load BPF program b'tracepoint__syscalls__sys_enter_sched_yield'" in message
+    assert "map_value_or_null" in capfd.readouterr().err  # the verifier's log, passed through
+
+
+class _CreateAttr(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint32) for name in ("map_type", "key_size", "value_size", "max_entries")]
+
+
+class _Value(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint64), ("pair", ctypes.c_uint64 * 2)]
+
+
+def _real_map(map_type: int, max_entries: int, entries: dict[int, tuple[int, int, int]]) -> BpfMap:
+    """A map made with BPF_MAP_CREATE and filled with BPF_MAP_UPDATE_ELEM (u64 keys, _Value values)."""
+    key_size = 4 if map_type == MAP_TYPE_ARRAY else 8
+    attr = _CreateAttr(map_type, key_size, ctypes.sizeof(_Value), max_entries)
+    fd = syscall.bpf(MAP_CREATE, attr)
+    key_type = ctypes.c_uint32 if map_type == MAP_TYPE_ARRAY else ctypes.c_uint64
+    for key, (count, first, second) in entries.items():
+        key_buffer, value = key_type(key), _Value(count, (ctypes.c_uint64 * 2)(first, second))
+        update = syscall._ElemAttr(map_fd=fd, key=ctypes.addressof(key_buffer), value=ctypes.addressof(value))
+        syscall.bpf(MAP_UPDATE_ELEM, update)
+    key_desc = '"unsigned int"' if map_type == MAP_TYPE_ARRAY else '"unsigned long long"'
+    return BpfMap(fd, MapSpec("test", map_type, key_size, ctypes.sizeof(_Value), max_entries, key_desc, VALUE_DESC))
+
+
+def _plain(items: list[tuple[int, _Value]]) -> dict[int, tuple[int, int, int]]:
+    found = {key: (value.count, value.pair[0], value.pair[1]) for key, value in items}
+    assert len(found) == len(items), "a key was read twice"
+    return found
+
+
+def test_batch_lookup_equals_per_key_lookup_on_a_real_hash_map() -> None:
+    require_root()
+    entries = {key * 7919 + 3: (key, key * 2, 2**64 - 1 - key) for key in range(3 * BATCH_ENTRIES + 17)}
+    table = _real_map(MAP_TYPE_HASH, 4096, entries)
+    try:
+        assert _plain(table.items()) == entries
+        assert _plain(table.items_by_key()) == entries
+        gone = list(entries)[::3]
+        assert table.delete([*gone, 1]) == len(gone)  # key 1 was never there
+        for key in gone:
+            del entries[key]
+        assert _plain(table.items()) == entries == _plain(table.items_by_key())
+        assert table.count() == len(entries)
+        assert table.get(gone[0]) is None
+        assert table.get(next(iter(entries))).count == entries[next(iter(entries))][0]
+    finally:
+        table.close()
+
+
+def test_batch_lookup_of_an_empty_map_and_of_an_array() -> None:
+    require_root()
+    empty = _real_map(MAP_TYPE_HASH, 16, {})
+    array = _real_map(MAP_TYPE_ARRAY, 4, {1: (5, 6, 7)})
+    try:
+        assert empty.items() == [] == empty.items_by_key()
+        expected = {0: (0, 0, 0), 1: (5, 6, 7), 2: (0, 0, 0), 3: (0, 0, 0)}
+        assert _plain(array.items()) == expected == _plain(array.items_by_key())
+    finally:
+        empty.close()
+        array.close()
+
+
+RING_SOURCE = """
+struct record { u32 tgid; u32 seq; u64 payload; };
+BPF_RINGBUF_OUTPUT(records, 1);
+BPF_ARRAY(sequence, u32, 1);
+TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield) {
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    int zero = 0;
+    if (tgid != TARGET)
+        return 0;
+    u32 *next = sequence.lookup(&zero);
+    if (!next)
+        return 0;
+    struct record record = {.tgid = tgid, .seq = *next, .payload = PAYLOAD};
+    *next = record.seq + 1;  /* one yielding thread: no atomics needed */
+    records.ringbuf_output(&record, sizeof(record), 0);
+    return 0;
+}
+"""
+
+
+class _Record(ctypes.Structure):
+    _fields_ = [("tgid", ctypes.c_uint32), ("seq", ctypes.c_uint32), ("payload", ctypes.c_uint64)]
+
+
+def test_ring_buffer_consumer_hands_over_every_record_in_order_across_wraps(headers: None, tmp_path: Path) -> None:
+    source = tmp_path / "ring.bpf.c"
+    source.write_text(RING_SOURCE)
+    program = handover.load(str(source), {"TARGET": os.getpid(), "PAYLOAD": "0x1122334455667788ULL"})
+    received: list[_Record] = []
+    ring_map = program.maps["records"]
+    assert ring_map.max_entries == 4096  # one page: 24-byte records wrap it every 170
+    ring = RingBuffer(ring_map.fd, ring_map.max_entries, lambda data: received.append(_Record.from_buffer_copy(data)))
+    try:
+        assert ring.consume() == 0
+        for _ in range(20):
+            for _ in range(100):
+                os.sched_yield()
+            assert ring.poll(1000) == 100
+        assert [record.seq for record in received] == list(range(2000))
+        assert {(record.tgid, record.payload) for record in received} == {(os.getpid(), 0x1122334455667788)}
+        assert ring.poll(10) == 0
+    finally:
+        ring.close()
+        program.close()
