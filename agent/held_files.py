@@ -87,15 +87,19 @@ class HeldFiles:
         _close_all(self._open)
 
     def _pread(self, path: str, fd: int) -> str | None:
+        # A read of a kernel seq file returns about a page at most, not the whole file: read on to the end.
+        chunks, offset = [], 0
         try:
-            data = os.pread(fd, CHUNK, 0)
+            while chunk := os.pread(fd, CHUNK, offset):
+                chunks.append(chunk)
+                offset += len(chunk)
+                if offset >= CHUNK:  # grown too large to hold: read the usual way from now on
+                    os.close(self._open.pop(path))
+                    return None
         except OSError:  # ENODEV: its cgroup was removed (one of the same name may have been made since)
             os.close(self._open.pop(path))
             return None
-        if len(data) < CHUNK:
-            return decode(data)
-        os.close(self._open.pop(path))
-        return None
+        return decode(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def _open_and_read(self, path: str) -> str | None:
         try:

@@ -71,3 +71,20 @@ def test_out_of_descriptors_it_holds_fewer_and_still_reads(cgroups: CgroupSandbo
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         files.close()
+
+
+def test_a_held_file_longer_than_a_page_is_read_whole(cgroups: CgroupSandbox) -> None:
+    """A kernel seq file gives about a page per read: cgroup.threads of 1,000 threads is ~6 KB."""
+    from tests.support.workloads import Workload, build
+
+    group = cgroups.make("many-threads")
+    workload = Workload(build("threader"), group, 1_000, 1)
+    try:
+        whole = (group / "cgroup.threads").read_text()
+        assert len(whole.split()) == 1_001 and len(whole) > 4096
+        files = HeldFiles(8, [str(cgroups.root)])
+        assert files.read(f"{group}/cgroup.threads") == whole and len(files) == 1
+        assert files.read(f"{group}/cgroup.threads") == whole, "read again through the held descriptor"
+        files.close()
+    finally:
+        workload.release()
