@@ -7,7 +7,6 @@ only the programs' fds: :func:`program_stats` reads their accounting from those.
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,11 +14,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agent.kernel_objects import syscall
 from agent.procfs import ProcFS
 
-_NR_BPF = {"x86_64": 321, "aarch64": 280}
 _BPF_ENABLE_STATS = 32
 _BPF_STATS_RUN_TIME = 0
+
+
+class _StatsAttr(ctypes.Structure):
+    """The BPF_ENABLE_STATS part of union bpf_attr."""
+
+    _fields_ = [("type", ctypes.c_uint32)]
 
 
 class BpfUnavailable(RuntimeError):
@@ -109,16 +114,11 @@ def enable_bpf_stats() -> int:
     Uses BPF_ENABLE_STATS, so the setting goes away with the agent instead of staying
     switched on machine-wide as ``sysctl kernel.bpf_stats_enabled=1`` would.
     """
-    number = _NR_BPF.get(os.uname().machine)
-    if number is None:
-        raise BpfUnavailable(f"BPF_ENABLE_STATS: unknown syscall number on {os.uname().machine}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = ctypes.c_uint32(_BPF_STATS_RUN_TIME)
-    fd = int(libc.syscall(number, _BPF_ENABLE_STATS, ctypes.byref(attr), ctypes.sizeof(attr)))
-    if fd < 0:
-        errno = ctypes.get_errno()
+    attr = _StatsAttr(_BPF_STATS_RUN_TIME)
+    try:
+        return syscall.bpf(_BPF_ENABLE_STATS, attr)
+    except OSError as error:
         hint = ""
-        if errno == 1:  # EPERM
+        if error.errno == 1:  # EPERM
             hint = " (it needs CAP_SYS_ADMIN; or set sysctl kernel.bpf_stats_enabled=1 on the host)"
-        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {os.strerror(errno)}{hint}")
-    return fd
+        raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {error.strerror or error}{hint}") from error

@@ -21,8 +21,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent.fdlimit import raise_fd_limit
 from bench.common import Agent, Background, free_port, require, wait_for_http
-from tests.load.churn import agent_memory_kb, raise_fd_limit
+from tests.load.churn import agent_memory_kb
 from tests.support.workloads import CgroupSandbox, Workload, build
 
 SIZES = (100, 1_000)
@@ -85,7 +86,10 @@ def wait_for_workloads(url: str, prefix: str, count: int, timeout: float = 120) 
         seen = sum(1 for line in text.splitlines() if line.startswith(YIELDS) and prefix in line)
         if seen >= count or time.monotonic() > deadline:
             if seen < count:
-                raise RuntimeError(f"bench: only {seen} of {count} workloads exported after {timeout} s")
+                raise RuntimeError(
+                    f"bench: only {seen} of {count} workloads exported after {timeout} s: "
+                    "see the agent's log, and raise --max-cgroups if its cgroups map is full"
+                )
             return text
         time.sleep(1)
 

@@ -24,8 +24,8 @@ class RowFamily(Metric):
 
     def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]) -> None:
         self.labelnames = tuple(labelnames)
-        self._samples: list[Sample] | None = None
         super().__init__(name, documentation, kind)
+        self._samples: list[Sample] | None = None  # Metric's __init__ set samples to []: the rows stand for them
 
     @property
     def samples(self) -> list[Sample]:
@@ -36,7 +36,7 @@ class RowFamily(Metric):
 
     @samples.setter
     def samples(self, samples: list[Sample]) -> None:
-        self._samples = list(samples) if samples else None
+        self._samples = list(samples)
 
     @property
     def replaced(self) -> bool:

@@ -10,13 +10,13 @@ version in `make test`.
 from __future__ import annotations
 
 import contextlib
-import resource
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agent.fdlimit import raise_fd_limit
 from tests.support.agent import AgentProcess, agent_map_keys
 from tests.support.scrape import Scrape
 from tests.support.workloads import CgroupSandbox, Workload
@@ -134,13 +134,6 @@ class RoundResult:
         if self.map_keys_left:
             parts.append(f"{self.map_keys_left} BPF map keys left after the grace period")
         return f"round {self.round}: " + "; ".join(parts)
-
-
-def raise_fd_limit() -> None:
-    """Each held workload keeps two pipes open: allow as many descriptors as the hard limit does."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 class Churn:

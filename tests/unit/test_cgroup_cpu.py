@@ -27,6 +27,18 @@ def cpu_stat(usage_usec: int, nr_periods: int) -> str:
     )
 
 
+def work_cgroup(root: Path, threads: str, stat: str) -> Path:
+    """A cgroup2 root with the cpu controller and one cgroup, /work, at half a CPU."""
+    (root / "cgroup.procs").write_text("")
+    (root / "cgroup.controllers").write_text("cpu\n")
+    work = root / "work"
+    work.mkdir()
+    (work / "cgroup.threads").write_text(threads)
+    (work / "cpu.max").write_text("50000 100000\n")
+    (work / "cpu.stat").write_text(stat)
+    return work
+
+
 def collector_over(root: Path, clock: Clock) -> CgroupCpuCollector:
     layout = CgroupLayout(unified=root, v1={})
     facts = MachineFacts("6.18", True, {}, False, None, None, "", layout, root, None)
@@ -56,13 +68,7 @@ def read(collector: CgroupCpuCollector, clock: Clock) -> tuple[float, float, flo
 
 
 def test_an_idle_cgroup_is_served_its_last_reading_until_it_runs_or_the_refresh_is_due(tmp_path: Path) -> None:
-    (tmp_path / "cgroup.procs").write_text("")
-    (tmp_path / "cgroup.controllers").write_text("cpu\n")
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "cgroup.threads").write_text("101\n102\n")
-    (work / "cpu.max").write_text("50000 100000\n")
-    (work / "cpu.stat").write_text(cpu_stat(2_000_000, 30))
+    work = work_cgroup(tmp_path, "101\n102\n", cpu_stat(2_000_000, 30))
     clock = Clock()
     collector = collector_over(tmp_path, clock)
     assert read(collector, clock) == (2, 0.5, 30, 2.0)
@@ -84,13 +90,7 @@ def test_an_idle_cgroup_is_served_its_last_reading_until_it_runs_or_the_refresh_
 
 
 def test_a_cgroup_whose_cpu_time_cannot_be_read_is_read_whole_every_scrape(tmp_path: Path) -> None:
-    (tmp_path / "cgroup.procs").write_text("")
-    (tmp_path / "cgroup.controllers").write_text("cpu\n")
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "cgroup.threads").write_text("101\n")
-    (work / "cpu.max").write_text("50000 100000\n")
-    (work / "cpu.stat").write_text("nr_periods 3\nnr_throttled 1\nthrottled_usec 500\n")  # no usage lines
+    work = work_cgroup(tmp_path, "101\n", "nr_periods 3\nnr_throttled 1\nthrottled_usec 500\n")  # no usage lines
     clock = Clock()
     collector = collector_over(tmp_path, clock)
     families = {family.name: family for family in collector.collect()}

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,25 +24,10 @@ from agent import metrics
 from agent.exposition.family import Family, HistogramFamily, RowFamily
 from agent.exposition.text import TextWriter
 from agent.web import serve
+from tests.support.exposition import by_agent, by_prometheus_client, registry_of
 
 RECORDED = Path(__file__).parent / "fixtures" / "metrics" / "agent-after.txt"
 SampleKey = tuple[str, frozenset[tuple[str, str]]]
-
-
-class Served:
-    """A collector handing out fixed families."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
-
-    def collect(self) -> list[Metric]:
-        return self.families
-
-
-def by_prometheus_client(families: list[Metric]) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Served(families))  # type: ignore[arg-type]
-    return generate_latest(registry).decode("utf-8")
 
 
 def samples_of(text: str) -> dict[SampleKey, float]:
@@ -110,7 +94,7 @@ def _names(metric: Metric, leave_out: set[str]) -> tuple[str, ...]:
 def test_recorded_scrape_written_by_hand_has_prometheus_clients_samples_and_passes_promtool() -> None:
     families = as_rows(text_string_to_metric_families(RECORDED.read_text()))
     assert sum(len(f.label_rows()) for f in families) == 145, "every series of the recorded scrape"
-    ours = TextWriter().write(families).decode("utf-8")
+    ours = by_agent(families)
     same_samples(ours, by_prometheus_client(families))
     assert samples_of(ours).keys() == samples_of(RECORDED.read_text()).keys() - _created(RECORDED.read_text())
     promtool_accepts(ours)
@@ -160,9 +144,7 @@ def test_any_label_values_and_numbers_read_back_as_prometheus_clients(rows: list
 def test_the_server_answers_gzip_to_a_scraper_that_accepts_it_and_plain_text_otherwise() -> None:
     family = Family("schedwatch_test_calls", "Calls.", "counter", ("cgroup",))
     family.add_metric(["/w"], 3)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Served([family]))  # type: ignore[arg-type]
-    server = serve(registry, "127.0.0.1", 0, max_connections=4, timeout=5)
+    server = serve(registry_of([family]), "127.0.0.1", 0, max_connections=4, timeout=5)
     try:
         url = f"http://127.0.0.1:{server.port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as plain:
@@ -189,3 +171,12 @@ def test_the_live_diagnosis_reads_row_families_as_it_reads_their_samples() -> No
     assert len(workload_families) >= 10 and not any(f.replaced for f in workload_families), "read as rows"
     assert len(by_rows.workloads) >= 4 and by_rows.up == by_samples.up
     assert by_rows == by_samples
+
+
+def test_samples_set_on_a_row_family_replace_its_rows_even_when_none_are_left() -> None:
+    family = Family("schedwatch_test_calls", "Calls.", "counter", ("cgroup",))
+    assert not family.replaced, "a new family writes its rows"
+    family.add_metric(["/bad"], 1)
+    family.samples = []  # what the label guard does when it drops every sample
+    assert family.replaced and family.samples == []
+    assert "schedwatch_test_calls_total{" not in by_agent([family]), "the dropped row is not written"

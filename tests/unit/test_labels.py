@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,6 +16,7 @@ from agent.exporter import AgentCollector
 from agent.identity.labels import MAX_LABEL_LENGTH, SampleGuard, label_value
 from agent.identity.resolver import IdentityResolver
 from agent.procfs import decode
+from tests.support.exposition import by_agent
 
 HOSTILE = {
     b"bad\xffname": "bad\\xffname",
@@ -76,20 +76,9 @@ def family_of(values: list[str]) -> CounterMetricFamily:
     return family
 
 
-class Families:
-    """A registry collector serving fixed families."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
-
-    def collect(self) -> list[Metric]:
-        return self.families
-
-
 def exposition(families: list[Metric]) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Families(families))  # type: ignore[arg-type]
-    return generate_latest(registry).decode("utf-8")
+    """What the agent serves for *families*."""
+    return by_agent(families)
 
 
 def test_exposition_round_trip_and_promtool() -> None:
