@@ -1,22 +1,16 @@
 /* Off-CPU time and run-queue latency per cgroup (and per process, opt-in).
  *
  * sched_switch fires on every context switch of the machine, so each probe
- * does a fixed, small amount of work: two hash lookups (the outgoing thread's
- * state, and its workload's totals if it has a period to account), a per-CPU
- * array slot and a few atomic adds, no loops, nothing sent to user space.
+ * does a fixed, small amount of work: at most three hash lookups and a few
+ * atomic adds, no loops, nothing sent to user space.
  *
  * Per thread the program remembers when it left the CPU, why, its cgroup,
- * and since when it has been runnable; per CPU, which thread it switched in
- * and when. An off-CPU period ends when the thread runs again:
- *   off-CPU time     = switched in - left the CPU, by reason: preempted (still
+ * and since when it has been runnable. When the thread runs again:
+ *   off-CPU time     = now - left the CPU, by reason: preempted (still
  *                      runnable when switched out) or blocked (sleeping);
- *   run-queue delay  = switched in - became runnable (woken, new, or
- *                      preempted), attributed to the thread that waited, in
- *                      the cgroup it was switched out from (or its parent's,
- *                      if new).
- * It is added to the totals when the thread next leaves the CPU (or exits),
- * where its state is looked up anyway: the totals lag by the slice each
- * running thread is in, never by more.
+ *   run-queue delay  = now - became runnable (woken, new, or preempted),
+ *                      attributed to the thread that waited, in the cgroup
+ *                      it was switched out from (or its parent's, if new).
  *
  * Compile-time options (agent/probes/sched.py): MAX_CGROUPS, MAX_PROCESSES,
  * MAX_THREADS, STATE_MASK (the prev_state bits that mean "not runnable",
@@ -35,8 +29,8 @@ enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
 
 struct thread_state {
     u64 cgroup_id;       /* workload key (cgroup, or process) it last ran in */
-    u64 offcpu_since;    /* when it last left the CPU; 0 if unknown or accounted */
-    u64 runnable_since;  /* when it then became runnable; 0 if it did not wait */
+    u64 offcpu_since;    /* when it left the CPU; 0 while running or unknown */
+    u64 runnable_since;  /* when it became runnable; 0 unless waiting for a CPU */
     u32 tgid;
     u32 reason;          /* enum offcpu_reason of the current off-CPU period */
 };
@@ -54,14 +48,7 @@ struct process_sched {
     u64 runq_waits;
 };
 
-/* The thread each CPU switched in last, and when. */
-struct on_cpu {
-    u64 since;
-    u32 tid;
-};
-
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
-BPF_PERCPU_ARRAY(running, struct on_cpu, 1);
 BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 #if MAX_PROCESSES > 0
 BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
@@ -136,22 +123,20 @@ static __always_inline struct thread_state *thread_entry(u32 tid)
     return state;
 }
 
-/* Account the off-CPU period that ended when the thread of `state` was
- * switched in, at `switched_in`: done when it next leaves the CPU (or exits),
- * so that a switch looks up one thread's state, not two. */
-static __always_inline void account_period(struct thread_state *state, u64 switched_in)
+/* The thread `tid` is about to run: account its off-CPU period and wait. */
+static __always_inline void account_switch_in(u32 tid, u64 now)
 {
-    u64 offcpu_since = state->offcpu_since;
-    u64 runnable_since = state->runnable_since;
-    if (offcpu_since == 0 && runnable_since == 0)
+    struct thread_state *state = threads.lookup(&tid);
+    if (!state || (state->offcpu_since == 0 && state->runnable_since == 0))
         return;
-    u64 offcpu = offcpu_since && offcpu_since < switched_in ? switched_in - offcpu_since : 0;
-    /* A wake-up seen while it ran (it had blocked unseen) is not a wait. */
-    bool did_wait = runnable_since != 0 && runnable_since <= switched_in;
-    u64 waited = did_wait ? switched_in - runnable_since : 0;
+    u64 offcpu = state->offcpu_since ? now - state->offcpu_since : 0;
+    u64 waited = state->runnable_since ? now - state->runnable_since : 0;
     u32 reason = state->reason < REASONS ? state->reason : BLOCKED;
     u64 cgroup_id = state->cgroup_id;
     u32 tgid = state->tgid;
+    bool did_wait = state->runnable_since != 0;
+    state->offcpu_since = 0;
+    state->runnable_since = 0;
 
     struct cgroup_sched *cg = cgroup_entry(cgroup_id);
     if (cg) {
@@ -183,31 +168,17 @@ static __always_inline void account_period(struct thread_state *state, u64 switc
 #endif
 }
 
-/* When `tid`, running on this CPU, was switched in; 0 if not seen. */
-static __always_inline u64 switched_in_at(struct on_cpu *cpu, u32 tid)
-{
-    return cpu->tid == tid ? cpu->since : 0;
-}
-
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
-    u32 zero = 0;
-    struct on_cpu *cpu = running.lookup(&zero);
-    if (!cpu)
-        return KEEP_EVENT;
     u32 prev = args->prev_pid;
     if (args->prev_state & DEAD_MASK) {
-        /* An exited thread leaves the CPU for good (after sched_process_exit,
-         * which accounted its last period): no state for it, or dead threads
-         * would fill the map. */
+        /* An exited thread leaves the CPU for good (after sched_process_exit):
+         * no state for it, or dead threads would fill the map. */
         threads.delete(&prev);
     } else if (prev != 0 && WATCHED()) {  /* pid 0: the idle task */
         struct thread_state *state = thread_entry(prev);
         if (state) {
-            u64 switched_in = switched_in_at(cpu, prev);
-            if (switched_in)
-                account_period(state, switched_in);
             bool runnable = (args->prev_state & STATE_MASK) == 0;
             state->cgroup_id = workload_key();  /* current is still prev */
             state->tgid = watched_tgid();
@@ -216,8 +187,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
             state->runnable_since = runnable ? now : 0;
         }
     }
-    cpu->tid = args->next_pid;
-    cpu->since = now;
+    u32 next = args->next_pid;
+    if (next != 0)
+        account_switch_in(next, now);
     return KEEP_EVENT;
 }
 
@@ -252,14 +224,6 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
-    u32 zero = 0;
-    struct on_cpu *cpu = running.lookup(&zero);
-    struct thread_state *state = threads.lookup(&tid);
-    if (cpu && state) {
-        u64 switched_in = switched_in_at(cpu, tid);  /* it runs here: it is exiting */
-        if (switched_in)
-            account_period(state, switched_in);
-    }
     threads.delete(&tid);
 #if MAX_PROCESSES > 0 || defined(KEY_BY_PROCESS)
 #ifdef HAVE_GROUP_DEAD
