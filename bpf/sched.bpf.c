@@ -55,7 +55,7 @@ BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
 #endif
 BPF_ARRAY(drops, u64, DROP_REASONS);
 #ifdef KEY_BY_PROCESS
-BPF_RINGBUF_OUTPUT(new_processes, 8);
+BPF_RINGBUF_OUTPUT(new_processes, 64);
 BPF_TABLE("lru_hash", u32, u32, forked_by, FORKS_REMEMBERED);
 #endif
 

@@ -57,7 +57,7 @@ BPF_HASH(processes, u32, struct process_stats, MAX_PROCESSES);
 BPF_HASH(futex_start, u32, u64, MAX_THREADS);
 BPF_ARRAY(drops, u64, DROP_REASONS);
 #ifdef KEY_BY_PROCESS
-BPF_RINGBUF_OUTPUT(new_processes, 8);
+BPF_RINGBUF_OUTPUT(new_processes, 64);
 BPF_TABLE("lru_hash", u32, u32, forked_by, FORKS_REMEMBERED);
 #endif
 
