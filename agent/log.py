@@ -5,7 +5,17 @@ from __future__ import annotations
 import logging
 import sys
 
-import structlog
+# structlog loads rich (and attrs) for pretty tracebacks if it can: anonymous memory of the agent's that a JSON
+# log line never uses. It is imported while `import rich` fails; the reports import rich later, as usual, and
+# structlog's console renderer then formats tracebacks plainly.
+_RICH_HIDDEN = "structlog" not in sys.modules and "rich" not in sys.modules
+if _RICH_HIDDEN:
+    sys.modules["rich"] = None  # type: ignore[assignment]
+try:
+    import structlog
+finally:
+    if _RICH_HIDDEN:
+        del sys.modules["rich"]
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("auto", "json", "console")

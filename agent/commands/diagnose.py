@@ -28,7 +28,6 @@ from agent.diagnosis.live.ranking import score, shares
 from agent.diagnosis.live.sources import AgentSource, CollectedSource, Source, SourceError
 from agent.diagnosis.live.window import workload_views
 from agent.diagnosis.report_json import to_json
-from agent.diagnosis.report_text import make_console, render_text
 from agent.diagnosis.rules import diagnose
 from agent.exporter import AgentCollector
 from agent.facts import MachineFacts
@@ -188,6 +187,8 @@ def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> int:
     if as_json:
         return to_stdout(lambda: print_json(to_json(diagnosis)))
     title = f"schedwatch diagnose: {', '.join(diagnosis.facts.sources)}"
+    from agent.diagnosis.report_text import make_console, render_text  # rich: only when a report is printed
+
     return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
 
 

@@ -33,3 +33,37 @@ def arenas(mode: str) -> int:
 def test_threads_allocate_from_one_arena_when_limited():
     assert arenas("default") > 1  # each allocating thread gets an arena of its own by default
     assert arenas("limit") == 1
+
+
+def imported_after(statement: str) -> set[str]:
+    """Top-level packages a fresh interpreter holds after running `statement`."""
+    program = f"import sys\n{statement}\nprint(' '.join(sorted({{name.split('.')[0] for name in sys.modules}})))"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    return set(done.stdout.split())
+
+
+def test_the_agent_imports_neither_rich_nor_attrs_until_a_report_is_printed():
+    """structlog would load rich and attrs for pretty tracebacks: memory the running agent never uses."""
+    loaded = imported_after("import agent.cli, agent.exporter, agent.web")
+    assert {"agent", "structlog", "prometheus_client"} <= loaded  # the imports did run
+    assert not loaded & {"rich", "attr", "bcc"}
+    assert "rich" in imported_after("import agent.cli\nfrom agent.diagnosis import report_text")
+
+
+def test_console_logs_still_show_a_traceback_without_rich():
+    program = """
+import io, sys
+from agent import log
+sys.stderr = io.StringIO()
+log.configure("info", "console")
+try:
+    1 / 0
+except ZeroDivisionError:
+    log.get_logger("test").exception("it broke")
+text = sys.stderr.getvalue()
+sys.__stdout__.write(text)
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert "it broke" in done.stdout
+    assert "ZeroDivisionError: division by zero" in done.stdout
+    assert "Traceback" in done.stdout
