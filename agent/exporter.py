@@ -125,7 +125,7 @@ def _merge(merged: dict[str, Metric], family: Metric) -> None:
     if existing is None:
         merged[family.name] = family
     elif isinstance(existing, Family) and isinstance(family, Family) and not existing.replaced:
-        existing.rows.extend(family.rows)
+        existing.absorb(family)
     else:
         existing.samples.extend(family.samples)
 

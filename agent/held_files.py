@@ -24,6 +24,7 @@ from agent.procfs import decode
 
 SHARE_OF_FD_LIMIT = 8  # held at most: the open-file limit / this (perf mode's counters need the rest)
 CHUNK = 65536  # a larger file (cgroup.threads of a huge cgroup) is read the usual way
+SHORT_READ = os.sysconf("SC_PAGE_SIZE") // 2  # a read this short of a seq file reached its end
 CGROUP_MAGICS = frozenset({0x27E0EB, 0x63677270})  # cgroup, cgroup2 (linux/magic.h)
 
 
@@ -87,12 +88,15 @@ class HeldFiles:
         _close_all(self._open)
 
     def _pread(self, path: str, fd: int) -> str | None:
-        # A read of a kernel seq file returns about a page at most, not the whole file: read on to the end.
+        # A read of a kernel seq file returns about a page at most, not the whole file: read on to the end. It
+        # stops short of a page only at the end (or for a record too long to fit, which cgroup files' are not).
         chunks, offset = [], 0
         try:
             while chunk := os.pread(fd, CHUNK, offset):
                 chunks.append(chunk)
                 offset += len(chunk)
+                if len(chunk) < SHORT_READ:
+                    break
                 if offset >= CHUNK:  # grown too large to hold: read the usual way from now on
                     os.close(self._open.pop(path))
                     return None

@@ -42,6 +42,7 @@ class CounterTable:
         self._clock = clock
         self._sources: dict[Hashable, tuple[Labels, list[int]]] = {}
         self._label_sets: dict[Labels, _LabelSetState] = {}
+        self._totals: dict[Labels, tuple[int, ...]] = {}  # made by rows(); dropped when the label set changes
 
     def update(self, live: Mapping[Hashable, tuple[Labels, Sequence[int]]]) -> None:
         """Record this round's values of every live source; sources absent from *live* are retired.
@@ -60,6 +61,7 @@ class CounterTable:
             if known is not None and known[0] == labels and known[1] == values:
                 self._label_sets[labels].last_seen = now  # unchanged: nothing else to do
                 continue
+            self._totals.pop(labels, None)
             if known is not None and known[0] != labels:
                 self._move(known[0], labels)
                 known = self._sources[source]
@@ -79,13 +81,18 @@ class CounterTable:
         known = self._sources.get(source)
         return None if known is None else known[0]
 
-    def rows(self) -> Iterator[tuple[Labels, list[int]]]:
-        """(labels, totals) for every label set still exported."""
-        totals = {labels: state.retired for labels, state in self._label_sets.items()}
-        for labels, values in self._sources.values():
-            totals[labels] = [total + value for total, value in zip(totals[labels], values, strict=True)]
-        for labels, row in totals.items():
-            yield labels, list(row)
+    def rows(self) -> Iterator[tuple[Labels, tuple[int, ...]]]:
+        """(labels, totals) for every label set still exported; the same tuple again while a label set's totals
+        stand."""
+        made = self._totals
+        for labels, state in self._label_sets.items():
+            totals = made.get(labels)
+            if totals is None:
+                sums = list(state.retired)
+                for source in state.live_sources:
+                    sums = [total + value for total, value in zip(sums, self._sources[source][1], strict=True)]
+                totals = made[labels] = tuple(sums)
+            yield labels, totals
 
     def __len__(self) -> int:
         return len(self._label_sets)
@@ -98,6 +105,8 @@ class CounterTable:
     def _move(self, old: Labels, new: Labels) -> None:
         """Merge label set *old* into *new*: retired counts and live sources."""
         moving = self._label_sets.pop(old)
+        self._totals.pop(old, None)
+        self._totals.pop(new, None)
         target = self._label_sets.setdefault(new, _LabelSetState(retired=[0] * self.width))
         target.retired = [a + b for a, b in zip(target.retired, moving.retired, strict=True)]
         target.live_sources |= moving.live_sources
@@ -106,6 +115,7 @@ class CounterTable:
             self._sources[source] = (new, self._sources[source][1])
 
     def _fold(self, labels: Labels, values: Sequence[int]) -> None:
+        self._totals.pop(labels, None)
         retired = self._label_sets[labels].retired
         for index, value in enumerate(values):
             retired[index] += value
@@ -116,3 +126,4 @@ class CounterTable:
                 continue
             if now - state.last_seen > self.grace_seconds:
                 del self._label_sets[labels]
+                self._totals.pop(labels, None)

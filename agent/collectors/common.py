@@ -208,8 +208,8 @@ class CgroupTotals:
         counted = list(vector) if base is None else [now - then for now, then in zip(vector, base, strict=True)]
         return (source if generation == 0 else (source, generation)), counted
 
-    def rows(self) -> Iterator[tuple[Labels, list[int]]]:
-        """(workload labels, totals) of every exported workload."""
+    def rows(self) -> Iterator[tuple[Labels, tuple[int, ...]]]:
+        """(workload labels, totals) of every exported workload (the same tuple while they stand)."""
         return self._table.rows()
 
     def __len__(self) -> int:
@@ -253,7 +253,7 @@ class BpfCollector:
         )
         self._top = TopProcesses(context.settings.process_top_k)
         self._proc = ProcFS()
-        self._series: dict[Labels, tuple[list[int], Sequence[list[Any]]]] = {}
+        self._series: dict[Labels, tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]]] = {}
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
@@ -272,11 +272,11 @@ class BpfCollector:
         previous, kept = self._series, {}
         for labels, totals in self._totals.rows():
             made = previous.get(labels)
-            if made is None or made[0] != totals:
-                made = (totals, self.workload_series(labels, totals))
+            if made is None or (made[0] is not totals and made[0] != totals):
+                made = (totals, tuple(tuple(rows) for rows in self.workload_series(labels, totals)))
             kept[labels] = made
             for family, rows in zip(families, made[1], strict=True):
-                family.rows.extend(rows)
+                family.add_block(rows)
         self._series = kept
         return families
 
@@ -300,7 +300,7 @@ class BpfCollector:
         """The empty per-workload families, in the order of ``workload_series``."""
         raise NotImplementedError
 
-    def workload_series(self, labels: Labels, totals: list[int]) -> Sequence[list[Any]]:
+    def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
         """One workload's rows of each family of ``workload_families`` (``Family.rows`` / ``HistogramFamily.rows``
         entries), from its totals."""
         raise NotImplementedError

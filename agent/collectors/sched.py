@@ -50,7 +50,7 @@ class SchedCollector(BpfCollector):
         """Off-CPU seconds by reason and the run-queue histogram per workload."""
         return [metrics.OFFCPU_SECONDS.family(), metrics.RUNQUEUE_LATENCY.family()]
 
-    def workload_series(self, labels: Labels, totals: list[int]) -> Sequence[list[Any]]:
+    def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
         """One workload's off-CPU seconds by reason and run-queue histogram."""
         return (
             [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],

@@ -55,7 +55,7 @@ class SyscallsCollector(BpfCollector):
             metrics.FUTEX_WAIT_DURATION.family(),
         ]
 
-    def workload_series(self, labels: Labels, totals: list[int]) -> Sequence[list[Any]]:
+    def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
         """One workload's yields, futex calls by op, wait seconds and wait histogram."""
         wait_total = totals[1 + _OPS] / 1e9
         return (

@@ -20,12 +20,39 @@ class RowFamily(Metric):
     ``samples`` replaces the rows: the writer then writes those samples.
     """
 
-    rows: list[Any]  # each subclass's row type
-
     def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]) -> None:
         self.labelnames = tuple(labelnames)
+        self.blocks: list[Sequence[Any]] = []  # the rows, in blocks (each subclass's row type)
+        self._open: list[Any] | None = None  # the block add_metric appends to
         super().__init__(name, documentation, kind)
         self._samples: list[Sample] | None = None  # Metric's __init__ set samples to []: the rows stand for them
+
+    @property
+    def rows(self) -> list[Any]:
+        """Every row, in order (a new list)."""
+        return [row for block in self.blocks for row in block]
+
+    @rows.setter
+    def rows(self, rows: Sequence[Any]) -> None:
+        self.blocks, self._open = [list(rows)], None
+
+    def add_block(self, rows: Sequence[Any]) -> None:
+        """Rows made together that never change afterwards (one workload's series of this family). The writer
+        formats a block once and reuses its text, and the label guard its verdict, while the same object comes
+        back in later scrapes."""
+        self.blocks.append(rows)
+        self._open = None
+
+    def absorb(self, other: RowFamily) -> None:
+        """Take the rows of *other* (a family of the same name and labels) after its own."""
+        self.blocks.extend(other.blocks)
+        self._open = None
+
+    def _add_row(self, row: Any) -> None:
+        if self._open is None:
+            self._open = []
+            self.blocks.append(self._open)
+        self._open.append(row)
 
     @property
     def samples(self) -> list[Sample]:
@@ -49,23 +76,19 @@ class RowFamily(Metric):
 
     def label_rows(self) -> list[LabelValues]:
         """The label values of every row, in order."""
-        raise NotImplementedError
+        return [row[0] for block in self.blocks for row in block]
 
     def keep_rows(self, keep: Sequence[bool]) -> None:
         """Keep only the rows whose flag (in ``label_rows`` order) is true."""
-        raise NotImplementedError
+        self.rows = [row for row, kept in zip(self.rows, keep, strict=True) if kept]
 
 
 class Family(RowFamily):
     """A counter or gauge family of ``(label values, value)`` rows."""
 
-    def __init__(self, name: str, documentation: str, kind: str, labelnames: Sequence[str]) -> None:
-        self.rows: list[tuple[LabelValues, float]] = []
-        super().__init__(name, documentation, kind, labelnames)
-
     def add_metric(self, labels: Sequence[str], value: float) -> None:
         """One series: its label values, in ``labelnames`` order, and its value."""
-        self.rows.append((tuple(labels), value))
+        self._add_row((tuple(labels), value))
 
     def sample_name(self) -> str:
         """The name its series carry (counters end in ``_total``)."""
@@ -76,26 +99,17 @@ class Family(RowFamily):
         name, names = self.sample_name(), self.labelnames
         return [Sample(name, dict(zip(names, values, strict=True)), value) for values, value in self.rows]
 
-    def label_rows(self) -> list[LabelValues]:
-        """The label values of every row, in order."""
-        return [values for values, _value in self.rows]
-
-    def keep_rows(self, keep: Sequence[bool]) -> None:
-        """Keep only the rows whose flag is true."""
-        self.rows = [row for row, kept in zip(self.rows, keep, strict=True) if kept]
-
 
 class HistogramFamily(RowFamily):
     """A histogram family: per row, the bucket bounds (``le`` values, +Inf last), the cumulative count of each
     bucket, and the sum of observations. Rows of one family share one tuple of bounds."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
-        self.rows: list[tuple[LabelValues, tuple[str, ...], Sequence[float], float]] = []
         super().__init__(name, documentation, "histogram", labelnames)
 
     def add_metric(self, labels: Sequence[str], buckets: Sequence[Bucket], sum_value: float) -> None:
         """One histogram: label values, cumulative (le, count) buckets ending with +Inf, and the sum."""
-        self.rows.append((tuple(labels), tuple(le for le, _ in buckets), [count for _, count in buckets], sum_value))
+        self._add_row((tuple(labels), tuple(le for le, _ in buckets), [count for _, count in buckets], sum_value))
 
     def build_samples(self) -> list[Sample]:
         """Each histogram's buckets, count and sum as Samples (prometheus_client's order)."""
@@ -107,11 +121,3 @@ class HistogramFamily(RowFamily):
             samples.append(Sample(self.name + "_count", labels, counts[-1]))
             samples.append(Sample(self.name + "_sum", labels, sum_value))
         return samples
-
-    def label_rows(self) -> list[LabelValues]:
-        """The label values of every histogram, in order."""
-        return [row[0] for row in self.rows]
-
-    def keep_rows(self, keep: Sequence[bool]) -> None:
-        """Keep only the histograms whose flag is true."""
-        self.rows = [row for row, kept in zip(self.rows, keep, strict=True) if kept]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Any
 
 from prometheus_client.core import Metric
 
-from agent.exposition.family import Family, HistogramFamily, LabelValues
+from agent.exposition.family import Family, HistogramFamily, LabelValues, RowFamily
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_Line = tuple[str, float, str]  # a series' line start, its last value, and the whole line written for it
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
 
 
@@ -36,84 +37,68 @@ def label_string(names: Sequence[str], values: Sequence[str]) -> str:
 
 
 class TextWriter:
-    """Writes metric families as the text format; keeps the formatted label sets of the last write.
+    """Writes metric families as the text format; remembers what it formatted for the next write.
 
-    Rows of a RowFamily cost one dictionary lookup for their label string once it has been written before, and
-    nothing more when their value did not change; what is remembered is the previous write's series only, so it
-    never outlives them. Other Metric
-    families (prometheus_client's process collector) are written sample by sample. Not thread-safe: one write at
-    a time.
+    A block of rows (``RowFamily.add_block``) that comes back as the same object is its last text again: no
+    Python work per series for idle workloads. Otherwise a row costs one dictionary lookup for its label string
+    once it has been written before, and nothing more when its value did not change. Remembered are the previous
+    write's blocks and (pruned to about the series written) the formatted label sets. Other Metric families
+    (prometheus_client's process collector) are written sample by sample. Not thread-safe: one write at a time.
     """
 
     def __init__(self) -> None:
-        self._prefixes: dict[tuple[str, LabelValues], dict[LabelValues, _Line]] = {}
+        self._prefixes: dict[tuple[str, LabelValues], dict[LabelValues, str]] = {}
         self._histograms: dict[tuple[str, LabelValues], dict[LabelValues, _Histogram]] = {}
-        self._headers: dict[tuple[str, str, str], str] = {}
+        self._blocks: dict[int, tuple[Sequence[Any], bytes]] = {}
+        self._headers: dict[tuple[str, str, str], bytes] = {}
 
     def write(self, families: Iterable[Metric]) -> bytes:
         """The exposition text of *families*, UTF-8."""
-        parts: list[str] = []
-        prefixes: dict[tuple[str, LabelValues], dict[LabelValues, _Line]] = {}
-        histograms: dict[tuple[str, LabelValues], dict[LabelValues, _Histogram]] = {}
+        parts: list[bytes] = []
+        blocks: dict[int, tuple[Sequence[Any], bytes]] = {}
         for family in families:
             if isinstance(family, Family) and not family.replaced:
                 name = family.sample_name()
                 parts.append(self._header(name, family.type, family.documentation))
-                key = (name, family.labelnames)
-                fresh = prefixes.setdefault(key, {})
-                self._write_rows(parts, family, self._prefixes.get(key, {}), fresh)
+                prefixes = self._prefixes.setdefault((name, family.labelnames), {})
+                self._write_blocks(parts, blocks, family, partial(_rows_text, family, prefixes))
+                _prune(prefixes, family)
             elif isinstance(family, HistogramFamily) and not family.replaced:
                 parts.append(self._header(family.name, "histogram", family.documentation))
-                key = (family.name, family.labelnames)
-                fresh_histograms = histograms.setdefault(key, {})
-                self._write_histograms(parts, family, self._histograms.get(key, {}), fresh_histograms)
+                known = self._histograms.setdefault((family.name, family.labelnames), {})
+                self._write_blocks(parts, blocks, family, partial(_histograms_text, family, known))
+                _prune(known, family)
             else:
-                self._write_samples(parts, family)
-        self._prefixes, self._histograms = prefixes, histograms
-        return "".join(parts).encode("utf-8")
+                parts.append(self._samples_text(family))
+        self._blocks = blocks
+        return b"".join(parts)
 
-    def _header(self, name: str, kind: str, documentation: str) -> str:
+    def _write_blocks(
+        self,
+        parts: list[bytes],
+        blocks: dict[int, tuple[Sequence[Any], bytes]],
+        family: RowFamily,
+        text_of: Callable[[Sequence[Any]], bytes],
+    ) -> None:
+        known = self._blocks
+        for block in family.blocks:
+            cached = known.get(id(block))
+            if cached is None or cached[0] is not block:  # held until the next write: no other object has its id
+                cached = (block, text_of(block))
+            blocks[id(block)] = cached
+            parts.append(cached[1])
+
+    def _header(self, name: str, kind: str, documentation: str) -> bytes:
         key = (name, kind, documentation)
         header = self._headers.get(key)
         if header is None:
             if len(self._headers) > 4096:  # a bound: only metric names and help texts end up here
                 self._headers.clear()
             help_text = documentation.replace("\\", "\\\\").replace("\n", "\\n")
-            header = self._headers[key] = f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
+            header = self._headers[key] = f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n".encode()
         return header
 
-    @staticmethod
-    def _write_rows(
-        parts: list[str], family: Family, known: dict[LabelValues, _Line], fresh: dict[LabelValues, _Line]
-    ) -> None:
-        name, names = family.sample_name(), family.labelnames
-        append = parts.append
-        for values, value in family.rows:
-            line = known.get(values)
-            if line is None:
-                prefix = f"{name}{label_string(names, values)} "
-                line = (prefix, value, f"{prefix}{format_value(value)}\n")
-            elif line[1] != value:
-                line = (line[0], value, f"{line[0]}{format_value(value)}\n")
-            fresh[values] = line
-            append(line[2])
-
-    @staticmethod
-    def _write_histograms(
-        parts: list[str],
-        family: HistogramFamily,
-        known: dict[LabelValues, _Histogram],
-        fresh: dict[LabelValues, _Histogram],
-    ) -> None:
-        append = parts.append
-        for values, les, counts, sum_value in family.rows:
-            cached = known.get(values)
-            if cached is None or cached.les != les:
-                cached = _Histogram(family.name, family.labelnames, values, les)
-            fresh[values] = cached
-            append(cached.text(counts, sum_value))
-
-    def _write_samples(self, parts: list[str], family: Metric) -> None:
+    def _samples_text(self, family: Metric) -> bytes:
         name, kind = family.name, _TYPES.get(family.type, "untyped")
         if family.type == "counter":
             name += "_total"
@@ -121,16 +106,49 @@ class TextWriter:
             name, kind = name + "_info", "gauge"
         elif family.type == "stateset":
             kind = "gauge"
-        parts.append(self._header(name, kind, family.documentation))
+        lines = [self._header(name, kind, family.documentation).decode()]
         for sample in family.samples:
             labels = label_string(tuple(sample.labels), tuple(sample.labels.values()))
-            parts.append(f"{sample.name}{labels} {format_value(sample.value)}\n")
+            lines.append(f"{sample.name}{labels} {format_value(sample.value)}\n")
+        return "".join(lines).encode()
+
+
+def _rows_text(family: Family, prefixes: dict[LabelValues, str], rows: Sequence[tuple[LabelValues, float]]) -> bytes:
+    """The lines of counter or gauge rows; each row's line start formatted once (remembered in *prefixes*)."""
+    name, names = family.sample_name(), family.labelnames
+    lines = []
+    for values, value in rows:
+        prefix = prefixes.get(values)
+        if prefix is None:
+            prefix = prefixes[values] = f"{name}{label_string(names, values)} "
+        lines.append(f"{prefix}{format_value(value)}\n")
+    return "".join(lines).encode()
+
+
+def _histograms_text(family: HistogramFamily, known: dict[LabelValues, _Histogram], rows: Sequence[Any]) -> bytes:
+    """The lines of histogram rows; each histogram's line starts formatted once (remembered in *known*)."""
+    texts = []
+    for values, les, counts, sum_value in rows:
+        cached = known.get(values)
+        if cached is None or cached.les != les:
+            cached = known[values] = _Histogram(family.name, family.labelnames, values, les)
+        texts.append(cached.text(counts, sum_value))
+    return "".join(texts).encode()
+
+
+def _prune(known: dict[LabelValues, Any], family: RowFamily) -> None:
+    """Forget the label sets of series gone from *family*, once they are as many as the ones it has."""
+    if len(known) <= 2 * sum(map(len, family.blocks)) + 1024:
+        return
+    live = set(family.label_rows())
+    for values in [values for values in known if values not in live]:
+        del known[values]
 
 
 class _Histogram:
-    """One histogram's line starts (buckets, count, sum), and its last lines with the values they were made of."""
+    """One histogram's line starts: its buckets', its count's and its sum's."""
 
-    __slots__ = ("_counts", "_sum_value", "_text", "buckets", "count", "les", "sum")
+    __slots__ = ("buckets", "count", "les", "sum")
 
     def __init__(self, name: str, names: LabelValues, values: LabelValues, les: tuple[str, ...]) -> None:
         self.les = les
@@ -138,14 +156,9 @@ class _Histogram:
         labels = label_string(names, values)
         self.count = f"{name}_count{labels} "
         self.sum = f"{name}_sum{labels} "
-        self._counts: Sequence[float] = ()
-        self._sum_value = 0.0
-        self._text = ""
 
     def text(self, counts: Sequence[float], sum_value: float) -> str:
-        """The histogram's lines for these values (the last ones again when nothing changed)."""
-        if counts != self._counts or sum_value != self._sum_value or not self._text:
-            lines = [f"{prefix}{format_value(count)}\n" for prefix, count in zip(self.buckets, counts, strict=True)]
-            lines.append(f"{self.count}{format_value(counts[-1])}\n{self.sum}{format_value(sum_value)}\n")
-            self._counts, self._sum_value, self._text = counts, sum_value, "".join(lines)
-        return self._text
+        """The histogram's lines for these values."""
+        lines = [f"{prefix}{format_value(count)}\n" for prefix, count in zip(self.buckets, counts, strict=True)]
+        lines.append(f"{self.count}{format_value(counts[-1])}\n{self.sum}{format_value(sum_value)}\n")
+        return "".join(lines)

@@ -107,17 +107,39 @@ def _created(text: str) -> set[SampleKey]:
 def test_a_second_write_reuses_label_strings_and_forgets_series_that_went_away() -> None:
     writer = TextWriter()
     first = Family("schedwatch_test_calls", "Calls.", "counter", ("cgroup",))
-    for index in range(3):
+    for index in range(3000):
         first.add_metric([f"/w{index}"], index)
     writer.write([first])
     remembered = next(iter(writer._prefixes.values()))
+    assert len(remembered) == 3000
     kept = remembered[("/w1",)]
     second = Family("schedwatch_test_calls", "Calls.", "counter", ("cgroup",))
     second.add_metric(["/w1"], 7)
     text = writer.write([second]).decode()
     assert text.endswith('schedwatch_test_calls_total{cgroup="/w1"} 7.0\n')
-    assert list(next(iter(writer._prefixes.values()))) == [("/w1",)], "only the series of the last write are kept"
-    assert next(iter(writer._prefixes.values()))[("/w1",)][0] is kept[0], "the label string was not formatted again"
+    assert list(next(iter(writer._prefixes.values()))) == [("/w1",)], "series gone from the family are forgotten"
+    assert next(iter(writer._prefixes.values()))[("/w1",)] is kept, "the label string was not formatted again"
+
+
+def test_a_block_that_comes_back_is_its_last_text_and_a_new_block_is_written_anew() -> None:
+    writer = TextWriter()
+    idle = (((("/idle",), 5),), (((("/idle",), ("1.0", "+Inf"), [1, 2], 0.5)),))
+
+    def families(busy_value: float) -> list[RowFamily]:
+        calls = Family("schedwatch_test_calls", "Calls.", "counter", ("cgroup",))
+        waits = HistogramFamily("schedwatch_test_wait_seconds", "Waits.", ("cgroup",))
+        calls.add_block(idle[0])
+        calls.add_block(((("/busy",), busy_value),))
+        waits.add_block(idle[1])
+        return [calls, waits]
+
+    first = writer.write(families(1))
+    idle_text = writer._blocks[id(idle[0])][1]
+    second = writer.write(families(2))
+    assert writer._blocks[id(idle[0])][1] is idle_text, "the idle block's text was not made again"
+    assert second == first.replace(b'_total{cgroup="/busy"} 1.0\n', b'_total{cgroup="/busy"} 2.0\n')
+    assert b'schedwatch_test_wait_seconds_bucket{cgroup="/idle",le="+Inf"} 2.0\n' in second
+    assert len(writer._blocks) == 3, "only the last write's blocks are held"
 
 
 LABEL_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)

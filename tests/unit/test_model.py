@@ -16,7 +16,7 @@ class FakeClock:
 
 
 def rows(table: CounterTable) -> dict[tuple[str, ...], list[int]]:
-    return dict(table.rows())
+    return {labels: list(totals) for labels, totals in table.rows()}
 
 
 def test_sources_with_the_same_labels_are_summed() -> None:
@@ -78,3 +78,28 @@ def test_wrong_width_is_rejected() -> None:
     table = CounterTable(width=2, grace_seconds=1)
     with pytest.raises(ValueError, match="expected 2 values, got 1"):
         table.update({1: (("a",), [1])})
+
+
+def test_totals_are_the_same_object_while_they_stand_and_made_again_after_every_kind_of_change() -> None:
+    clock = FakeClock()
+    table = CounterTable(width=1, grace_seconds=5, clock=clock)
+    table.update({1: (("a",), [1]), 2: (("b",), [2]), 3: (("b",), [3])})
+    first = dict(table.rows())
+    table.update({1: (("a",), [1]), 2: (("b",), [2]), 3: (("b",), [3])})
+    again = dict(table.rows())
+    assert again[("a",)] is first[("a",)] and again[("b",)] is first[("b",)], "nothing changed: nothing made"
+    steps = [
+        ({1: (("a",), [4]), 2: (("b",), [2]), 3: (("b",), [3])}, {("a",): [4], ("b",): [5]}),  # a new value
+        ({1: (("a",), [4]), 2: (("b",), [2])}, {("a",): [4], ("b",): [5]}),  # source 3 folded into b
+        ({1: (("a",), [4]), 2: (("b",), [1])}, {("a",): [4], ("b",): [6]}),  # recreated entry: 5 kept, +1
+        ({1: (("a",), [4]), 2: (("c",), [1])}, {("a",): [4], ("c",): [6]}),  # b relabelled c, history along
+        ({2: (("c",), [1])}, {("a",): [4], ("c",): [6]}),  # a retired, kept for its grace period
+    ]
+    for live, expected in steps:
+        table.update(live)
+        assert rows(table) == expected
+    clock.now = 10
+    table.update({2: (("c",), [1])})
+    assert rows(table) == {("c",): [6]}, "a expired"
+    table.update({2: (("c",), [1]), 4: (("a",), [2])})
+    assert rows(table) == {("c",): [6], ("a",): [2]}, "a starts afresh, not from its expired totals"
