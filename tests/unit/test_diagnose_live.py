@@ -392,3 +392,23 @@ def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_eve
     standing.evaluate_pending()
     served = {(s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in standing.family().samples}
     assert served == {(f.cause.value, f.mechanism.value, f.workload.cgroup) for f in by_every}
+
+
+def test_a_containers_series_under_its_id_alone_are_folded_into_its_named_ones() -> None:
+    from agent.diagnosis.live.series import WorkloadTotals, merge_unnamed
+
+    named = Workload(container_id="c0ffee", container="web")
+    alone = Workload(container_id="c0ffee")
+    other = Workload(container_id="beef")  # unnamed, with no named twin: stays as it is
+    workloads = {
+        named: WorkloadTotals(counts={"sched_yield_calls": 5.0}, gauges={"threads": 3.0}),
+        alone: WorkloadTotals(counts={"sched_yield_calls": 2.0, "futex_calls:wait": 1.0}, gauges={"threads": 9.0}),
+        other: WorkloadTotals(counts={"sched_yield_calls": 7.0}),
+    }
+    merged = merge_unnamed(workloads)
+    assert set(merged) == {named, other}
+    assert merged[named].counts == {"sched_yield_calls": 7.0, "futex_calls:wait": 1.0}
+    assert merged[named].gauges == {"threads": 3.0}, "the named series' gauge wins"
+    assert merged[other].counts == {"sched_yield_calls": 7.0}
+    nothing_to_fold = {named: workloads[named], other: workloads[other]}
+    assert merge_unnamed(nothing_to_fold) == nothing_to_fold

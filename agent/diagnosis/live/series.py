@@ -175,6 +175,8 @@ def merge_unnamed(workloads: dict[Workload, WorkloadTotals]) -> dict[Workload, W
     the id alone and the next collector's under the names. They are one workload.
     """
     named = {ref.container_id: ref for ref in workloads if ref.container_id and (ref.container or ref.pod)}
+    if not any(ref.container_id in named for ref in workloads if not (ref.container or ref.pod)):
+        return workloads  # nothing to fold (the usual case)
     merged: dict[Workload, WorkloadTotals] = {}
     for ref, totals in workloads.items():
         target = named.get(ref.container_id, ref) if ref.container_id and not (ref.container or ref.pod) else ref
