@@ -40,7 +40,7 @@ class CounterTable:
         self.grace_seconds = grace_seconds
         self.keep_forever = keep_forever
         self._clock = clock
-        self._sources: dict[Hashable, tuple[Labels, list[int]]] = {}
+        self._sources: dict[Hashable, tuple[Labels, tuple[int, ...]]] = {}
         self._label_sets: dict[Labels, _LabelSetState] = {}
         self._totals: dict[Labels, tuple[int, ...]] = {}  # made by rows(); dropped when the label set changes
 
@@ -54,11 +54,12 @@ class CounterTable:
         for source in list(self._sources):
             if source not in live:
                 self._retire(source)
-        for source, (labels, values) in live.items():
-            if len(values) != self.width:
-                raise ValueError(f"expected {self.width} values, got {len(values)}")
+        for source, (labels, given) in live.items():
+            if len(given) != self.width:
+                raise ValueError(f"expected {self.width} values, got {len(given)}")
+            values = given if type(given) is tuple else tuple(given)  # kept as given when it is a tuple already
             known = self._sources.get(source)
-            if known is not None and known[0] == labels and known[1] == values:
+            if known is not None and known[0] == labels and (known[1] is values or known[1] == values):
                 self._label_sets[labels].last_seen = now  # unchanged: nothing else to do
                 continue
             self._totals.pop(labels, None)
@@ -73,7 +74,7 @@ class CounterTable:
             state = self._label_sets.setdefault(labels, _LabelSetState(retired=[0] * self.width))
             state.live_sources.add(source)
             state.last_seen = now
-            self._sources[source] = (labels, list(values))
+            self._sources[source] = (labels, values)
         self._expire(now)
 
     def labels_of(self, source: Hashable) -> Labels | None:

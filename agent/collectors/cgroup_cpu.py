@@ -44,6 +44,7 @@ from agent.cgroups import (
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.cpus import online_cpu_count
+from agent.exposition.family import BlockCache
 from agent.facts import MachineFacts
 from agent.held_files import HeldFiles
 from agent.identity.workload import workload_for_cgroup
@@ -115,6 +116,16 @@ class CgroupCpuCollector:
             4 * context.settings.max_cgroups, [str(p) for p in (self._root, *self._layout.v1.values()) if p]
         )
         self._clock: Callable[[], float] = time.monotonic
+        self._blocks = {
+            "usage": BlockCache(
+                lambda labels, row: [((*labels, "user"), row[0] / 1e9), ((*labels, "system"), row[1] / 1e9)]
+            ),
+            "periods": BlockCache(lambda labels, row: [(labels, row[0])]),
+            "throttled": BlockCache(lambda labels, row: [(labels, row[1])]),
+            "throttled_seconds": BlockCache(lambda labels, row: [(labels, row[2] / 1e9)]),
+            "limit": BlockCache(lambda labels, cores: [(labels, cores)]),
+            "threads": BlockCache(lambda labels, count: [(labels, count)]),
+        }
 
     def collect(self) -> list[Metric]:
         """Read every tracked cgroup's files and build the families."""
@@ -230,23 +241,21 @@ class CgroupCpuCollector:
         return found
 
     def _families(self, threads: dict[Labels, int], limits: dict[Labels, float]) -> list[Metric]:
+        """The families, a workload's rows of each made again only when what they show changed."""
+        usage = metrics.CPU_USAGE_SECONDS.family()
         periods = metrics.CPU_PERIODS.family()
         throttled = metrics.CPU_THROTTLED_PERIODS.family()
         throttled_seconds = metrics.CPU_THROTTLED_SECONDS.family()
         limit = metrics.CPU_LIMIT_CORES.family()
         thread_count = metrics.THREADS.family()
-        usage = metrics.CPU_USAGE_SECONDS.family()
-        for labels, row in self._usage_table.rows():
-            usage.add_metric([*labels, "user"], row[0] / 1e9)
-            usage.add_metric([*labels, "system"], row[1] / 1e9)
-        for labels, row in self._table.rows():
-            periods.add_metric(labels, row[0])
-            throttled.add_metric(labels, row[1])
-            throttled_seconds.add_metric(labels, row[2] / 1e9)
-        for labels, cores in limits.items():
-            limit.add_metric(labels, cores)
-        for labels, count in threads.items():
-            thread_count.add_metric(labels, count)
+        usage_rows = self._usage_table.rows()
+        usage.add_blocks(self._blocks["usage"].blocks(usage_rows))
+        throttling_rows = list(self._table.rows())
+        periods.add_blocks(self._blocks["periods"].blocks(throttling_rows))
+        throttled.add_blocks(self._blocks["throttled"].blocks(throttling_rows))
+        throttled_seconds.add_blocks(self._blocks["throttled_seconds"].blocks(throttling_rows))
+        limit.add_blocks(self._blocks["limit"].blocks(limits.items()))
+        thread_count.add_blocks(self._blocks["threads"].blocks(threads.items()))
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(threads))
         return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]

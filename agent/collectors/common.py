@@ -191,7 +191,9 @@ class CgroupTotals:
             self._forget(final)
             self._keys.forget(final)
 
-    def _follow_moves(self, source: Hashable, path: str | None, vector: Sequence[int]) -> tuple[Hashable, list[int]]:
+    def _follow_moves(
+        self, source: Hashable, path: str | None, vector: Sequence[int]
+    ) -> tuple[Hashable, Sequence[int]]:
         """The table source and values of *source* now: after a move, a new source counting from the move on."""
         moved = self._moves.get(source)
         if not self._keys.per_process or path is None:
@@ -205,7 +207,7 @@ class CgroupTotals:
             base = moved.base
             moved.last = list(vector)
         generation = moved.generation if moved else 0
-        counted = list(vector) if base is None else [now - then for now, then in zip(vector, base, strict=True)]
+        counted = vector if base is None else [now - then for now, then in zip(vector, base, strict=True)]
         return (source if generation == 0 else (source, generation)), counted
 
     def rows(self) -> Iterator[tuple[Labels, tuple[int, ...]]]:
@@ -254,17 +256,29 @@ class BpfCollector:
         self._top = TopProcesses(context.settings.process_top_k)
         self._proc = ProcFS()
         self._series: dict[Labels, tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]]] = {}
+        self._vector_of: dict[int, tuple[Any, Sequence[int]]] = {}
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
         self._keys.sync()
         snapshot = self._probe.read()
-        self._totals.update({cgroup_id: self.cgroup_vector(s) for cgroup_id, s in snapshot.cgroups.items()})
+        self._totals.update(self._vectors(snapshot.cgroups))
         return [
             *self._workload_families(),
             *self.process_families(snapshot.processes),
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
+
+    def _vectors(self, cgroups: dict[int, Any]) -> dict[int, Sequence[int]]:
+        """Each key's counter vector; the last one again (the same object) for an entry that did not change."""
+        last, kept = self._vector_of, {}
+        for key, stats in cgroups.items():
+            known = last.get(key)
+            if known is None or known[0] is not stats:
+                known = (stats, self.cgroup_vector(stats))
+            kept[key] = known
+        self._vector_of = kept
+        return {key: known[1] for key, known in kept.items()}
 
     def _workload_families(self) -> list[RowFamily]:
         """The workload families, each workload's rows made again only when its totals changed."""
@@ -275,9 +289,10 @@ class BpfCollector:
             if made is None or (made[0] is not totals and made[0] != totals):
                 made = (totals, tuple(tuple(rows) for rows in self.workload_series(labels, totals)))
             kept[labels] = made
-            for family, rows in zip(families, made[1], strict=True):
-                family.add_block(rows)
         self._series = kept
+        blocks = [made[1] for made in kept.values()]
+        for index, family in enumerate(families):
+            family.add_blocks([rows[index] for rows in blocks])
         return families
 
     def close(self) -> None:

@@ -44,7 +44,7 @@ class SchedCollector(BpfCollector):
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets."""
-        return [*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets]
+        return (*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets)
 
     def workload_families(self) -> list[RowFamily]:
         """Off-CPU seconds by reason and the run-queue histogram per workload."""

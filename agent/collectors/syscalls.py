@@ -44,7 +44,7 @@ class SyscallsCollector(BpfCollector):
     def cgroup_vector(self, stats: CgroupSyscalls) -> Sequence[int]:
         """Yields, futex calls by op, wait ns, wait histogram buckets."""
         counts = stats.counts
-        return [counts.yields, *counts.futex_calls, counts.futex_wait_ns, *stats.wait_buckets]
+        return (counts.yields, *counts.futex_calls, counts.futex_wait_ns, *stats.wait_buckets)
 
     def workload_families(self) -> list[RowFamily]:
         """Yields, futex calls by op, futex wait seconds and histogram per workload."""

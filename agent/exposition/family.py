@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -41,6 +41,11 @@ class RowFamily(Metric):
         formats a block once and reuses its text, and the label guard its verdict, while the same object comes
         back in later scrapes."""
         self.blocks.append(rows)
+        self._open = None
+
+    def add_blocks(self, blocks: Iterable[Sequence[Any]]) -> None:
+        """Several blocks (``add_block``), in order."""
+        self.blocks.extend(blocks)
         self._open = None
 
     def absorb(self, other: RowFamily) -> None:
@@ -121,3 +126,26 @@ class HistogramFamily(RowFamily):
             samples.append(Sample(self.name + "_count", labels, counts[-1]))
             samples.append(Sample(self.name + "_sum", labels, sum_value))
         return samples
+
+
+class BlockCache:
+    """Per label set, the block of rows last made from its input; made again only when the input changed.
+
+    *make* turns (label values, input) into the rows of one block (``RowFamily.add_block``): give inputs that
+    compare equal when the rows would be equal, best the same object while they stand (a CounterTable's totals).
+    """
+
+    def __init__(self, make: Callable[[LabelValues, Any], Sequence[Any]]) -> None:
+        self._make = make
+        self._last: dict[LabelValues, tuple[Any, Sequence[Any]]] = {}
+
+    def blocks(self, inputs: Iterable[tuple[LabelValues, Any]]) -> list[Sequence[Any]]:
+        """The block of each (label values, input), in order; only those seen in this call are remembered."""
+        last, kept = self._last, {}
+        for labels, value in inputs:
+            known = last.get(labels)
+            if known is None or (known[0] is not value and known[0] != value):
+                known = (value, tuple(self._make(labels, value)))
+            kept[labels] = known
+        self._last = kept
+        return [known[1] for known in kept.values()]

@@ -11,6 +11,8 @@ from prometheus_client.core import Metric
 from agent.exposition.family import Family, HistogramFamily, LabelValues, RowFamily
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CHUNK_BLOCKS = 64  # blocks (one workload's rows of a family) per chunk of text
+Chunk = tuple[tuple[str, int], list[bytes]]  # (family name, place in it), and the parts of its text
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
 
 
@@ -54,24 +56,34 @@ class TextWriter:
 
     def write(self, families: Iterable[Metric]) -> bytes:
         """The exposition text of *families*, UTF-8."""
-        parts: list[bytes] = []
+        return b"".join([part for _key, parts in self.write_chunks(families) for part in parts])
+
+    def write_chunks(self, families: Iterable[Metric]) -> list[Chunk]:
+        """The exposition text of *families* in chunks: each family's header and blocks, CHUNK_BLOCKS blocks a
+        chunk, keyed by the family's name and the chunk's place in it (so that a chunk of idle workloads comes
+        back under the same key with the same text)."""
+        chunks: list[Chunk] = []
         blocks: dict[int, tuple[Sequence[Any], bytes]] = {}
         for family in families:
             if isinstance(family, Family) and not family.replaced:
                 name = family.sample_name()
-                parts.append(self._header(name, family.type, family.documentation))
+                parts = [self._header(name, family.type, family.documentation)]
                 prefixes = self._prefixes.setdefault((name, family.labelnames), {})
                 self._write_blocks(parts, blocks, family, partial(_rows_text, family, prefixes))
                 _prune(prefixes, family)
             elif isinstance(family, HistogramFamily) and not family.replaced:
-                parts.append(self._header(family.name, "histogram", family.documentation))
-                known = self._histograms.setdefault((family.name, family.labelnames), {})
+                name = family.name
+                parts = [self._header(name, "histogram", family.documentation)]
+                known = self._histograms.setdefault((name, family.labelnames), {})
                 self._write_blocks(parts, blocks, family, partial(_histograms_text, family, known))
                 _prune(known, family)
             else:
-                parts.append(self._samples_text(family))
+                name, parts = family.name, [self._samples_text(family)]
+            chunks.extend(
+                ((name, start), parts[start : start + CHUNK_BLOCKS]) for start in range(0, len(parts), CHUNK_BLOCKS)
+            )
         self._blocks = blocks
-        return b"".join(parts)
+        return chunks
 
     def _write_blocks(
         self,

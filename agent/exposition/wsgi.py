@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from agent.exposition.gzipped import ChunkedGzip
 from agent.exposition.text import CONTENT_TYPE, TextWriter
 
 WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
@@ -20,19 +20,22 @@ GZIP_LEVEL = 1
 def metrics_app(registry: CollectorRegistry) -> WSGIApp:
     """Serve every collector of *registry* at any path but /favicon.ico (as prometheus_client's app does)."""
     writer = TextWriter()
-    lock = threading.Lock()  # the writer keeps the last scrape's label strings: one scrape writes at a time
+    compressor = ChunkedGzip(GZIP_LEVEL)
+    lock = threading.Lock()  # writer and compressor keep what the last scrape made: one scrape writes at a time
 
     def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/favicon.ico":
             start_response("200 OK", [])
             return [b""]
         families = list(registry.collect())  # collectors serialise themselves; only the writing waits its turn
-        with lock:
-            body = writer.write(families)
         headers = [("Content-Type", CONTENT_TYPE)]
-        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
-            body = gzip.compress(body, compresslevel=GZIP_LEVEL)
-            headers.append(("Content-Encoding", "gzip"))
+        with lock:
+            chunks = writer.write_chunks(families)
+            if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+                body = compressor.compress(chunks)
+                headers.append(("Content-Encoding", "gzip"))
+            else:
+                body = b"".join([part for _key, parts in chunks for part in parts])
         start_response("200 OK", headers)
         return [body]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from agent import bpf, kernel
 from agent.kernel_objects import handover
@@ -86,6 +86,31 @@ def common_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str |
         defines["KEY_BY_PROCESS"] = None
         defines["PLACE_HIERARCHY"] = limits.place_hierarchy
     return defines
+
+
+Decoded = TypeVar("Decoded")
+
+
+class DecodedEntries(Generic[Decoded]):
+    """A map's entries, decoded; an entry whose bytes did not change since the last read is its last decoding
+    again (the same object), so what is made of it downstream can be reused too."""
+
+    def __init__(self, decode: Callable[[Any], Decoded]) -> None:
+        self._decode = decode
+        self._last: dict[Any, tuple[bytes, Decoded]] = {}
+
+    def read(self, table: BpfMap) -> dict[Any, Decoded]:
+        """Every entry of *table* now, by key."""
+        last, kept, decoded = self._last, {}, {}
+        for key, value in table.items():
+            raw = bytes(value)
+            known = last.get(key)
+            if known is None or known[0] != raw:
+                known = (raw, self._decode(value))
+            kept[key] = known
+            decoded[key] = known[1]
+        self._last = kept
+        return decoded
 
 
 class BpfProbe:

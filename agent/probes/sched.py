@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent import kernel
-from agent.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
+from agent.probes.base import BpfProbe, DecodedEntries, MapHealth, ProbeLimits, common_defines
 
 OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
 # Seconds; + Inf, as in runq_bucket(). Dense between 0.5 and 25 ms, where a CPU-bound thread that shares its CPU
@@ -72,16 +73,12 @@ class SchedProbe(BpfProbe):
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits
+        self._cgroups = DecodedEntries(_cgroup)
         super().__init__(compile_defines(limits, tracefs))
 
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""
-        cgroups = {
-            key: CgroupSched(
-                counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns), runq_buckets=tuple(value.runq_buckets)
-            )
-            for key, value in self.table("cgroups").items()
-        }
+        cgroups = self._cgroups.read(self.table("cgroups"))
         processes: dict[int, ProcessSched] = {}
         capacity = {"cgroups": self.limits.max_cgroups, "threads": self.limits.max_threads}
         if self.limits.max_processes > 0:
@@ -95,3 +92,9 @@ class SchedProbe(BpfProbe):
             }
             capacity["processes"] = self.limits.max_processes
         return SchedSnapshot(cgroups, processes, self.health(capacity))
+
+
+def _cgroup(value: Any) -> CgroupSched:
+    return CgroupSched(
+        counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns), runq_buckets=tuple(value.runq_buckets)
+    )

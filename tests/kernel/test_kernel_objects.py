@@ -16,7 +16,7 @@ from agent.facts import gather
 from agent.kernel_objects import handover, syscall
 from agent.kernel_objects.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
 from agent.kernel_objects.ringbuf import RingBuffer
-from agent.probes.base import ProbeLimits, common_defines
+from agent.probes.base import DecodedEntries, ProbeLimits, common_defines
 from tests.support.agent import REPO, require_root
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -172,6 +172,40 @@ def test_batch_lookup_equals_per_key_lookup_on_a_real_hash_map() -> None:
         assert table.count() == len(entries)
         assert table.get(gone[0]) is None
         assert table.get(next(iter(entries))).count == entries[next(iter(entries))][0]
+    finally:
+        table.close()
+
+
+def _set(table: BpfMap, key: int, count: int, first: int, second: int) -> None:
+    key_buffer, value = ctypes.c_uint64(key), _Value(count, (ctypes.c_uint64 * 2)(first, second))
+    update = syscall._ElemAttr(map_fd=table.fd, key=ctypes.addressof(key_buffer), value=ctypes.addressof(value))
+    syscall.bpf(MAP_UPDATE_ELEM, update)
+
+
+def test_decoded_entries_are_decoded_again_only_when_their_bytes_changed() -> None:
+    require_root()
+    entries = {key: (key, key + 1, key + 2) for key in range(1, 301)}
+    table = _real_map(MAP_TYPE_HASH, 1024, entries)
+    decodings: list[int] = []
+
+    def decode(value: _Value) -> tuple[int, int, int]:
+        decodings.append(value.count)
+        return (value.count, value.pair[0], value.pair[1])
+
+    reader = DecodedEntries(decode)
+    try:
+        first = reader.read(table)
+        assert first == entries and len(decodings) == 300
+        _set(table, 7, 70, 8, 9)  # one counter moved
+        _set(table, 8, 8, 9, 10)  # written again with the same bytes
+        table.delete([9])
+        decodings.clear()
+        second = reader.read(table)
+        assert decodings == [70], "only the entry whose bytes changed was decoded again"
+        assert second[7] == (70, 8, 9) and 9 not in second and len(second) == 299
+        assert all(second[key] is first[key] for key in second if key != 7), "the others are the same objects"
+        _set(table, 9, 9, 10, 11)  # a key back after it was gone: decoded afresh
+        assert reader.read(table)[9] == (9, 10, 11) and decodings == [70, 9]
     finally:
         table.close()
 

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import metrics
-from agent.exposition.family import Family, HistogramFamily, RowFamily
+from agent.exposition.family import BlockCache, Family, HistogramFamily, RowFamily
+from agent.exposition.gzipped import ChunkedGzip
 from agent.exposition.text import TextWriter
 from agent.web import serve
 from tests.support.exposition import by_agent, by_prometheus_client, registry_of
@@ -202,3 +204,50 @@ def test_samples_set_on_a_row_family_replace_its_rows_even_when_none_are_left() 
     family.samples = []  # what the label guard does when it drops every sample
     assert family.replaced and family.samples == []
     assert "schedwatch_test_calls_total{" not in by_agent([family]), "the dropped row is not written"
+
+
+def test_a_block_cache_makes_a_block_again_only_when_its_input_changed() -> None:
+    made: list[tuple[str, ...]] = []
+
+    def make(labels: tuple[str, ...], count: int) -> list[tuple[tuple[str, ...], float]]:
+        made.append(labels)
+        return [(labels, count)]
+
+    cache = BlockCache(make)
+    first = cache.blocks([(("/a",), 1), (("/b",), 2)])
+    assert first == [((("/a",), 1),), ((("/b",), 2),)] and made == [("/a",), ("/b",)]
+    second = cache.blocks([(("/a",), 1), (("/b",), 3), (("/c",), 4)])
+    assert made == [("/a",), ("/b",), ("/b",), ("/c",)], "/a stood still: not made again"
+    assert second[0] is first[0] and second[1] == ((("/b",), 3),)
+    cache.blocks([(("/c",), 4)])
+    made.clear()
+    cache.blocks([(("/a",), 1)])
+    assert made == [("/a",)], "a label set left out of a call is forgotten"
+
+
+def test_gzip_of_chunks_is_the_text_and_compresses_again_only_the_chunks_that_changed() -> None:
+    writer, compressor = TextWriter(), ChunkedGzip(1)
+    idle = [((((f"/idle{index}",), index),)) for index in range(200)]
+
+    def families(busy_value: float) -> list[Metric]:
+        calls = Family("schedwatch_test_calls", "Calls.", "counter", ("cgroup",))
+        calls.add_blocks(idle)
+        calls.add_block(((("/busy",), busy_value),))
+        gauge = Family("schedwatch_test_threads", "Threads.", "gauge", ("cgroup",))
+        gauge.add_metric(["/busy"], busy_value)
+        return [calls, gauge]
+
+    first_chunks = writer.write_chunks(families(1))
+    first = compressor.compress(first_chunks)
+    assert gzip.decompress(first) == TextWriter().write(families(1))
+    compressed_before = {key: known[1] for key, known in compressor._last.items()}
+    second = compressor.compress(writer.write_chunks(families(2)))
+    assert gzip.decompress(second) == TextWriter().write(families(2))
+    assert zlib.decompress(second, wbits=31) == gzip.decompress(second)  # CRC-32 and length checked by both
+    again = {key for key, known in compressor._last.items() if known[1] is compressed_before[key]}
+    assert again == {
+        ("schedwatch_test_calls_total", 0),
+        ("schedwatch_test_calls_total", 64),
+        ("schedwatch_test_calls_total", 128),
+    }, "only the chunks holding the busy workload changed"
+    assert gzip.decompress(ChunkedGzip(1).compress([])) == b""
