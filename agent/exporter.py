@@ -125,7 +125,7 @@ def _merge(merged: dict[str, Metric], family: Metric) -> None:
     if existing is None:
         merged[family.name] = family
     elif isinstance(existing, Family) and isinstance(family, Family) and not existing.replaced:
-        existing.absorb(family)
+        existing.add_blocks(family.blocks)
     else:
         existing.samples.extend(family.samples)
 

@@ -30,6 +30,7 @@ SIZES = (100, 1_000)
 SCRAPES = 10
 STEADY_INTERVAL = 10.0  # seconds between scrapes: the agent's live diagnosis judges each scrape at this interval
 STEADY_SCRAPES = 4
+SETTLE_SECONDS = 2.0  # before an idle window: the agent judges the last scrape within a main-loop poll of it
 TICKS = os.sysconf("SC_CLK_TCK")
 NODE_EXPORTER = "prometheus-node-exporter"
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -50,6 +51,7 @@ def fetch(url: str, gzip: bool) -> bytes:
 
 def scrape_cost(pid: int, url: str, gzip: bool) -> dict[str, float]:
     """CPU seconds per scrape (the process's idle rate over as long subtracted), wall seconds per scrape, bytes."""
+    time.sleep(SETTLE_SECONDS)
     idle_began, idle_cpu = time.monotonic(), cpu_seconds(pid)
     time.sleep(3)
     idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_began)
@@ -112,6 +114,7 @@ def steady_cost(pid: int, url: str) -> float:
     """CPU ms per scrape with scrapes STEADY_INTERVAL apart, gzip-compressed as Prometheus asks: everything the
     process does for a scrape, the work between scrapes (the agent's live diagnosis of what it served) included,
     less its idle rate."""
+    time.sleep(SETTLE_SECONDS)
     idle_began, idle_cpu = time.monotonic(), cpu_seconds(pid)
     time.sleep(STEADY_INTERVAL)
     idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_began)

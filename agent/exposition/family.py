@@ -38,19 +38,13 @@ class RowFamily(Metric):
 
     def add_block(self, rows: Sequence[Any]) -> None:
         """Rows made together that never change afterwards (one workload's series of this family). The writer
-        formats a block once and reuses its text, and the label guard its verdict, while the same object comes
-        back in later scrapes."""
+        formats a block once and reuses its text while the same object comes back in later scrapes."""
         self.blocks.append(rows)
         self._open = None
 
     def add_blocks(self, blocks: Iterable[Sequence[Any]]) -> None:
         """Several blocks (``add_block``), in order."""
         self.blocks.extend(blocks)
-        self._open = None
-
-    def absorb(self, other: RowFamily) -> None:
-        """Take the rows of *other* (a family of the same name and labels) after its own."""
-        self.blocks.extend(other.blocks)
         self._open = None
 
     def _add_row(self, row: Any) -> None:
