@@ -11,6 +11,7 @@ from prometheus_client.core import Metric
 from agent.exposition.family import Family, HistogramFamily, LabelValues, RowFamily
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PRUNE_SLACK = 64  # label sets of gone series a family may keep beyond as many as it has
 CHUNK_BLOCKS = 64  # blocks (one workload's rows of a family) per chunk of text
 Chunk = tuple[tuple[str, int], list[bytes]]  # (family name, place in it), and the parts of its text
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
@@ -149,8 +150,9 @@ def _histograms_text(family: HistogramFamily, known: dict[LabelValues, _Histogra
 
 
 def _prune(known: dict[LabelValues, Any], family: RowFamily) -> None:
-    """Forget the label sets of series gone from *family*, once they are as many as the ones it has."""
-    if len(known) <= 2 * sum(map(len, family.blocks)) + 1024:
+    """Forget the label sets of series gone from *family*, once they outnumber the ones it has (and a few more:
+    the walk is then rare while workloads come and go)."""
+    if len(known) <= 2 * sum(map(len, family.blocks)) + PRUNE_SLACK:
         return
     live = set(family.label_rows())
     for values in [values for values in known if values not in live]:
