@@ -159,10 +159,20 @@ class CgroupTotals:
         self._table = CounterTable(width, grace_seconds, keep_forever=frozenset({REMOVED.labels()}))
         self._moves: dict[Hashable, _Moved] = {}  # per process source: where it was and what it had counted there
 
-    def update(self, vectors: dict[int, Sequence[int]]) -> None:
-        """This scrape's counter vector of every key in the kernel map."""
+    def update(
+        self,
+        vectors: dict[int, Sequence[int]],
+        read_again: Callable[[list[int]], dict[int, Sequence[int]]] | None = None,
+    ) -> None:
+        """This scrape's counter vector of every key in the kernel map. *read_again* reads keys' vectors anew: a key
+        found final (its cgroup or process gone) may have counted on between the map's read and that finding, and
+        cannot count any more, so what it says now is its last value."""
         placements = self._keys.place(vectors)
         healthy = self._keys.healthy
+        if read_again is not None:
+            final_keys = [key for key, placement in placements.items() if placement.final]
+            if final_keys:
+                vectors = {**vectors, **read_again(final_keys)}
         by_source: dict[Hashable, tuple[Placement, Sequence[int]]] = {}
         final = []
         for key, vector in vectors.items():
@@ -262,7 +272,7 @@ class BpfCollector:
         """Read the maps once and build every family of this collector."""
         self._keys.sync()
         snapshot = self._probe.read()
-        self._totals.update(self._vectors(snapshot.cgroups))
+        self._totals.update(self._vectors(snapshot.cgroups), self._read_again)
         return [
             *self._workload_families(),
             *self.process_families(snapshot.processes),
@@ -279,6 +289,10 @@ class BpfCollector:
             kept[key] = known
         self._vector_of = kept
         return {key: known[1] for key, known in kept.items()}
+
+    def _read_again(self, keys: list[int]) -> dict[int, Sequence[int]]:
+        """The vectors of *keys* as the kernel map holds them now (those still there)."""
+        return {key: self.cgroup_vector(stats) for key, stats in self._probe.read_cgroups(keys).items()}
 
     def _workload_families(self) -> list[RowFamily]:
         """The workload families, each workload's rows made again only when its totals changed."""

@@ -99,6 +99,15 @@ class DecodedEntries(Generic[Decoded]):
         self._decode = decode
         self._last: dict[Any, tuple[bytes, Decoded]] = {}
 
+    def read_keys(self, table: BpfMap, keys: Iterable[Any]) -> dict[Any, Decoded]:
+        """The entries of *keys* still in *table*, read now, one lookup each."""
+        found = {}
+        for key in keys:
+            value = table.get(key)
+            if value is not None:
+                found[key] = self._decode(value)
+        return found
+
     def read(self, table: BpfMap) -> dict[Any, Decoded]:
         """Every entry of *table* now, by key."""
         last, kept, decoded = self._last, {}, {}
@@ -127,6 +136,7 @@ class BpfProbe:
 
     source: ClassVar[str]
     drop_maps: ClassVar[tuple[str, ...]]  # names of the enum drop_reason slots, in order
+    _cgroups: DecodedEntries[Any]  # the subclass's reader of its `cgroups` map
 
     # Counting a map's entries reads it whole: on a node with tens of thousands of threads that is too much for
     # every scrape, so fill levels are refreshed at most this often.
@@ -172,6 +182,10 @@ class BpfProbe:
     def table(self, name: str) -> BpfMap:
         """A map of the program, by name."""
         return self._program.maps[name]
+
+    def read_cgroups(self, keys: Iterable[int]) -> dict[int, Any]:
+        """The `cgroups` entries of *keys* still there, read now and decoded as ``read`` does."""
+        return self._cgroups.read_keys(self.table("cgroups"), keys)
 
     def health(self, capacity: dict[str, int]) -> MapHealth:
         """Entries of each map named in *capacity* (refreshed every ENTRY_COUNT_SECONDS), and the drop counters."""

@@ -393,3 +393,24 @@ def test_hierarchy_ids_of_a_real_centos7_process() -> None:
     assert "" not in ids  # no cgroup2 line on CentOS 7
     hybrid = parse_hierarchy_ids((FIXTURES / "podman-cgroupfs-hybrid.txt").read_text())
     assert hybrid[""] == 0
+
+
+def test_a_final_key_is_read_again_so_counts_made_after_the_maps_read_are_kept(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys = process_keys(tmp_path)
+    freed: list[int] = []
+    totals = CgroupTotals(keys, Names(), width=1, grace_seconds=60, forget=freed.extend)
+    asked: list[list[int]] = []
+
+    def read_again(final: list[int]) -> dict[int, list[int]]:
+        asked.append(final)
+        return {exited(100): [20]}  # it counted on after the map was read, then exited
+
+    totals.update({100: [10]}, read_again)
+    assert asked == [], "nothing final: nothing read again"
+    proc.stop(100)
+    totals.update({exited(100): [15]}, read_again)
+    assert asked == [[exited(100)]]
+    assert {labels[4]: row[0] for labels, row in totals.rows()} == {"/a": 20}, "its last value, not the one read"
+    assert freed == [exited(100)]
