@@ -329,7 +329,10 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
                 made.append(label_value(cgroups.relative(group)))
                 Workload(yielder, group, CHURN_YIELDS // 2, 2, hold=False)  # yields, exits at once
                 # Processes living a few ms, so that the agent's /proc reads race their exit.
-                subprocess.run(["sh", "-c", f"echo $$ > {group}/cgroup.procs; for i in 1 2 3 4 5; do /bin/true; done"])
+                subprocess.run(  # the path as an argument: a quote in it is the point, not shell syntax
+                    ["sh", "-c", 'echo $$ > "$1/cgroup.procs"; for i in 1 2 3 4 5; do /bin/true; done', "sh", group],
+                    check=True,
+                )
                 forks += 6
                 cgroups.remove(group)
             time.sleep(1.0)  # scrapes after the last removal
