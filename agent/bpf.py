@@ -118,7 +118,8 @@ def enable_bpf_stats() -> int:
     try:
         return syscall.bpf(_BPF_ENABLE_STATS, attr)
     except OSError as error:
-        hint = ""
         if error.errno == 1:  # EPERM
             hint = " (it needs CAP_SYS_ADMIN; or set sysctl kernel.bpf_stats_enabled=1 on the host)"
+        else:  # EINVAL before Linux 5.8
+            hint = " (Linux 5.8 or newer has it; elsewhere set sysctl kernel.bpf_stats_enabled=1 on the host)"
         raise BpfUnavailable(f"BPF_ENABLE_STATS failed: {error.strerror or error}{hint}") from error

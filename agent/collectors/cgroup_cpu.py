@@ -116,16 +116,14 @@ class CgroupCpuCollector:
             4 * context.settings.max_cgroups, [str(p) for p in (self._root, *self._layout.v1.values()) if p]
         )
         self._clock: Callable[[], float] = time.monotonic
-        self._blocks = {
-            "usage": BlockCache(
-                lambda labels, row: [((*labels, "user"), row[0] / 1e9), ((*labels, "system"), row[1] / 1e9)]
-            ),
-            "periods": BlockCache(lambda labels, row: [(labels, row[0])]),
-            "throttled": BlockCache(lambda labels, row: [(labels, row[1])]),
-            "throttled_seconds": BlockCache(lambda labels, row: [(labels, row[2] / 1e9)]),
-            "limit": BlockCache(lambda labels, cores: [(labels, cores)]),
-            "threads": BlockCache(lambda labels, count: [(labels, count)]),
-        }
+        self._usage_blocks = BlockCache(
+            lambda labels, row: ([((*labels, "user"), row[0] / 1e9), ((*labels, "system"), row[1] / 1e9)],)
+        )
+        self._throttling_blocks = BlockCache(
+            lambda labels, row: ([(labels, row[0])], [(labels, row[1])], [(labels, row[2] / 1e9)])
+        )
+        self._limit_blocks = BlockCache(_gauge_rows)
+        self._thread_blocks = BlockCache(_gauge_rows)
 
     def collect(self) -> list[Metric]:
         """Read every tracked cgroup's files and build the families."""
@@ -248,17 +246,18 @@ class CgroupCpuCollector:
         throttled_seconds = metrics.CPU_THROTTLED_SECONDS.family()
         limit = metrics.CPU_LIMIT_CORES.family()
         thread_count = metrics.THREADS.family()
-        usage_rows = self._usage_table.rows()
-        usage.add_blocks(self._blocks["usage"].blocks(usage_rows))
-        throttling_rows = list(self._table.rows())
-        periods.add_blocks(self._blocks["periods"].blocks(throttling_rows))
-        throttled.add_blocks(self._blocks["throttled"].blocks(throttling_rows))
-        throttled_seconds.add_blocks(self._blocks["throttled_seconds"].blocks(throttling_rows))
-        limit.add_blocks(self._blocks["limit"].blocks(limits.items()))
-        thread_count.add_blocks(self._blocks["threads"].blocks(threads.items()))
+        self._usage_blocks.add_to([usage], self._usage_table.rows())
+        self._throttling_blocks.add_to([periods, throttled, throttled_seconds], self._table.rows())
+        self._limit_blocks.add_to([limit], limits.items())
+        self._thread_blocks.add_to([thread_count], threads.items())
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(threads))
         return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]
+
+
+def _gauge_rows(labels: Labels, value: float) -> tuple[list[tuple[Labels, float]]]:
+    """A workload's one row of a gauge family."""
+    return ([(labels, value)],)
 
 
 class _Reading(NamedTuple):

@@ -14,7 +14,7 @@ from prometheus_client.utils import floatToGoString
 from agent import bpf, kernel, metrics
 from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
-from agent.exposition.family import RowFamily
+from agent.exposition.family import BlockCache, RowFamily
 from agent.facts import MachineFacts
 from agent.identity.placement import KeySpace, Placement, ProcessKeys
 from agent.identity.workload import REMOVED, UNRESOLVED, Identities, process_labels, workload_for_cgroup
@@ -265,30 +265,19 @@ class BpfCollector:
         )
         self._top = TopProcesses(context.settings.process_top_k)
         self._proc = ProcFS()
-        self._series: dict[Labels, tuple[tuple[int, ...], tuple[tuple[Any, ...], ...]]] = {}
-        self._vector_of: dict[int, tuple[Any, Sequence[int]]] = {}
+        self._blocks = BlockCache(self.workload_series)
 
     def collect(self) -> list[Metric]:
         """Read the maps once and build every family of this collector."""
         self._keys.sync()
         snapshot = self._probe.read()
-        self._totals.update(self._vectors(snapshot.cgroups), self._read_again)
+        vectors = {key: self.cgroup_vector(stats) for key, stats in snapshot.cgroups.items()}
+        self._totals.update(vectors, self._read_again)
         return [
             *self._workload_families(),
             *self.process_families(snapshot.processes),
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
-
-    def _vectors(self, cgroups: dict[int, Any]) -> dict[int, Sequence[int]]:
-        """Each key's counter vector; the last one again (the same object) for an entry that did not change."""
-        last, kept = self._vector_of, {}
-        for key, stats in cgroups.items():
-            known = last.get(key)
-            if known is None or known[0] is not stats:
-                known = (stats, self.cgroup_vector(stats))
-            kept[key] = known
-        self._vector_of = kept
-        return {key: known[1] for key, known in kept.items()}
 
     def _read_again(self, keys: list[int]) -> dict[int, Sequence[int]]:
         """The vectors of *keys* as the kernel map holds them now (those still there)."""
@@ -297,16 +286,7 @@ class BpfCollector:
     def _workload_families(self) -> list[RowFamily]:
         """The workload families, each workload's rows made again only when its totals changed."""
         families = self.workload_families()
-        previous, kept = self._series, {}
-        for labels, totals in self._totals.rows():
-            made = previous.get(labels)
-            if made is None or (made[0] is not totals and made[0] != totals):
-                made = (totals, tuple(tuple(rows) for rows in self.workload_series(labels, totals)))
-            kept[labels] = made
-        self._series = kept
-        blocks = [made[1] for made in kept.values()]
-        for index, family in enumerate(families):
-            family.add_blocks([rows[index] for rows in blocks])
+        self._blocks.add_to(families, self._totals.rows())
         return families
 
     def close(self) -> None:

@@ -122,24 +122,31 @@ class HistogramFamily(RowFamily):
         return samples
 
 
-class BlockCache:
-    """Per label set, the block of rows last made from its input; made again only when the input changed.
+Blocks = tuple[tuple[Any, ...], ...]  # one workload's block of rows of each of several families
 
-    *make* turns (label values, input) into the rows of one block (``RowFamily.add_block``): give inputs that
-    compare equal when the rows would be equal, best the same object while they stand (a CounterTable's totals).
+
+class BlockCache:
+    """Per label set (a workload), its blocks of rows of several families, made again only when their input
+    changed: an idle workload's blocks come back as the same objects, which the writer does not format again.
+
+    *make* turns (label values, input) into that workload's rows of each family, in the families' order. Give
+    inputs that compare equal when the rows would be equal, best the same object while they stand (a
+    CounterTable's totals).
     """
 
-    def __init__(self, make: Callable[[LabelValues, Any], Sequence[Any]]) -> None:
+    def __init__(self, make: Callable[[LabelValues, Any], Sequence[Sequence[Any]]]) -> None:
         self._make = make
-        self._last: dict[LabelValues, tuple[Any, Sequence[Any]]] = {}
+        self._last: dict[LabelValues, tuple[Any, Blocks]] = {}
 
-    def blocks(self, inputs: Iterable[tuple[LabelValues, Any]]) -> list[Sequence[Any]]:
-        """The block of each (label values, input), in order; only those seen in this call are remembered."""
+    def add_to(self, families: Sequence[RowFamily], inputs: Iterable[tuple[LabelValues, Any]]) -> None:
+        """Add each (label values, input)'s blocks to *families*, in order; only those seen here are remembered."""
         last, kept = self._last, {}
         for labels, value in inputs:
             known = last.get(labels)
             if known is None or (known[0] is not value and known[0] != value):
-                known = (value, tuple(self._make(labels, value)))
+                known = (value, tuple(tuple(rows) for rows in self._make(labels, value)))
             kept[labels] = known
         self._last = kept
-        return [known[1] for known in kept.values()]
+        made = [known[1] for known in kept.values()]
+        for index, family in enumerate(families):
+            family.add_blocks([blocks[index] for blocks in made])

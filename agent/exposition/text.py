@@ -57,7 +57,7 @@ class TextWriter:
 
     def write(self, families: Iterable[Metric]) -> bytes:
         """The exposition text of *families*, UTF-8."""
-        return b"".join([part for _key, parts in self.write_chunks(families) for part in parts])
+        return joined(self.write_chunks(families))
 
     def write_chunks(self, families: Iterable[Metric]) -> list[Chunk]:
         """The exposition text of *families* in chunks: each family's header and blocks, CHUNK_BLOCKS blocks a
@@ -119,11 +119,16 @@ class TextWriter:
             name, kind = name + "_info", "gauge"
         elif family.type == "stateset":
             kind = "gauge"
-        lines = [self._header(name, kind, family.documentation).decode()]
+        lines = []
         for sample in family.samples:
             labels = label_string(tuple(sample.labels), tuple(sample.labels.values()))
             lines.append(f"{sample.name}{labels} {format_value(sample.value)}\n")
-        return "".join(lines).encode()
+        return self._header(name, kind, family.documentation) + "".join(lines).encode()
+
+
+def joined(chunks: Iterable[Chunk]) -> bytes:
+    """The whole text of *chunks*."""
+    return b"".join([part for _key, parts in chunks for part in parts])
 
 
 def _rows_text(family: Family, prefixes: dict[LabelValues, str], rows: Sequence[tuple[LabelValues, float]]) -> bytes:

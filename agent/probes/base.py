@@ -100,7 +100,7 @@ class DecodedEntries(Generic[Decoded]):
         self._last: dict[Any, tuple[bytes, Decoded]] = {}
 
     def read_keys(self, table: BpfMap, keys: Iterable[Any]) -> dict[Any, Decoded]:
-        """The entries of *keys* still in *table*, read now, one lookup each."""
+        """The entries of *keys* still in *table*, read now (one lookup each) and decoded afresh."""
         found = {}
         for key in keys:
             value = table.get(key)
@@ -136,13 +136,14 @@ class BpfProbe:
 
     source: ClassVar[str]
     drop_maps: ClassVar[tuple[str, ...]]  # names of the enum drop_reason slots, in order
-    _cgroups: DecodedEntries[Any]  # the subclass's reader of its `cgroups` map
 
     # Counting a map's entries reads it whole: on a node with tens of thousands of threads that is too much for
     # every scrape, so fill levels are refreshed at most this often.
     ENTRY_COUNT_SECONDS = 30.0
 
-    def __init__(self, defines: dict[str, str | int | None]) -> None:
+    def __init__(self, defines: dict[str, str | int | None], decode_cgroup: Callable[[Any], Any]) -> None:
+        """*decode_cgroup*: a `cgroups` map value (ctypes) to the subclass's snapshot of one workload."""
+        self._cgroups = DecodedEntries(decode_cgroup)
         self._program = handover.load(self.source, defines)
         self._ring: RingBuffer | None = None
         self._entries: dict[str, int] = {}
@@ -183,8 +184,12 @@ class BpfProbe:
         """A map of the program, by name."""
         return self._program.maps[name]
 
+    def cgroup_entries(self) -> dict[int, Any]:
+        """Every `cgroups` entry, decoded (an unchanged one is its last decoding again)."""
+        return self._cgroups.read(self.table("cgroups"))
+
     def read_cgroups(self, keys: Iterable[int]) -> dict[int, Any]:
-        """The `cgroups` entries of *keys* still there, read now and decoded as ``read`` does."""
+        """The `cgroups` entries of *keys* still there, read now."""
         return self._cgroups.read_keys(self.table("cgroups"), keys)
 
     def health(self, capacity: dict[str, int]) -> MapHealth:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import kernel
-from agent.probes.base import BpfProbe, DecodedEntries, MapHealth, ProbeLimits, common_defines
+from agent.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
 
 OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
 # Seconds; + Inf, as in runq_bucket(). Dense between 0.5 and 25 ms, where a CPU-bound thread that shares its CPU
@@ -73,12 +73,11 @@ class SchedProbe(BpfProbe):
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits
-        self._cgroups = DecodedEntries(_cgroup)
-        super().__init__(compile_defines(limits, tracefs))
+        super().__init__(compile_defines(limits, tracefs), _cgroup)
 
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""
-        cgroups = self._cgroups.read(self.table("cgroups"))
+        cgroups = self.cgroup_entries()
         processes: dict[int, ProcessSched] = {}
         capacity = {"cgroups": self.limits.max_cgroups, "threads": self.limits.max_threads}
         if self.limits.max_processes > 0:

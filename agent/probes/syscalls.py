@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import kernel
-from agent.probes.base import BpfProbe, DecodedEntries, MapHealth, ProbeLimits, common_defines
+from agent.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")  # enum futex_class order
 WAIT_BUCKET_BOUNDS = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)  # seconds; + Inf, as in wait_bucket()
@@ -78,12 +78,11 @@ class SyscallProbe(BpfProbe):
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits
-        self._cgroups = DecodedEntries(_cgroup)
-        super().__init__(compile_defines(limits, tracefs))
+        super().__init__(compile_defines(limits, tracefs), _cgroup)
 
     def read(self) -> SyscallSnapshot:
         """Read every map once, in bulk."""
-        cgroups = self._cgroups.read(self.table("cgroups"))
+        cgroups = self.cgroup_entries()
         processes: dict[int, ProcessSyscalls] = {}
         capacity = {"cgroups": self.limits.max_cgroups, "futex_start": self.limits.max_threads}
         if self.limits.max_processes > 0:

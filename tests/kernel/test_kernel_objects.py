@@ -206,6 +206,8 @@ def test_decoded_entries_are_decoded_again_only_when_their_bytes_changed() -> No
         assert all(second[key] is first[key] for key in second if key != 7), "the others are the same objects"
         _set(table, 9, 9, 10, 11)  # a key back after it was gone: decoded afresh
         assert reader.read(table)[9] == (9, 10, 11) and decodings == [70, 9]
+        _set(table, 7, 71, 8, 9)
+        assert reader.read_keys(table, [7, 400]) == {7: (71, 8, 9)}, "read now; a key not there is left out"
     finally:
         table.close()
 

@@ -15,6 +15,7 @@ import urllib.request
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -206,22 +207,31 @@ def test_samples_set_on_a_row_family_replace_its_rows_even_when_none_are_left() 
     assert "schedwatch_test_calls_total{" not in by_agent([family]), "the dropped row is not written"
 
 
-def test_a_block_cache_makes_a_block_again_only_when_its_input_changed() -> None:
+def test_a_block_cache_makes_a_workloads_blocks_again_only_when_its_input_changed() -> None:
     made: list[tuple[str, ...]] = []
 
-    def make(labels: tuple[str, ...], count: int) -> list[tuple[tuple[str, ...], float]]:
+    def make(labels: tuple[str, ...], count: int) -> tuple[list[Any], list[Any]]:
         made.append(labels)
-        return [(labels, count)]
+        return [(labels, count)], [((*labels, "double"), 2 * count)]
+
+    def families() -> list[Family]:
+        return [
+            Family("schedwatch_test_calls", "C.", "counter", ("cgroup",)),
+            Family("schedwatch_test_doubled", "D.", "gauge", ("cgroup", "kind")),
+        ]
 
     cache = BlockCache(make)
-    first = cache.blocks([(("/a",), 1), (("/b",), 2)])
-    assert first == [((("/a",), 1),), ((("/b",), 2),)] and made == [("/a",), ("/b",)]
-    second = cache.blocks([(("/a",), 1), (("/b",), 3), (("/c",), 4)])
+    first = families()
+    cache.add_to(first, [(("/a",), 1), (("/b",), 2)])
+    assert [f.rows for f in first] == [[(("/a",), 1), (("/b",), 2)], [(("/a", "double"), 2), (("/b", "double"), 4)]]
+    second = families()
+    cache.add_to(second, [(("/a",), 1), (("/b",), 3), (("/c",), 4)])
     assert made == [("/a",), ("/b",), ("/b",), ("/c",)], "/a stood still: not made again"
-    assert second[0] is first[0] and second[1] == ((("/b",), 3),)
-    cache.blocks([(("/c",), 4)])
+    assert all(new.blocks[0] is old.blocks[0] for new, old in zip(second, first, strict=True)), "/a's blocks came back"
+    assert second[1].rows == [(("/a", "double"), 2), (("/b", "double"), 6), (("/c", "double"), 8)]
+    cache.add_to(families(), [(("/c",), 4)])
     made.clear()
-    cache.blocks([(("/a",), 1)])
+    cache.add_to(families(), [(("/a",), 1)])
     assert made == [("/a",)], "a label set left out of a call is forgotten"
 
 

@@ -208,12 +208,17 @@ def test_a_scrape_right_after_an_announcement_reads_the_place_again(tmp_path: Pa
     assert keys.place([100])[100].path == "/own"  # the other collector, same scrape: the read is shared
 
 
-def test_totals_follow_a_process_from_live_to_exited_key_without_double_counting(tmp_path: Path) -> None:
+def process_in_a(tmp_path: Path) -> tuple[FakeProc, CgroupTotals, list[int]]:
+    """Process 100 running in cgroup /a, totals keyed by process, and the keys they free."""
     proc = FakeProc(tmp_path)
     proc.start(100, 5000, v1_cgroup("/a"))
-    keys = process_keys(tmp_path)
     freed: list[int] = []
-    totals = CgroupTotals(keys, Names(), width=1, grace_seconds=60, forget=freed.extend)
+    totals = CgroupTotals(process_keys(tmp_path), Names(), width=1, grace_seconds=60, forget=freed.extend)
+    return proc, totals, freed
+
+
+def test_totals_follow_a_process_from_live_to_exited_key_without_double_counting(tmp_path: Path) -> None:
+    proc, totals, freed = process_in_a(tmp_path)
 
     def rows() -> dict[str, int]:
         return {labels[4]: row[0] for labels, row in totals.rows()}
@@ -396,11 +401,7 @@ def test_hierarchy_ids_of_a_real_centos7_process() -> None:
 
 
 def test_a_final_key_is_read_again_so_counts_made_after_the_maps_read_are_kept(tmp_path: Path) -> None:
-    proc = FakeProc(tmp_path)
-    proc.start(100, 5000, v1_cgroup("/a"))
-    keys = process_keys(tmp_path)
-    freed: list[int] = []
-    totals = CgroupTotals(keys, Names(), width=1, grace_seconds=60, forget=freed.extend)
+    proc, totals, freed = process_in_a(tmp_path)
     asked: list[list[int]] = []
 
     def read_again(final: list[int]) -> dict[int, list[int]]:
