@@ -25,12 +25,13 @@ def floor_ns(workloads: list[Any]) -> dict[str, float]:
     kernel.prepare_headers(kernel.find_kernel_headers(kernel.kernel_release(), os.environ), Path("/run/schedwatch"))
     stats_fd = bpf.enable_bpf_stats()
     program = bpf.import_bcc().BPF(src_file=str(BENCH / "empty_sched.bpf.c").encode())
+    fds = {name.decode(): function.fd for name, function in program.funcs.items()}
     try:
-        before = {s.program: s for s in bpf.program_stats(program)}
+        before = {s.program: s for s in bpf.program_stats(fds)}
         for workload in workloads:
             workload.run()
         time.sleep(0.2)
-        after = {s.program: s for s in bpf.program_stats(program)}
+        after = {s.program: s for s in bpf.program_stats(fds)}
     finally:
         program.cleanup()
         os.close(stats_fd)
