@@ -56,7 +56,7 @@ BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
 BPF_ARRAY(drops, u64, DROP_REASONS);
 #ifdef KEY_BY_PROCESS
 BPF_RINGBUF_OUTPUT(new_processes, 64);
-BPF_TABLE("lru_hash", u32, u32, forked_by, FORKS_REMEMBERED);
+BPF_TABLE("lru_hash", u32, struct fork_record, forked_by, FORKS_REMEMBERED);
 #endif
 
 static __always_inline void count_drop(int reason)
@@ -77,9 +77,9 @@ static __always_inline struct cgroup_sched *cgroup_entry(u64 key)
     if (cgroups.insert(&key, &zero) == 0) {
 #ifdef KEY_BY_PROCESS
         u32 tgid = key;
-        u32 *parent = forked_by.lookup(&tgid);
-        struct announcement news = {.tgid = tgid, .parent = parent ? *parent : 0, .boot_ns = bpf_ktime_get_boot_ns()};
-        if (parent)
+        struct fork_record *fork = forked_by.lookup(&tgid);
+        struct announcement news = announcement_of(tgid, fork);
+        if (fork)
             forked_by.delete(&tgid);
         if (new_processes.ringbuf_output(&news, sizeof(news), 0))
             count_drop(DROP_ANNOUNCEMENT);
@@ -265,8 +265,8 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 TRACEPOINT_PROBE(sched, sched_process_fork)
 {
     u32 child = args->child_pid;
-    u32 parent = bpf_get_current_pid_tgid() >> 32;
-    forked_by.update(&child, &parent);
+    struct fork_record fork = {.parent = bpf_get_current_pid_tgid() >> 32, .boot_ns = bpf_ktime_get_boot_ns()};
+    forked_by.update(&child, &fork);
     return KEEP_EVENT;
 }
 

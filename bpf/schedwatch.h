@@ -64,18 +64,38 @@ static __always_inline u64 workload_key(void)
 }
 
 /* A new key, announced on the program's `new_processes` ring, with the
- * process that forked it (0: not seen, i.e. older than the agent, forgotten,
- * or sidecar mode), whose place a child that dies unread inherits. */
+ * process that forked it and when (0: not seen, i.e. older than the agent,
+ * forgotten, or sidecar mode). The parent's place is a child's that dies
+ * unread; the fork time tells the agent whether the process now holding the
+ * pid is the one announced, or a later one that reused the pid while the
+ * announcement waited in the ring. */
 struct announcement {
     u32 tgid;
     u32 parent;
     u64 boot_ns;
+    u64 forked_ns;
 };
 
-/* Forks remembered until the child's first event (child tgid -> parent tgid).
- * New threads are remembered too (the tracepoint cannot tell them apart) and
- * age out of the LRU map. */
+/* A fork remembered until the child's first event (in `forked_by`, by the
+ * child's tgid). New threads are remembered too (the tracepoint cannot tell
+ * them apart) and age out of the LRU map. */
+struct fork_record {
+    u32 parent;
+    u32 unused;
+    u64 boot_ns;
+};
 #define FORKS_REMEMBERED 4096
+
+/* The announcement of new key `tgid`, from its fork record if there is one. */
+static __always_inline struct announcement announcement_of(u32 tgid, struct fork_record *fork)
+{
+    struct announcement news = {.tgid = tgid, .boot_ns = bpf_ktime_get_boot_ns()};
+    if (fork) {
+        news.parent = fork->parent;
+        news.forked_ns = fork->boot_ns;
+    }
+    return news;
+}
 
 /* A process moved to another cgroup of the hierarchy the agent places
  * processes by (PLACE_HIERARCHY, an id of /proc/PID/cgroup), announced on the

@@ -39,6 +39,8 @@ CGROUP_NS_INIT_INO = 0xEFFFFFFB
 # Two announcements of a pid this close, the first of a process gone unread, are one process: a pid comes back
 # only after pid_max others were made.
 SAME_PROCESS_US = 10_000_000
+# Two programs record one fork microseconds apart; a pid comes back far later than this.
+SAME_FORK_US = 10_000
 EARLY_MOVES_REMEMBERED = 1024  # moves heard before their process's announcement (another program's ring was first)
 
 
@@ -128,6 +130,8 @@ class _Seen:
     # When it was surely running: its first announcement (precise: after its start, before its exit), else start.
     since_us: int = -1
     announced: bool = False
+    forked_us: int = -1  # boot-clock fork, when an announcement carried it
+    start_read: bool = True  # start_us is /proc's (a clock tick's start), not an announcement's time
 
     def __post_init__(self) -> None:
         if self.since_us < 0:
@@ -160,6 +164,7 @@ class ProcessKeys:
         self._clock = clock
         self._boot_clock_us = boot_clock_us
         self._ticks = os.sysconf("SC_CLK_TCK")
+        self._tick_us = 1_000_000 // self._ticks
         self._hierarchies = ("",) if layout.unified is not None else (*V1_PREFERENCE, *sorted(layout.v1))
         self.place_hierarchy = self._placing_hierarchy_id()
         if initial_cgroup_namespace is None:
@@ -178,19 +183,24 @@ class ProcessKeys:
         """True when /proc can be read."""
         return self._proc.path("self", "stat").exists()
 
-    def announce(self, pid: int, boot_ns: int, parent: int = 0) -> None:
-        """The kernel saw a new process (at *boot_ns*), forked by *parent* (0: unknown): place it now, while it
-        lives (listener thread)."""
+    def announce(self, pid: int, boot_ns: int, parent: int = 0, forked_ns: int = 0) -> None:
+        """The kernel saw a new process (at *boot_ns*), forked by *parent* at *forked_ns* (0: unknown): place it
+        now, while it lives (listener thread)."""
         announced_us = boot_ns // 1000
+        forked_us = forked_ns // 1000 if forked_ns else None
         with self._lock:
             self._announced_since_sync += 1
             moved_to = self._early_moves.pop(pid, None)
             alive = self._live(pid, reread=True)
-            seen = alive or self._current(pid, announced_us)
+            if alive is not None and forked_us is not None and not self._forked_as(alive, forked_us):
+                alive = None  # a later process reused the pid while the announcement waited: the announced one is gone
+            seen = alive or self._current(pid, announced_us, forked_us)
             if seen is None:  # born and gone before it could be read
                 now = self._clock()
-                seen = _Seen(announced_us, None, now, running=False, gone_at=now, announced=True)
+                seen = _Seen(announced_us, None, now, running=False, gone_at=now, announced=True, start_read=False)
                 self._remember(pid, seen)
+            if forked_us is not None and seen.forked_us < 0:
+                seen.forked_us = forked_us
             if seen.path is None:  # gone, or exiting, when read: where the kernel said it moved, or was born
                 seen.path = moved_to if moved_to is not None else self._place_of(parent)
             # An announcement tells when the process surely ran; one read after it died may come after its exit.
@@ -202,14 +212,16 @@ class ProcessKeys:
         """Process *pid* moved to cgroup *path* of the placing hierarchy (None: too long for the announcement)."""
         with self._lock:
             place = decode(path) if path is not None and self._moves_carry_paths else None
-            seen = self._current(pid, self._boot_clock_us())
+            # The process that runs with the pid, if one does: perhaps a later one than the last announced.
+            alive = self._live(pid, reread=True)
+            seen = alive or self._current(pid, self._boot_clock_us())
             if seen is None:  # not announced yet: its announcement will need this
                 if place is not None:
                     if len(self._early_moves) >= EARLY_MOVES_REMEMBERED:
                         del self._early_moves[next(iter(self._early_moves))]
                     self._early_moves[pid] = place
             elif place is None:
-                if self._live(pid, reread=True) is None:
+                if alive is None:
                     seen.path = None  # moved, then gone before it could be read: where to is unknown
             else:
                 seen.path, seen.read_by_scrape = place, False
@@ -272,16 +284,30 @@ class ProcessKeys:
         history = self._seen.get(pid)
         return history[-1] if history else None
 
-    def _current(self, pid: int, at_us: int) -> _Seen | None:
-        """The process with *pid* at *at_us* if it is already known: the newest seen, if it still runs as far as
-        the agent knows, or died unread shortly before and its exit has not been placed yet (each program
-        announces a process once; a short-lived one may be gone when either announcement is read)."""
-        seen = self._newest(pid)
+    def _current(self, pid: int, at_us: int, forked_us: int | None = None) -> _Seen | None:
+        """The process with *pid* at *at_us* if it is already known: the newest seen (forked at *forked_us*, if
+        given), if it still runs as far as the agent knows, or died unread shortly before and its exit has not
+        been placed yet (each program announces a process once; a short-lived one may be gone when either
+        announcement is read)."""
+        history = self._seen.get(pid, ())
+        if forked_us is None:
+            seen = history[-1] if history else None
+        else:
+            seen = next((s for s in reversed(history) if self._forked_as(s, forked_us)), None)
         if seen is None or seen.exited_us >= 0:
             return None
         if seen.running or (seen.announced and at_us - seen.since_us < SAME_PROCESS_US):
             return seen
         return None
+
+    def _forked_as(self, seen: _Seen, forked_us: int) -> bool:
+        """Whether *seen* can be the process forked at *forked_us* (unknown start: it can)."""
+        if seen.forked_us >= 0:
+            return abs(seen.forked_us - forked_us) <= SAME_FORK_US
+        if not seen.start_read:
+            return True
+        # /proc's start is the clock tick it began in; the fork tracepoint fires just after the start is taken.
+        return seen.start_us <= forked_us < seen.start_us + self._tick_us + SAME_FORK_US
 
     def _place_of(self, parent: int) -> str | None:
         """Where *parent* is now (a child's place until it moves), or was last seen; None if unknown."""
@@ -323,7 +349,8 @@ class ProcessKeys:
         for older in history:  # a new process has this pid: the ones before it are gone
             if older.running:
                 older.running, older.gone_at = False, now
-        seen = _Seen(start_us, self._path(pid), now, read_by_scrape=not reread)
+        # Surely running by the end of the tick it started in: an exit earlier in that tick is an earlier process's.
+        seen = _Seen(start_us, self._path(pid), now, read_by_scrape=not reread, since_us=start_us + self._tick_us - 1)
         self._remember(pid, seen)
         return seen
 

@@ -26,7 +26,12 @@ MOVE_PATH_MAX = 256  # bpf/schedwatch.h
 class _Announcement(ctypes.Structure):
     """struct announcement of bpf/schedwatch.h: a new process key."""
 
-    _fields_ = [("tgid", ctypes.c_uint32), ("parent", ctypes.c_uint32), ("boot_ns", ctypes.c_uint64)]
+    _fields_ = [
+        ("tgid", ctypes.c_uint32),
+        ("parent", ctypes.c_uint32),
+        ("boot_ns", ctypes.c_uint64),
+        ("forked_ns", ctypes.c_uint64),
+    ]
 
 
 class _MoveAnnouncement(ctypes.Structure):
@@ -43,8 +48,8 @@ class _MoveAnnouncement(ctypes.Structure):
 class AnnouncementSink(Protocol):
     """What takes a program's announcements (agent.identity.placement.ProcessKeys)."""
 
-    def announce(self, pid: int, boot_ns: int, parent: int = 0) -> None:
-        """A new process key: its pid, when it was first seen, and the process that forked it (0: unknown)."""
+    def announce(self, pid: int, boot_ns: int, parent: int = 0, forked_ns: int = 0) -> None:
+        """A new process key: its pid, when it was first seen, the process that forked it and when (0: unknown)."""
 
     def moved(self, pid: int, path: bytes | None) -> None:
         """Process *pid* moved to cgroup *path* of the placing hierarchy (None: the path was too long to carry)."""
@@ -160,7 +165,7 @@ class BpfProbe:
         def on_record(record: bytes) -> None:
             if len(record) == ctypes.sizeof(_Announcement):
                 news = _Announcement.from_buffer_copy(record)
-                sink.announce(news.tgid, news.boot_ns, news.parent)
+                sink.announce(news.tgid, news.boot_ns, news.parent, news.forked_ns)
             elif len(record) == ctypes.sizeof(_MoveAnnouncement):
                 move = _MoveAnnouncement.from_buffer_copy(record)
                 length = move.path_len

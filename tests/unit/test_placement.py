@@ -146,6 +146,40 @@ def test_two_processes_that_had_one_pid_between_scrapes_are_told_apart(tmp_path:
     assert (places[exited(100, 55.0)].path, places[exited(100, 61.0)].path) == ("/first", "/second")
 
 
+def test_an_announcement_read_after_its_pid_was_reused_is_not_the_new_process(tmp_path: Path) -> None:
+    # A (forked at 50.000 s) is announced by one program, lives, and exits at 50.3015 s; B gets its pid 0.5 ms
+    # later, in the clock tick A exited in. The other program's announcement of A (its key was made as A exited)
+    # is read only now, while B runs.
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
+    proc.stop(100)
+    proc.start(100, 5030, v1_cgroup("/b"))
+    keys.announce(100, 50_301_400_000, parent=1, forked_ns=50_000_001_000)
+    places = keys.place([exited(100, 50.3015), 100])
+    assert (places[exited(100, 50.3015)].path, places[exited(100, 50.3015)].source) == ("/a", (100, 50_000_000))
+    assert (places[100].path, places[100].source) == ("/b", (100, 50_300_000))
+    # B's own announcement, with its own fork time, is B.
+    keys.announce(100, 50_302_000_000, parent=1, forked_ns=50_301_900_000)
+    assert keys.place([100])[100].path == "/b"
+    proc.stop(100)
+    assert keys.place([exited(100, 50.4)])[exited(100, 50.4)].path == "/b"
+
+
+def test_a_move_heard_after_the_pid_was_reused_belongs_to_the_new_process(tmp_path: Path) -> None:
+    # A is announced in /a and exits; B, with A's pid, joins /b, and that move is read before B's announcement.
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
+    proc.stop(100)
+    proc.start(100, 5030, v1_cgroup("/b"))
+    keys.moved(100, b"/b")
+    places = keys.place([exited(100, 50.3015), 100])
+    assert (places[exited(100, 50.3015)].path, places[100].path) == ("/a", "/b")
+
+
 def test_a_later_exit_is_not_given_to_a_process_that_already_exited(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     keys = process_keys(tmp_path)
