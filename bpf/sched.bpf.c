@@ -1,8 +1,8 @@
 /* Off-CPU time and run-queue latency per cgroup (and per process, opt-in).
  *
  * sched_switch fires on every context switch of the machine, so each probe
- * does a fixed, small amount of work: at most three hash lookups and a few
- * atomic adds, no loops, nothing sent to user space.
+ * does a fixed, small amount of work: at most three hash lookups, an array
+ * slot and a few atomic adds, no loops, nothing sent to user space.
  *
  * Per thread the program remembers when it left the CPU, why, its cgroup,
  * and since when it has been runnable. When the thread runs again:
@@ -12,12 +12,20 @@
  *                      attributed to the thread that waited, in the cgroup
  *                      it was switched out from (or its parent's, if new).
  *
+ * A thread's workload key is read when it first leaves a CPU and again only
+ * after some task moved to another cgroup (HAVE_CGROUP_ATTACH: counted in
+ * `cgroup_moves` by the cgroup_attach_task tracepoint, which fires once the
+ * move is done, so a thread switched out in the instant between its move and
+ * the count keeps its old key for that one period); without that tracepoint
+ * the key is read at every switch.
+ *
  * Compile-time options (agent/probes/sched.py): MAX_CGROUPS, MAX_PROCESSES,
  * MAX_THREADS, STATE_MASK (the prev_state bits that mean "not runnable",
  * read from this kernel's tracepoint format, never from a header), DEAD_MASK
  * (the bits of a task's last switch-out after it exited, from the same format),
- * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace), and
- * KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h).
+ * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace),
+ * KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h), and
+ * HAVE_CGROUP_ATTACH where the kernel has the cgroup_attach_task tracepoint.
  */
 #include "schedwatch.h"
 
@@ -31,8 +39,9 @@ struct thread_state {
     u64 cgroup_id;       /* workload key (cgroup, or process) it last ran in */
     u64 offcpu_since;    /* when it left the CPU; 0 while running or unknown */
     u64 runnable_since;  /* when it became runnable; 0 unless waiting for a CPU */
-    u32 tgid;
+    u32 tgid;            /* kept only with per-process totals (MAX_PROCESSES > 0) */
     u32 reason;          /* enum offcpu_reason of the current off-CPU period */
+    u32 key_read_at;     /* cgroup moves counted when cgroup_id was read, plus one; 0: never read */
 };
 
 struct cgroup_sched {
@@ -49,6 +58,9 @@ struct process_sched {
 };
 
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
+#ifdef HAVE_CGROUP_ATTACH
+BPF_ARRAY(cgroup_moves, u32, 1);
+#endif
 BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 #if MAX_PROCESSES > 0
 BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
@@ -133,7 +145,6 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
     u64 waited = state->runnable_since ? now - state->runnable_since : 0;
     u32 reason = state->reason < REASONS ? state->reason : BLOCKED;
     u64 cgroup_id = state->cgroup_id;
-    u32 tgid = state->tgid;
     bool did_wait = state->runnable_since != 0;
     state->offcpu_since = 0;
     state->runnable_since = 0;
@@ -150,6 +161,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
         }
     }
 #if MAX_PROCESSES > 0
+    u32 tgid = state->tgid;
     if (tgid == 0)
         return;
     struct process_sched pzero = {};
@@ -168,6 +180,21 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
 #endif
 }
 
+/* Read the outgoing thread's workload key again if it was never read, or if
+ * a task has moved to another cgroup since. */
+static __always_inline void refresh_workload_key(struct thread_state *state)
+{
+#ifdef HAVE_CGROUP_ATTACH
+    u32 zero = 0;
+    u32 *moves = cgroup_moves.lookup(&zero);
+    u32 read_at = (moves ? *moves : 0) + 1;
+    if (state->key_read_at == read_at)
+        return;
+    state->key_read_at = read_at;
+#endif
+    state->cgroup_id = workload_key();  /* current is still the outgoing thread */
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
@@ -180,8 +207,10 @@ TRACEPOINT_PROBE(sched, sched_switch)
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;
-            state->cgroup_id = workload_key();  /* current is still prev */
+            refresh_workload_key(state);
+#if MAX_PROCESSES > 0
             state->tgid = watched_tgid();
+#endif
             state->offcpu_since = now;
             state->reason = runnable ? PREEMPTED : BLOCKED;
             state->runnable_since = runnable ? now : 0;
@@ -269,9 +298,20 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     forked_by.update(&child, &fork);
     return KEEP_EVENT;
 }
+#endif
 
+#if defined(HAVE_CGROUP_ATTACH) || (defined(KEY_BY_PROCESS) && !defined(PIDNS_INO))
+/* A task moved to another cgroup: counted, so cached workload keys are read
+ * again; keyed by process, announced too (see sched_process_fork above). */
 TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
 {
+#ifdef HAVE_CGROUP_ATTACH
+    u32 zero = 0;
+    u32 *moves = cgroup_moves.lookup(&zero);
+    if (moves)
+        __sync_fetch_and_add(moves, 1);
+#endif
+#if defined(KEY_BY_PROCESS) && !defined(PIDNS_INO)
     if (args->dst_root != PLACE_HIERARCHY)
         return KEEP_EVENT;
     struct move_announcement move = {.tgid = args->pid, .boot_ns = bpf_ktime_get_boot_ns()};
@@ -282,6 +322,7 @@ TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
     }
     if (new_processes.ringbuf_output(&move, sizeof(move), 0))
         count_drop(DROP_ANNOUNCEMENT);
+#endif
     return KEEP_EVENT;
 }
 #endif

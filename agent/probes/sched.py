@@ -58,10 +58,12 @@ class SchedSnapshot:
 
 
 def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
-    """-D options for bpf/sched.bpf.c: map sizes and this kernel's prev_state encoding."""
+    """-D options for bpf/sched.bpf.c: map sizes, this kernel's prev_state encoding, and whether it counts moves."""
     defines = common_defines(limits, tracefs)
     defines["STATE_MASK"] = hex(kernel.sched_switch_blocked_mask(tracefs) or FALLBACK_BLOCKED_MASK)
     defines["DEAD_MASK"] = hex(kernel.sched_switch_dead_mask(tracefs) or FALLBACK_DEAD_MASK)
+    if kernel.has_tracepoint("cgroup", "cgroup_attach_task", tracefs):
+        defines["HAVE_CGROUP_ATTACH"] = None  # workload keys cached per thread until a task moves
     return defines
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ RUNQ = "schedwatch_runqueue_latency_seconds"
 
 
 def value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
+    """The cgroup's sample, whose series must exist."""
     found = scrape.value(name, cgroup=cgroup, container_id="", **labels)
-    return 0.0 if found is None else found
+    assert found is not None, f"no {name} series for cgroup {cgroup!r} {labels}"
+    return found
 
 
 def schedstat_run_delay(pid: int, tids: list[int]) -> float:
@@ -50,6 +53,54 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         assert value(scrape, f"{RUNQ}_count", path) >= count
     finally:
         workload.release()
+
+
+# Sleeps 20 x 10 ms (printing the ns measured around them), waits for a line on stdin, sleeps 20 x 10 ms again,
+# then waits for stdin to close.
+TWO_PHASE_SLEEPER = """
+import sys, time
+def sleeps():
+    slept = 0
+    for _ in range(20):
+        start = time.monotonic_ns()
+        time.sleep(0.01)
+        slept += time.monotonic_ns() - start
+    return slept
+print(sleeps(), flush=True)
+sys.stdin.readline()
+print(sleeps(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_thread_moved_while_asleep_counts_in_its_new_cgroup_from_its_next_sleep(
+    agent: AgentProcess, cgroups: CgroupSandbox
+) -> None:
+    # The agent reads a thread's cgroup again only after a move was counted: a thread moved by another process
+    # while it sleeps must not keep its old cgroup.
+    before, after = cgroups.make("before-move"), cgroups.make("after-move")
+    join = f"import os; open({str(before / 'cgroup.procs')!r}, 'w').write(str(os.getpid()))"
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"{join}\n{TWO_PHASE_SLEEPER}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        slept_before = int(process.stdout.readline()) / 1e9
+        (after / "cgroup.procs").write_text(str(process.pid))  # moved by this process, while it waits on stdin
+        process.stdin.write("\n")
+        process.stdin.flush()
+        slept_after = int(process.stdout.readline()) / 1e9
+        scrape = agent.scrape()
+        blocked_before = value(scrape, "schedwatch_offcpu_seconds_total", cgroups.relative(before), reason="blocked")
+        blocked_after = value(scrape, "schedwatch_offcpu_seconds_total", cgroups.relative(after), reason="blocked")
+        # After the move: exactly its 20 sleeps (the wait for the line began before the move: it stays behind).
+        assert 0.2 * 0.99 <= blocked_after <= slept_after + 0.002, (blocked_after, slept_after)
+        # Before: its first 20 sleeps and the wait for the line. (Time preempted inside the measured sleeps is not
+        # blocked time: the lower bound is the time asked for, as in the sleeper test above.)
+        assert blocked_before >= 0.2 * 0.99, (blocked_before, slept_before)
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
 
 
 def test_runqueue_latency_agrees_with_schedstat(agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path) -> None:

@@ -157,8 +157,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
         ),
         (
             ["--max-threads", "5000000"],
-            "argument --max-threads: 5000000 would preallocate about 877 MiB of kernel memory (184 bytes per thread "
-            "in the sched and syscalls maps); give at most 1048576 (184 MiB)",
+            "argument --max-threads: 5000000 would preallocate about 916 MiB of kernel memory (192 bytes per thread "
+            "in the sched and syscalls maps); give at most 1048576 (192 MiB)",
         ),
         (["--max-threads", "0"], "argument --max-threads: '0' must be at least 1"),
         (["--max-processes", "-5"], "argument --max-processes: '-5' is not a whole number >= 0"),
