@@ -3,8 +3,8 @@
 Each repetition starts the agent with only the sched collector and `--bpf-stats`, runs `perf bench sched pipe`
 pinned to CPU 0 and the 16-thread futex ring, and reads run_time_ns / run_cnt of each program from the agent's
 self-metrics; then the same for empty programs on the same tracepoints (the floor: the tracepoint's and the
-accounting's own cost). Wall-clock time is not compared: on this shared VM it moves far more than the programs
-cost.
+accounting's own cost), and for programs that only read the clock (the floor of any program that timestamps).
+Wall-clock time is not compared: on this shared VM it moves far more than the programs cost.
 """
 
 from __future__ import annotations
@@ -17,14 +17,19 @@ from typing import Any
 from bench.common import BENCH, build, loop, median, per_event_ns, require
 from bench.sched import PROGRAMS, SCHED_ONLY, pipe_workload
 
+FLOORS = {
+    "empty programs (floor)": "empty_sched.bpf.c",
+    "clock read only (floor of a timestamping program)": "clock_sched.bpf.c",
+}
 
-def floor_ns(workloads: list[Any]) -> dict[str, float]:
-    """ns per run of empty programs on the sched tracepoints, by the same accounting."""
+
+def floor_ns(workloads: list[Any], source: str) -> dict[str, float]:
+    """ns per run of the floor programs in *source* on the sched tracepoints, by the same accounting."""
     from agent import bpf, kernel
 
     kernel.prepare_headers(kernel.find_kernel_headers(kernel.kernel_release(), os.environ), Path("/run/schedwatch"))
     stats_fd = bpf.enable_bpf_stats()
-    program = bpf.import_bcc().BPF(src_file=str(BENCH / "empty_sched.bpf.c").encode())
+    program = bpf.import_bcc().BPF(src_file=str(BENCH / source).encode())
     fds = {name.decode(): function.fd for name, function in program.funcs.items()}
     try:
         before = {s.program: s for s in bpf.program_stats(fds)}
@@ -44,15 +49,15 @@ def floor_ns(workloads: list[Any]) -> dict[str, float]:
 
 
 def run(repetitions: int) -> dict[str, Any]:
-    """Per-event ns of each program, every repetition, for schedwatch and for the empty floor."""
+    """Per-event ns of each program, every repetition, for schedwatch and for both floors."""
     require("perf", "taskset", "gcc")
     binary = build("loops")
     workloads = [pipe_workload(), loop(binary, "futex ring, 16 threads", "ring", 100_000)]
-    samples: dict[str, dict[str, list[float]]] = {"schedwatch": {}, "empty programs (floor)": {}}
+    samples: dict[str, dict[str, list[float]]] = {"schedwatch": {}, **{floor: {} for floor in FLOORS}}
     for _ in range(repetitions):
         for config, costs in (
             ("schedwatch", per_event_ns(SCHED_ONLY, workloads, PROGRAMS)),
-            ("empty programs (floor)", floor_ns(workloads)),
+            *((floor, floor_ns(workloads, source)) for floor, source in FLOORS.items()),
         ):
             for program, ns in costs.items():
                 samples[config].setdefault(program, []).append(ns)
