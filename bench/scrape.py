@@ -3,7 +3,8 @@ serving the same lines from its textfile collector (the reference for what a Go 
 
 `python -m bench scrape [--repetitions N]`: N cgroups (cgroup2), each holding one process that made a distinct
 number of sched_yield calls and then sleeps, so every workload has its full set of series. For 100 and then 1,000
-workloads: the agent's CPU time per scrape (from /proc/PID/stat, all its threads, less its idle rate), the scrape's
+workloads: the agent's CPU time per scrape (all its threads, less its idle rate: the usage_usec of a cgroup2
+directory the agent alone is moved into, microseconds where /proc/PID/stat counts 10 ms ticks), the scrape's
 wall time and bytes, plain and gzip-compressed (what Prometheus asks for), over SCRAPES back-to-back scrapes; then
 per scrape at a steady STEADY_INTERVAL, where the agent's live diagnosis also judges each scrape between scrapes
 (the number to hold against a Prometheus scraping every 10-15 s); and the agent's memory. Then node-exporter 1.5
@@ -13,7 +14,6 @@ does nothing between scrapes). Medians over the repetitions.
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
@@ -31,15 +31,25 @@ SCRAPES = 10
 STEADY_INTERVAL = 10.0  # seconds between scrapes: the agent's live diagnosis judges each scrape at this interval
 STEADY_SCRAPES = 4
 SETTLE_SECONDS = 2.0  # before an idle window: the agent judges the last scrape within a main-loop poll of it
-TICKS = os.sysconf("SC_CLK_TCK")
 NODE_EXPORTER = "prometheus-node-exporter"
 YIELDS = "schedwatch_sched_yield_calls_total"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of every thread *pid* ever had."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+class CpuMeter:
+    """The CPU time of one process, every thread it ever had, to the microsecond: it is moved into a cgroup2
+    directory of its own (*sandbox* removes it), whose cpu.stat counts without any controller enabled."""
+
+    def __init__(self, sandbox: CgroupSandbox, name: str, pid: int) -> None:
+        self.directory = sandbox.make(name)
+        (self.directory / "cgroup.procs").write_text(str(pid))
+
+    def seconds(self) -> float:
+        """CPU seconds used in the directory so far."""
+        for line in (self.directory / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+        raise RuntimeError(f"bench: no usage_usec in {self.directory}/cpu.stat")
 
 
 def fetch(url: str, gzip: bool) -> bytes:
@@ -49,18 +59,18 @@ def fetch(url: str, gzip: bool) -> bytes:
         return bytes(response.read())
 
 
-def scrape_cost(pid: int, url: str, gzip: bool) -> dict[str, float]:
+def scrape_cost(meter: CpuMeter, url: str, gzip: bool) -> dict[str, float]:
     """CPU seconds per scrape (the process's idle rate over as long subtracted), wall seconds per scrape, bytes."""
     time.sleep(SETTLE_SECONDS)
-    idle_began, idle_cpu = time.monotonic(), cpu_seconds(pid)
+    idle_began, idle_cpu = time.monotonic(), meter.seconds()
     time.sleep(3)
-    idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_began)
-    began, cpu = time.monotonic(), cpu_seconds(pid)
+    idle_rate = (meter.seconds() - idle_cpu) / (time.monotonic() - idle_began)
+    began, cpu = time.monotonic(), meter.seconds()
     size = 0
     for _ in range(SCRAPES):
         size = len(fetch(url, gzip))
     wall = time.monotonic() - began
-    used = cpu_seconds(pid) - cpu - idle_rate * wall
+    used = meter.seconds() - cpu - idle_rate * wall
     return {"cpu_ms": 1000 * used / SCRAPES, "wall_ms": 1000 * wall / SCRAPES, "bytes": size}
 
 
@@ -110,31 +120,31 @@ def node_exporter(text: str, directory: Path) -> tuple[Background, str]:
     return Background(command, wait_for_http(url)), url
 
 
-def steady_cost(pid: int, url: str) -> float:
+def steady_cost(meter: CpuMeter, url: str) -> float:
     """CPU ms per scrape with scrapes STEADY_INTERVAL apart, gzip-compressed as Prometheus asks: everything the
     process does for a scrape, the work between scrapes (the agent's live diagnosis of what it served) included,
     less its idle rate."""
     time.sleep(SETTLE_SECONDS)
-    idle_began, idle_cpu = time.monotonic(), cpu_seconds(pid)
+    idle_began, idle_cpu = time.monotonic(), meter.seconds()
     time.sleep(STEADY_INTERVAL)
-    idle_rate = (cpu_seconds(pid) - idle_cpu) / (time.monotonic() - idle_began)
-    began, cpu = time.monotonic(), cpu_seconds(pid)
+    idle_rate = (meter.seconds() - idle_cpu) / (time.monotonic() - idle_began)
+    began, cpu = time.monotonic(), meter.seconds()
     for _ in range(STEADY_SCRAPES):
         fetch(url, True)
         time.sleep(STEADY_INTERVAL)
-    used = cpu_seconds(pid) - cpu - idle_rate * (time.monotonic() - began)
+    used = meter.seconds() - cpu - idle_rate * (time.monotonic() - began)
     return 1000 * used / STEADY_SCRAPES
 
 
-def measure(pid: int, url: str, repetitions: int, steady: bool) -> dict[str, Any]:
+def measure(pid: int, meter: CpuMeter, url: str, repetitions: int, steady: bool) -> dict[str, Any]:
     """Medians of each cost, plain and gzip (and at a steady interval when *steady*), and memory after."""
     result: dict[str, Any] = {}
     for gzip in (False, True):
-        runs = [scrape_cost(pid, url, gzip) for _ in range(repetitions)]
+        runs = [scrape_cost(meter, url, gzip) for _ in range(repetitions)]
         result["gzip" if gzip else "plain"] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         result["gzip" if gzip else "plain"]["cpu_ms_runs"] = [round(r["cpu_ms"], 1) for r in runs]
     if steady:
-        runs_steady = [steady_cost(pid, url) for _ in range(repetitions)]
+        runs_steady = [steady_cost(meter, url) for _ in range(repetitions)]
         result["steady_cpu_ms"] = statistics.median(runs_steady)
         result["steady_cpu_ms_runs"] = [round(value, 1) for value in runs_steady]
     rss, anon = agent_memory_kb(pid)
@@ -147,8 +157,9 @@ def run(repetitions: int) -> dict[str, Any]:
     require(NODE_EXPORTER)
     raise_fd_limit()
     yielder = build("yielder")
-    sandbox = CgroupSandbox()
+    sandbox, meters = CgroupSandbox(), CgroupSandbox()
     agent = Agent()
+    agent_meter = CpuMeter(meters, "agent", agent.process.pid)
     held: list[Workload] = []
     results: dict[str, Any] = {"repetitions": repetitions, "scrapes": SCRAPES, "sizes": {}}
     prefix = f'cgroup="{sandbox.relative(sandbox.base)}/'
@@ -160,12 +171,13 @@ def run(repetitions: int) -> dict[str, Any]:
             text = wait_for_workloads(agent.url, prefix, size)
             time.sleep(2)
             entry: dict[str, Any] = {"series": series(text)}
-            entry["agent"] = measure(agent.process.pid, agent.url, repetitions, steady=True)
+            entry["agent"] = measure(agent.process.pid, agent_meter, agent.url, repetitions, steady=True)
             with tempfile.TemporaryDirectory() as directory:
                 peer, url = node_exporter(schedwatch_lines(text), Path(directory))
                 try:
                     entry["peer_series"] = series(fetch(url, False).decode())
-                    entry["node_exporter"] = measure(peer.process.pid, url, repetitions, steady=False)
+                    peer_meter = CpuMeter(meters, "node-exporter", peer.process.pid)
+                    entry["node_exporter"] = measure(peer.process.pid, peer_meter, url, repetitions, steady=False)
                 finally:
                     peer.stop()
             results["sizes"][str(size)] = entry
@@ -174,6 +186,7 @@ def run(repetitions: int) -> dict[str, Any]:
             workload.release()
         agent.stop()
         sandbox.cleanup()
+        meters.cleanup()
     return results
 
 
