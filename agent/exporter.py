@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from agent import __version__, metrics
@@ -14,6 +14,7 @@ from agent.cgroups import CgroupPathResolver
 from agent.collectors import Collector
 from agent.diagnosis.live.standing import StandingFindings
 from agent.exposition.family import Family, RowFamily
+from agent.exposition.process import ProcessMetrics
 from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
@@ -134,5 +135,5 @@ def build_registry(collector: AgentCollector) -> CollectorRegistry:
     """A registry with schedwatch's series and the agent's own process metrics (CPU, memory)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    ProcessCollector(registry=registry)
+    registry.register(ProcessMetrics())
     return registry
