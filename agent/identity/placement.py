@@ -208,13 +208,21 @@ class ProcessKeys:
                 seen.since_us, seen.announced = announced_us, True
                 self._seen[pid].sort(key=lambda s: s.since_us)
 
-    def moved(self, pid: int, path: bytes | None) -> None:
-        """Process *pid* moved to cgroup *path* of the placing hierarchy (None: too long for the announcement)."""
+    def moved(self, pid: int, path: bytes | None, boot_ns: int = 0) -> None:
+        """Process *pid* moved (at *boot_ns*; 0: unknown) to cgroup *path* of the placing hierarchy (None: too long
+        for the announcement)."""
         with self._lock:
             place = decode(path) if path is not None and self._moves_carry_paths else None
+            moved_us = boot_ns // 1000 if boot_ns else self._boot_clock_us()
             # The process that runs with the pid, if one does: perhaps a later one than the last announced.
             alive = self._live(pid, reread=True)
-            seen = alive or self._current(pid, self._boot_clock_us())
+            if alive is not None and moved_us < alive.start_us:  # it began after the move: an earlier process moved
+                seen = self._owner(pid, moved_us)
+                if seen is not None and 0 <= seen.exited_us < moved_us:
+                    seen = None
+                alive = None
+            else:
+                seen = alive or self._current(pid, moved_us)
             if seen is None:  # not announced yet: its announcement will need this
                 if place is not None:
                     if len(self._early_moves) >= EARLY_MOVES_REMEMBERED:
@@ -290,10 +298,9 @@ class ProcessKeys:
         been placed yet (each program announces a process once; a short-lived one may be gone when either
         announcement is read)."""
         history = self._seen.get(pid, ())
-        if forked_us is None:
-            seen = history[-1] if history else None
-        else:
-            seen = next((s for s in reversed(history) if self._forked_as(s, forked_us)), None)
+        if forked_us is not None:  # the fork time names the process, running or gone
+            return next((s for s in reversed(history) if self._forked_as(s, forked_us)), None)
+        seen = history[-1] if history else None
         if seen is None or seen.exited_us >= 0:
             return None
         if seen.running or (seen.announced and at_us - seen.since_us < SAME_PROCESS_US):
@@ -349,8 +356,10 @@ class ProcessKeys:
         for older in history:  # a new process has this pid: the ones before it are gone
             if older.running:
                 older.running, older.gone_at = False, now
-        # Surely running by the end of the tick it started in: an exit earlier in that tick is an earlier process's.
-        seen = _Seen(start_us, self._path(pid), now, read_by_scrape=not reread, since_us=start_us + self._tick_us - 1)
+        # After an earlier process with the pid, surely running only by the end of the tick it started in: an exit
+        # earlier in that tick is the earlier process's.
+        since_us = start_us + self._tick_us - 1 if history else start_us
+        seen = _Seen(start_us, self._path(pid), now, read_by_scrape=not reread, since_us=since_us)
         self._remember(pid, seen)
         return seen
 

@@ -51,8 +51,9 @@ class AnnouncementSink(Protocol):
     def announce(self, pid: int, boot_ns: int, parent: int = 0, forked_ns: int = 0) -> None:
         """A new process key: its pid, when it was first seen, the process that forked it and when (0: unknown)."""
 
-    def moved(self, pid: int, path: bytes | None) -> None:
-        """Process *pid* moved to cgroup *path* of the placing hierarchy (None: the path was too long to carry)."""
+    def moved(self, pid: int, path: bytes | None, boot_ns: int = 0) -> None:
+        """Process *pid* moved (at *boot_ns*) to cgroup *path* of the placing hierarchy (None: the path was too long
+        to carry)."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,8 @@ class BpfProbe:
             elif len(record) == ctypes.sizeof(_MoveAnnouncement):
                 move = _MoveAnnouncement.from_buffer_copy(record)
                 length = move.path_len
-                sink.moved(move.tgid, bytes(move.path)[: length - 1] if 0 < length <= MOVE_PATH_MAX else None)
+                path = bytes(move.path)[: length - 1] if 0 < length <= MOVE_PATH_MAX else None
+                sink.moved(move.tgid, path, move.boot_ns)
 
         ring_map = self._program.maps["new_processes"]
         ring = self._ring = RingBuffer(ring_map.fd, ring_map.max_entries, on_record)

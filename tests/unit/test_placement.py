@@ -180,6 +180,45 @@ def test_a_move_heard_after_the_pid_was_reused_belongs_to_the_new_process(tmp_pa
     assert (places[exited(100, 50.3015)].path, places[100].path) == ("/a", "/b")
 
 
+def test_a_move_read_after_the_pid_was_reused_is_the_old_processs_when_it_came_first(tmp_path: Path) -> None:
+    # A moves to /a2 at 50.2 s and exits; B takes its pid at 50.3 s; A's move is read only then.
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
+    proc.stop(100)
+    proc.start(100, 5030, v1_cgroup("/b"))
+    keys.moved(100, b"/a2", boot_ns=50_200_000_000)
+    places = keys.place([exited(100, 50.3015), 100])
+    assert (places[exited(100, 50.3015)].path, places[100].path) == ("/a2", "/b")
+
+
+def test_an_announcement_names_its_process_by_fork_time_even_after_a_third_took_the_pid(tmp_path: Path) -> None:
+    # B's move is read before B's announcement; B exits and C takes the pid; then B's announcement is read.
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
+    proc.stop(100)
+    proc.start(100, 5030, v1_cgroup("/job"))
+    keys.moved(100, b"/job", boot_ns=50_310_000_000)
+    proc.stop(100)
+    proc.start(100, 5050, v1_cgroup("/c"))
+    keys.announce(100, 50_320_000_000, parent=1, forked_ns=50_300_100_000)
+    places = keys.place([exited(100, 50.2), exited(100, 50.45), 100])
+    assert [places[key].path for key in (exited(100, 50.2), exited(100, 50.45), 100)] == ["/a", "/job", "/c"]
+
+
+def test_a_process_read_only_from_proc_that_exits_within_its_start_tick_is_placed(tmp_path: Path) -> None:
+    # No earlier process had the pid, and its announcement was lost: /proc's start tick is all there is.
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys.place([100])
+    proc.stop(100)
+    assert keys.place([exited(100, 50.004)])[exited(100, 50.004)].path == "/a"
+
+
 def test_a_later_exit_is_not_given_to_a_process_that_already_exited(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     keys = process_keys(tmp_path)
