@@ -59,14 +59,14 @@ class Settings:
 # maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
 # reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 128 B) 200 B +
 # sched `cgroups` (u64 -> struct cgroup_sched, 104 B) 176 B. Per process: struct process_stats (72 B) 144 B +
-# struct process_sched (40 B) 112 B. Per thread: sched `threads` (struct thread_state, 32 B) 104 B + syscalls
+# struct process_sched (40 B) 112 B. Per thread: sched `threads` (struct thread_state, 40 B) 112 B + syscalls
 # `futex_start` (u64) 80 B.
 BYTES_PER_CGROUP = 376
 BYTES_PER_PROCESS = 256
 BYTES_PER_THREAD = 192
 MAX_CGROUPS_LIMIT = 1 << 19  # 188 MiB of kernel memory
 MAX_PROCESSES_LIMIT = 1 << 20  # 256 MiB
-MAX_THREADS_LIMIT = 1 << 20  # 184 MiB
+MAX_THREADS_LIMIT = 1 << 20  # 192 MiB
 MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open
 BOOLEAN_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(("0", "false", "no", "off"), False)
 

@@ -41,7 +41,7 @@ struct thread_state {
     u64 runnable_since;  /* when it became runnable; 0 unless waiting for a CPU */
     u32 tgid;            /* kept only with per-process totals (MAX_PROCESSES > 0) */
     u32 reason;          /* enum offcpu_reason of the current off-CPU period */
-    u32 key_read_at;     /* cgroup moves counted when cgroup_id was read, plus one; 0: never read */
+    u64 key_read_at;     /* cgroup moves counted when cgroup_id was read, plus one; 0: never read */
 };
 
 struct cgroup_sched {
@@ -59,7 +59,9 @@ struct process_sched {
 
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
 #ifdef HAVE_CGROUP_ATTACH
-BPF_ARRAY(cgroup_moves, u32, 1);
+/* bcc attaches programs in the order of their names: cgroup_attach_task
+ * counts before sched_switch reads a first key, so no move goes uncounted. */
+BPF_ARRAY(cgroup_moves, u64, 1);
 #endif
 BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 #if MAX_PROCESSES > 0
@@ -186,8 +188,8 @@ static __always_inline void refresh_workload_key(struct thread_state *state)
 {
 #ifdef HAVE_CGROUP_ATTACH
     u32 zero = 0;
-    u32 *moves = cgroup_moves.lookup(&zero);
-    u32 read_at = (moves ? *moves : 0) + 1;
+    u64 *moves = cgroup_moves.lookup(&zero);
+    u64 read_at = (moves ? *moves : 0) + 1;
     if (state->key_read_at == read_at)
         return;
     state->key_read_at = read_at;
@@ -307,7 +309,7 @@ TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
 {
 #ifdef HAVE_CGROUP_ATTACH
     u32 zero = 0;
-    u32 *moves = cgroup_moves.lookup(&zero);
+    u64 *moves = cgroup_moves.lookup(&zero);
     if (moves)
         __sync_fetch_and_add(moves, 1);
 #endif
