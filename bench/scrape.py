@@ -159,11 +159,11 @@ def run(repetitions: int) -> dict[str, Any]:
     yielder = build("yielder")
     sandbox, meters = CgroupSandbox(), CgroupSandbox()
     agent = Agent()
-    agent_meter = CpuMeter(meters, "agent", agent.process.pid)
     held: list[Workload] = []
     results: dict[str, Any] = {"repetitions": repetitions, "scrapes": SCRAPES, "sizes": {}}
     prefix = f'cgroup="{sandbox.relative(sandbox.base)}/'
     try:
+        agent_meter = CpuMeter(meters, "agent", agent.process.pid)
         for size in SIZES:
             while len(held) < size:
                 group = sandbox.make(f"w{len(held)}")

@@ -47,7 +47,7 @@ class ProcessMetrics:
         self._boot_time = boot_time(self._proc)
 
     def collect(self) -> Iterator[Metric]:
-        """The six families; none when /proc cannot be read."""
+        """The six families; none when /proc cannot be read, and no open_fds when /proc/self/fd cannot."""
         stat = self._proc.read_text("self", "stat")
         if stat is None or self._boot_time is None:
             return
@@ -68,8 +68,11 @@ class ProcessMetrics:
             "Total user and system CPU time spent in seconds.",
             value=(float(fields[11]) + float(fields[12])) / self._ticks,
         )
-        yield GaugeMetricFamily(
-            "process_open_fds", "Number of open file descriptors.", value=float(open_descriptors(self._fd_directory))
-        )
+        try:
+            open_fds = open_descriptors(self._fd_directory)
+        except OSError:  # /proc/self/fd unreadable: the other five still stand
+            pass
+        else:
+            yield GaugeMetricFamily("process_open_fds", "Number of open file descriptors.", value=float(open_fds))
         soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         yield GaugeMetricFamily("process_max_fds", "Maximum number of open file descriptors.", value=float(soft_limit))

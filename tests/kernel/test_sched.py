@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,15 @@ sys.stdin.read()
 """
 
 
+def wait_until_asleep(pid: int, timeout: float = 10.0) -> None:
+    """Until the process sleeps (state S in /proc/PID/stat), then a little longer: it has left its CPU."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "S":
+        assert time.monotonic() < deadline, f"process {pid} never went to sleep"
+        time.sleep(0.005)
+    time.sleep(0.05)
+
+
 def test_a_thread_moved_while_asleep_counts_in_its_new_cgroup_from_its_next_sleep(
     agent: AgentProcess, cgroups: CgroupSandbox
 ) -> None:
@@ -86,6 +96,7 @@ def test_a_thread_moved_while_asleep_counts_in_its_new_cgroup_from_its_next_slee
     assert process.stdin is not None and process.stdout is not None
     try:
         slept_before = int(process.stdout.readline()) / 1e9
+        wait_until_asleep(process.pid)
         (after / "cgroup.procs").write_text(str(process.pid))  # moved by this process, while it waits on stdin
         process.stdin.write("\n")
         process.stdin.flush()

@@ -3,7 +3,9 @@ open descriptors."""
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,14 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from agent.exposition import process
 from agent.exposition.process import ProcessMetrics, open_descriptors
+
+
+@pytest.fixture(autouse=True)
+def no_collection_between_counts() -> Iterator[None]:
+    """A garbage collection between two counts could close a file left open and change the count."""
+    gc.disable()
+    yield
+    gc.enable()
 
 
 def families(collector: object) -> dict[str, tuple[str, str, float]]:
