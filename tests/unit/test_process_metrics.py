@@ -3,24 +3,16 @@ open descriptors."""
 
 from __future__ import annotations
 
-import gc
-import os
-from collections.abc import Iterator
-from pathlib import Path
+import json
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from agent.exposition import process
-from agent.exposition.process import ProcessMetrics, open_descriptors
-
-
-@pytest.fixture(autouse=True)
-def no_collection_between_counts() -> Iterator[None]:
-    """A garbage collection between two counts could close a file left open and change the count."""
-    gc.disable()
-    yield
-    gc.enable()
+from agent.exposition.process import ProcessMetrics
+from tests.support.agent import REPO
 
 
 def families(collector: object) -> dict[str, tuple[str, str, float]]:
@@ -28,6 +20,13 @@ def families(collector: object) -> dict[str, tuple[str, str, float]]:
         family.name: (family.type, family.documentation, family.samples[0].value)
         for family in collector.collect()  # type: ignore[attr-defined]
     }
+
+
+def in_fresh_interpreter(code: str) -> Any:
+    """What *code* prints as JSON, run alone in a new interpreter: in the test process other threads may open and
+    close descriptors between two counts."""
+    shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    return json.loads(shown.stdout)
 
 
 def test_the_families_are_prometheus_clients_with_the_same_values() -> None:
@@ -38,28 +37,39 @@ def test_the_families_are_prometheus_clients_with_the_same_values() -> None:
         assert ours[name][2] == pytest.approx(theirs[name][2], rel=0.01), name
     assert ours["process_cpu_seconds"][2] >= theirs["process_cpu_seconds"][2]
     assert ours["process_resident_memory_bytes"][2] == pytest.approx(theirs["process_resident_memory_bytes"][2], 0.05)
+
+
+def test_open_descriptors_are_prometheus_clients_count_less_its_listing() -> None:
     # prometheus_client counts the descriptor its own listing holds; the kernel's count does not.
-    assert ours["process_open_fds"][2] == theirs["process_open_fds"][2] - 1
-
-
-def test_open_descriptors_are_counted_exactly(tmp_path: Path) -> None:
-    before = open_descriptors()
-    held = [os.open(tmp_path, os.O_RDONLY) for _ in range(500)]
-    try:
-        assert open_descriptors() == before + 500 == len(os.listdir(process.FD_DIRECTORY)) - 1
-    finally:
-        for fd in held:
-            os.close(fd)
-    assert open_descriptors() == before
-
-
-def test_before_linux_6_2_the_descriptors_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Older kernels report size 0 for /proc/self/fd (this kernel cannot be made to): the listing is counted instead.
-    expected = open_descriptors()
-    real_stat = os.stat
-    monkeypatch.setattr(
-        os,
-        "stat",
-        lambda path, *a, **k: os.stat_result((0,) * 10) if path == process.FD_DIRECTORY else real_stat(path, *a, **k),
+    code = (
+        "import json; from prometheus_client import CollectorRegistry, ProcessCollector; "
+        "from agent.exposition.process import ProcessMetrics; "
+        "count = lambda c: next(f.samples[0].value for f in c.collect() if f.name == 'process_open_fds'); "
+        "print(json.dumps([count(ProcessMetrics()), count(ProcessCollector(registry=CollectorRegistry()))]))"
     )
-    assert open_descriptors() == expected
+    ours, theirs = in_fresh_interpreter(code)
+    assert ours == theirs - 1
+
+
+def test_open_descriptors_are_counted_exactly() -> None:
+    code = (
+        "import json, os; from agent.exposition.process import open_descriptors; "
+        "before = open_descriptors(); held = [os.open('/', os.O_RDONLY) for _ in range(500)]; "
+        "during = open_descriptors(); listed = len(os.listdir('/proc/self/fd')) - 1; "
+        "[os.close(fd) for fd in held]; print(json.dumps([before, during, listed, open_descriptors()]))"
+    )
+    before, during, listed, after = in_fresh_interpreter(code)
+    assert (during, listed, after) == (before + 500, before + 500, before)
+
+
+def test_before_linux_6_2_the_descriptors_are_listed() -> None:
+    # Older kernels report size 0 for /proc/self/fd (this kernel cannot be made to): the listing is counted instead.
+    code = (
+        "import json, os; from agent.exposition import process; "
+        "expected = process.open_descriptors(); real_stat = os.stat; "
+        "os.stat = lambda path, *a, **k: os.stat_result((0,) * 10) if path == process.FD_DIRECTORY "
+        "else real_stat(path, *a, **k); "
+        "print(json.dumps([expected, process.open_descriptors()]))"
+    )
+    expected, listed = in_fresh_interpreter(code)
+    assert listed == expected
