@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.cgroups import CgroupLayout, parse_hierarchy_ids
 from agent.collectors.common import CgroupTotals
 from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
@@ -146,15 +148,21 @@ def test_two_processes_that_had_one_pid_between_scrapes_are_told_apart(tmp_path:
     assert (places[exited(100, 55.0)].path, places[exited(100, 61.0)].path) == ("/first", "/second")
 
 
+def gone_process_announced_in_a(tmp_path: Path) -> tuple[FakeProc, ProcessKeys]:
+    """Process A (pid 100, forked at 50 s, announced in /a at 50.0002 s) has exited; the next may take its pid."""
+    proc = FakeProc(tmp_path)
+    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
+    proc.start(100, 5000, v1_cgroup("/a"))
+    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
+    proc.stop(100)
+    return proc, keys
+
+
 def test_an_announcement_read_after_its_pid_was_reused_is_not_the_new_process(tmp_path: Path) -> None:
     # A (forked at 50.000 s) is announced by one program, lives, and exits at 50.3015 s; B gets its pid 0.5 ms
     # later, in the clock tick A exited in. The other program's announcement of A (its key was made as A exited)
     # is read only now, while B runs.
-    proc = FakeProc(tmp_path)
-    keys = process_keys(tmp_path)
-    proc.start(100, 5000, v1_cgroup("/a"))
-    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
-    proc.stop(100)
+    proc, keys = gone_process_announced_in_a(tmp_path)
     proc.start(100, 5030, v1_cgroup("/b"))
     keys.announce(100, 50_301_400_000, parent=1, forked_ns=50_000_001_000)
     places = keys.place([exited(100, 50.3015), 100])
@@ -167,39 +175,26 @@ def test_an_announcement_read_after_its_pid_was_reused_is_not_the_new_process(tm
     assert keys.place([exited(100, 50.4)])[exited(100, 50.4)].path == "/b"
 
 
-def test_a_move_heard_after_the_pid_was_reused_belongs_to_the_new_process(tmp_path: Path) -> None:
-    # A is announced in /a and exits; B, with A's pid, joins /b, and that move is read before B's announcement.
-    proc = FakeProc(tmp_path)
-    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
-    proc.start(100, 5000, v1_cgroup("/a"))
-    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
-    proc.stop(100)
-    proc.start(100, 5030, v1_cgroup("/b"))
-    keys.moved(100, b"/b")
-    places = keys.place([exited(100, 50.3015), 100])
-    assert (places[exited(100, 50.3015)].path, places[100].path) == ("/a", "/b")
-
-
-def test_a_move_read_after_the_pid_was_reused_is_the_old_processs_when_it_came_first(tmp_path: Path) -> None:
-    # A moves to /a2 at 50.2 s and exits; B takes its pid at 50.3 s; A's move is read only then.
-    proc = FakeProc(tmp_path)
-    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
-    proc.start(100, 5000, v1_cgroup("/a"))
-    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
-    proc.stop(100)
-    proc.start(100, 5030, v1_cgroup("/b"))
-    keys.moved(100, b"/a2", boot_ns=50_200_000_000)
-    places = keys.place([exited(100, 50.3015), 100])
-    assert (places[exited(100, 50.3015)].path, places[100].path) == ("/a2", "/b")
+@pytest.mark.parametrize(
+    ("path", "moved_ns", "places"),
+    [
+        (b"/b", 50_302_000_000, ("/a", "/b")),  # B's own move into /b, read before B's announcement
+        (b"/a2", 50_200_000_000, ("/a2", "/b")),  # A's move before it exited, read only once B had the pid
+    ],
+)
+def test_a_move_read_after_the_pid_was_reused_goes_to_the_process_that_held_it_then(
+    tmp_path: Path, path: bytes, moved_ns: int, places: tuple[str, str]
+) -> None:
+    proc, keys = gone_process_announced_in_a(tmp_path)  # A exited at 50.3015 s
+    proc.start(100, 5030, v1_cgroup("/b"))  # B, from 50.30 s
+    keys.moved(100, path, boot_ns=moved_ns)
+    placed = keys.place([exited(100, 50.3015), 100])
+    assert (placed[exited(100, 50.3015)].path, placed[100].path) == places
 
 
 def test_an_announcement_names_its_process_by_fork_time_even_after_a_third_took_the_pid(tmp_path: Path) -> None:
     # B's move is read before B's announcement; B exits and C takes the pid; then B's announcement is read.
-    proc = FakeProc(tmp_path)
-    keys = process_keys(tmp_path, initial_cgroup_namespace=True)
-    proc.start(100, 5000, v1_cgroup("/a"))
-    keys.announce(100, 50_000_200_000, parent=1, forked_ns=50_000_000_000)
-    proc.stop(100)
+    proc, keys = gone_process_announced_in_a(tmp_path)
     proc.start(100, 5030, v1_cgroup("/job"))
     keys.moved(100, b"/job", boot_ns=50_310_000_000)
     proc.stop(100)
