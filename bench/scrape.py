@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent.cgroups import parse_flat_keyed
 from agent.fdlimit import raise_fd_limit
 from bench.common import Agent, Background, free_port, require, wait_for_http
 from tests.load.churn import agent_memory_kb
@@ -45,11 +46,10 @@ class CpuMeter:
 
     def seconds(self) -> float:
         """CPU seconds used in the directory so far."""
-        for line in (self.directory / "cpu.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "usage_usec":
-                return int(value) / 1e6
-        raise RuntimeError(f"bench: no usage_usec in {self.directory}/cpu.stat")
+        usage = parse_flat_keyed((self.directory / "cpu.stat").read_text()).get("usage_usec")
+        if usage is None:
+            raise RuntimeError(f"bench: no usage_usec in {self.directory}/cpu.stat: this kernel's cgroup2 is too old")
+        return usage / 1e6
 
 
 def fetch(url: str, gzip: bool) -> bytes:

@@ -27,6 +27,8 @@ class Stat:
     system_ticks: int
     threads: int
     start_ticks: int  # since boot: with the pid, names one process across pid reuse
+    virtual_bytes: int
+    resident_pages: int
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,9 @@ def parse_stat(text: str) -> Stat | None:
     if opened < 0 or closed < opened:
         return None
     fields = text[closed + 1 :].split()
-    # fields[0] is field 3 of proc(5): state; ppid 4, utime 14, stime 15, num_threads 20, starttime 22.
-    if len(fields) < 20:
+    # fields[0] is field 3 of proc(5): state; ppid 4, utime 14, stime 15, num_threads 20, starttime 22, vsize 23,
+    # rss 24 (pages).
+    if len(fields) < 22:
         return None
     try:
         return Stat(
@@ -80,6 +83,8 @@ def parse_stat(text: str) -> Stat | None:
             system_ticks=int(fields[12]),
             threads=int(fields[17]),
             start_ticks=int(fields[19]),
+            virtual_bytes=int(fields[20]),
+            resident_pages=int(fields[21]),
         )
     except ValueError:
         return None

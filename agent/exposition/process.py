@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from agent.diagnosis.processes import parse_stat
 from agent.procfs import ProcFS
 
 FD_DIRECTORY = "/proc/self/fd"
@@ -48,25 +49,23 @@ class ProcessMetrics:
 
     def collect(self) -> Iterator[Metric]:
         """The six families; none when /proc cannot be read, and no open_fds when /proc/self/fd cannot."""
-        stat = self._proc.read_text("self", "stat")
+        text = self._proc.read_text("self", "stat")
+        stat = None if text is None else parse_stat(text)
         if stat is None or self._boot_time is None:
             return
-        fields = stat.rsplit(")", 1)[1].split()  # from field 3 (state) on: the name may hold ")"
+        yield GaugeMetricFamily("process_virtual_memory_bytes", "Virtual memory size in bytes.", stat.virtual_bytes)
         yield GaugeMetricFamily(
-            "process_virtual_memory_bytes", "Virtual memory size in bytes.", value=float(fields[20])
-        )
-        yield GaugeMetricFamily(
-            "process_resident_memory_bytes", "Resident memory size in bytes.", value=float(fields[21]) * self._page_size
+            "process_resident_memory_bytes", "Resident memory size in bytes.", stat.resident_pages * self._page_size
         )
         yield GaugeMetricFamily(
             "process_start_time_seconds",
             "Start time of the process since unix epoch in seconds.",
-            value=float(fields[19]) / self._ticks + self._boot_time,
+            stat.start_ticks / self._ticks + self._boot_time,
         )
         yield CounterMetricFamily(
             "process_cpu_seconds_total",
             "Total user and system CPU time spent in seconds.",
-            value=(float(fields[11]) + float(fields[12])) / self._ticks,
+            (stat.user_ticks + stat.system_ticks) / self._ticks,
         )
         try:
             open_fds = open_descriptors(self._fd_directory)

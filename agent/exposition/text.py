@@ -45,8 +45,8 @@ class TextWriter:
     A block of rows (``RowFamily.add_block``) that comes back as the same object is its last text again: no
     Python work per series for idle workloads. Otherwise a row costs one dictionary lookup for its label string
     once it has been written before, and the formatting of its value. Remembered are the previous write's blocks
-    and (pruned to about the series written) the formatted label sets. Other Metric families (prometheus_client's
-    process collector) are written sample by sample. Not thread-safe: one write at a time.
+    and (pruned to about the series written) the formatted label sets. Other Metric families (the agent's own
+    process_* series) are written sample by sample. Not thread-safe: one write at a time.
     """
 
     def __init__(self) -> None:

@@ -17,6 +17,7 @@ from agent.kernel_objects import handover, syscall
 from agent.kernel_objects.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
 from agent.kernel_objects.ringbuf import RingBuffer
 from agent.probes.base import DecodedEntries, ProbeLimits, common_defines
+from agent.probes.sched import compile_defines as sched_defines
 from tests.support.agent import REPO, require_root
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -80,6 +81,29 @@ def test_closing_the_fds_detaches_the_programs(headers: None, cgroups: CgroupSan
         assert after.stat().st_ino not in counted
     finally:
         kept.close()
+
+
+@pytest.mark.parametrize("moves_counted", [True, False], ids=["key cached until a move", "key read every switch"])
+def test_a_thread_that_joins_a_cgroup_has_its_sleeps_counted_there(
+    headers: None, cgroups: CgroupSandbox, sleeper: Path, moves_counted: bool
+) -> None:
+    # The sleeper joins its cgroup itself (a move) and then sleeps: both builds of the sched program, with and
+    # without the cgroup_attach_task count (kernels that lack it), must read its new cgroup after the move.
+    defines = sched_defines(ProbeLimits(), kernel.tracefs_root())
+    assert "HAVE_CGROUP_ATTACH" in defines, "this kernel has cgroup:cgroup_attach_task; the agent must find it"
+    if not moves_counted:
+        del defines["HAVE_CGROUP_ATTACH"]
+    program = handover.load("sched.bpf.c", defines)
+    try:
+        group = cgroups.make("joins")
+        workload = Workload(sleeper, group, 20, 10_000_000)
+        try:
+            blocked_ns = dict(program.maps["cgroups"].items())[group.stat().st_ino].offcpu_ns[1]
+        finally:
+            workload.release()
+        assert 20 * 10_000_000 * 0.99 <= blocked_ns <= workload.truth["slept_ns"] + 2_000_000
+    finally:
+        program.close()
 
 
 def test_the_agent_side_never_imports_bcc(headers: None) -> None:

@@ -116,6 +116,7 @@ def test_stat_with_a_comm_holding_parentheses_and_spaces() -> None:
         5,
         999,
     )
+    assert (stat.virtual_bytes, stat.resident_pages) == (1000, 10)
 
 
 def test_a_short_or_broken_stat_is_none() -> None:

@@ -25,7 +25,8 @@ def families(collector: object) -> dict[str, tuple[str, str, float]]:
 def in_fresh_interpreter(code: str) -> Any:
     """What *code* prints as JSON, run alone in a new interpreter: in the test process other threads may open and
     close descriptors between two counts."""
-    shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
 
 
