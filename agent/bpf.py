@@ -33,11 +33,13 @@ class BpfUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class ProgramStats:
-    """Run count and run time of one loaded program (zero unless BPF stats are enabled)."""
+    """Run count and run time of one loaded program (zero unless BPF stats are enabled), and the events it was not
+    run for because a BPF program was already running on that CPU (None where the kernel does not count them)."""
 
     program: str
     runs: int
     run_seconds: float
+    misses: int | None = None
 
 
 def source_dir() -> Path:
@@ -88,6 +90,7 @@ def program_stats(programs: Mapping[str, int]) -> list[ProgramStats]:
                 program=_short_program_name(name),
                 runs=fields.get("run_cnt", 0),
                 run_seconds=fields.get("run_time_ns", 0) / 1e9,
+                misses=fields.get("recursion_misses"),
             )
         )
     return stats

@@ -58,13 +58,13 @@ class Settings:
 # Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
 # maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
 # reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 128 B) 200 B +
-# sched `cgroups` (u64 -> struct cgroup_sched, 104 B) 176 B. Per process: struct process_stats (72 B) 144 B +
+# sched `cgroups` (u64 -> struct cgroup_sched, 120 B) 192 B. Per process: struct process_stats (72 B) 144 B +
 # struct process_sched (40 B) 112 B. Per thread: sched `threads` (struct thread_state, 40 B) 112 B + syscalls
 # `futex_start` (u64) 80 B.
-BYTES_PER_CGROUP = 376
+BYTES_PER_CGROUP = 392
 BYTES_PER_PROCESS = 256
 BYTES_PER_THREAD = 192
-MAX_CGROUPS_LIMIT = 1 << 19  # 188 MiB of kernel memory
+MAX_CGROUPS_LIMIT = 1 << 19  # 196 MiB of kernel memory
 MAX_PROCESSES_LIMIT = 1 << 20  # 256 MiB
 MAX_THREADS_LIMIT = 1 << 20  # 192 MiB
 MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open

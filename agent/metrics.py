@@ -97,6 +97,14 @@ RUNQUEUE_LATENCY = HistogramSpec(
     "Time from a thread becoming runnable (woken, new, or preempted) until it runs, per wait.",
     WORKLOAD_LABELS,
 )
+SCHED_EVENTS_MISSED = CounterSpec(
+    "schedwatch_sched_events_missed",
+    "Scheduler events of the workload's threads the kernel did not deliver, found when a thread's next event "
+    "contradicted it: event=switch_in, a thread left a CPU without having been seen arriving (one off-CPU period "
+    "and its wait for a CPU not counted); event=wakeup, a thread ran after a sleep without having been seen woken "
+    "(one wait for a CPU not counted). Exported only where not 0.",
+    (*WORKLOAD_LABELS, "event"),
+)
 PROCESS_OFFCPU_SECONDS = CounterSpec(
     "schedwatch_process_offcpu_seconds",
     "Off-CPU time per live process by reason; only the most active processes are exported.",
@@ -175,6 +183,12 @@ BPF_PROGRAM_RUNS = CounterSpec(
 BPF_PROGRAM_RUN_SECONDS = CounterSpec(
     "schedwatch_bpf_program_run_seconds",
     "Time spent in each BPF program, from the kernel's accounting (0 unless BPF stats are enabled).",
+    SELF_PROGRAM_LABELS,
+)
+BPF_PROGRAM_MISSES = CounterSpec(
+    "schedwatch_bpf_program_misses",
+    "Events each BPF program was not run for because a BPF program was already running on that CPU (the "
+    "kernel's recursion_misses, Linux 5.12 and later; other tracing tools' programs count too).",
     SELF_PROGRAM_LABELS,
 )
 BPF_STATS_ENABLED = GaugeSpec(

@@ -1,8 +1,9 @@
 /* Off-CPU time and run-queue latency per cgroup (and per process, opt-in).
  *
  * sched_switch fires on every context switch of the machine, so each probe
- * does a fixed, small amount of work: at most three hash lookups, an array
- * slot and a few atomic adds, no loops, nothing sent to user space.
+ * does a fixed, small amount of work: at most three hash lookups (four when
+ * the kernel did not deliver an earlier event, see enum missed_event), an
+ * array slot and a few atomic adds, no loops, nothing sent to user space.
  *
  * Per thread the program remembers when it left the CPU, why, its cgroup,
  * and since when it has been runnable. When the thread runs again:
@@ -31,6 +32,15 @@
 
 enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
 
+/* Events the kernel did not deliver, found when a thread's next event
+ * contradicts its state (the agent exports them, per workload, in this order):
+ * a thread leaving a CPU that was never seen arriving (its last off-CPU period
+ * is lost), and a thread arriving after it slept that was never seen woken
+ * (its wait for a CPU is lost). A tracepoint raised while a perf event or BPF
+ * program is already being handled on that CPU is dropped for every user, and
+ * some kernels deliver no events at all in the context of some tasks. */
+enum missed_event { MISSED_SWITCH_IN = 0, MISSED_WAKEUP = 1, MISSED_EVENTS = 2 };
+
 /* Upper bounds (inclusive, ns) of the run-queue histogram; the agent exports
  * the same bounds (agent/probes/sched.py, RUNQ_BUCKET_BOUNDS). */
 #define RUNQ_BUCKETS 10
@@ -48,6 +58,7 @@ struct cgroup_sched {
     u64 offcpu_ns[REASONS];
     u64 runq_ns;
     u64 runq_buckets[RUNQ_BUCKETS];  /* their sum is the number of waits */
+    u64 missed[MISSED_EVENTS];
 };
 
 struct process_sched {
@@ -148,11 +159,14 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
     u32 reason = state->reason < REASONS ? state->reason : BLOCKED;
     u64 cgroup_id = state->cgroup_id;
     bool did_wait = state->runnable_since != 0;
+    bool wakeup_missed = offcpu && reason == BLOCKED && !did_wait;
     state->offcpu_since = 0;
     state->runnable_since = 0;
 
     struct cgroup_sched *cg = cgroup_entry(cgroup_id);
     if (cg) {
+        if (wakeup_missed)
+            __sync_fetch_and_add(&cg->missed[MISSED_WAKEUP], 1);
         if (offcpu)
             __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);
         if (did_wait) {
@@ -197,6 +211,15 @@ static __always_inline void refresh_workload_key(struct thread_state *state)
     state->cgroup_id = workload_key();  /* current is still the outgoing thread */
 }
 
+/* A thread leaves a CPU while its state says it never arrived: the kernel did
+ * not deliver the switch that ran it, and its last off-CPU period is lost. */
+static __always_inline void count_missed_switch_in(u64 key)
+{
+    struct cgroup_sched *cg = cgroup_entry(key);
+    if (cg)
+        __sync_fetch_and_add(&cg->missed[MISSED_SWITCH_IN], 1);
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
@@ -209,6 +232,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;
+            if (state->offcpu_since)
+                count_missed_switch_in(state->cgroup_id);
             refresh_workload_key(state);
 #if MAX_PROCESSES > 0
             state->tgid = watched_tgid();

@@ -337,12 +337,14 @@ class TopProcesses:
 def self_families(
     collector: str, health: MapHealth, programs: Iterable[bpf.ProgramStats], workloads: int
 ) -> list[Metric]:
-    """The collector's own cost and health: map fill, drops, program run counts and time, workloads tracked."""
+    """The collector's own cost and health: map fill, drops, program run counts, time and misses, workloads
+    tracked."""
     entries = metrics.BPF_MAP_ENTRIES.family()
     capacity = metrics.BPF_MAP_MAX_ENTRIES.family()
     dropped = metrics.BPF_EVENTS_DROPPED.family()
     runs = metrics.BPF_PROGRAM_RUNS.family()
     run_seconds = metrics.BPF_PROGRAM_RUN_SECONDS.family()
+    misses = metrics.BPF_PROGRAM_MISSES.family()
     tracked = metrics.TRACKED_SERIES.family()
     for name, count in health.entries.items():
         entries.add_metric([collector, name], count)
@@ -352,5 +354,7 @@ def self_families(
     for program in programs:
         runs.add_metric([collector, program.program], program.runs)
         run_seconds.add_metric([collector, program.program], program.run_seconds)
+        if program.misses is not None:
+            misses.add_metric([collector, program.program], program.misses)
     tracked.add_metric([collector], workloads)
-    return [entries, capacity, dropped, runs, run_seconds, tracked]
+    return [entries, capacity, dropped, runs, run_seconds, misses, tracked]

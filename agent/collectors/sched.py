@@ -14,6 +14,7 @@ from agent.exposition.family import RowFamily
 from agent.facts import MachineFacts
 from agent.model import Labels
 from agent.probes.sched import (
+    MISSED_EVENTS,
     OFFCPU_REASONS,
     REQUIRED_TRACEPOINTS,
     RUNQ_BUCKET_BOUNDS,
@@ -25,6 +26,7 @@ from agent.probes.sched import (
 NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
 _REASONS = len(OFFCPU_REASONS)
+_MISSED = len(MISSED_EVENTS)
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -34,27 +36,34 @@ def check(facts: MachineFacts) -> Availability:
 
 class SchedCollector(BpfCollector):
     """Off-CPU time and run-queue latency per workload; per-cgroup vector: off-CPU ns by reason, run-queue ns,
-    run-queue histogram buckets."""
+    run-queue histogram buckets, events missed by kind."""
 
     name = NAME
-    vector_width = _REASONS + 1 + len(_BUCKETS)
+    vector_width = _REASONS + 1 + len(_BUCKETS) + _MISSED
 
     def __init__(self, context: CollectorContext) -> None:
         super().__init__(context, SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs))
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
-        """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets."""
-        return (*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets)
+        """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind."""
+        return (*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets, *stats.missed)
 
     def workload_families(self) -> list[RowFamily]:
-        """Off-CPU seconds by reason and the run-queue histogram per workload."""
-        return [metrics.OFFCPU_SECONDS.family(), metrics.RUNQUEUE_LATENCY.family()]
+        """Off-CPU seconds by reason, the run-queue histogram, and the events missed, per workload."""
+        return [
+            metrics.OFFCPU_SECONDS.family(),
+            metrics.RUNQUEUE_LATENCY.family(),
+            metrics.SCHED_EVENTS_MISSED.family(),
+        ]
 
     def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's off-CPU seconds by reason and run-queue histogram."""
+        """One workload's off-CPU seconds by reason, run-queue histogram, and the kinds of event missed (if any)."""
+        buckets_end = _REASONS + 1 + len(_BUCKETS)
+        missed = totals[buckets_end:]
         return (
             [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
-            [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 :]), totals[_REASONS] / 1e9)],
+            [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 : buckets_end]), totals[_REASONS] / 1e9)],
+            [((*labels, event), count) for event, count in zip(MISSED_EVENTS, missed, strict=True) if count],
         )
 
     def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:

@@ -10,6 +10,7 @@ from agent import kernel
 from agent.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
 
 OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
+MISSED_EVENTS = ("switch_in", "wakeup")  # enum missed_event order
 # Seconds; + Inf, as in runq_bucket(). Dense between 0.5 and 25 ms, where a CPU-bound thread that shares its CPU
 # waits (a scheduler slice is a few ms) and where oversubscribed thread pools were measured here.
 RUNQ_BUCKET_BOUNDS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 1e-1)
@@ -33,10 +34,12 @@ class SchedCounts:
 
 @dataclass(frozen=True)
 class CgroupSched:
-    """A cgroup's counters plus its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf)."""
+    """A cgroup's counters, its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf), and the events
+    of its threads the kernel did not deliver (by MISSED_EVENTS)."""
 
     counts: SchedCounts
     runq_buckets: tuple[int, ...]
+    missed: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -97,5 +100,7 @@ class SchedProbe(BpfProbe):
 
 def _cgroup(value: Any) -> CgroupSched:
     return CgroupSched(
-        counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns), runq_buckets=tuple(value.runq_buckets)
+        counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
+        runq_buckets=tuple(value.runq_buckets),
+        missed=tuple(value.missed),
     )

@@ -147,8 +147,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
     [
         (
             ["--max-cgroups", "1000000"],
-            "argument --max-cgroups: 1000000 would preallocate about 359 MiB of kernel memory (376 bytes per cgroup "
-            "in the syscalls and sched maps); give at most 524288 (188 MiB)",
+            "argument --max-cgroups: 1000000 would preallocate about 374 MiB of kernel memory (392 bytes per cgroup "
+            "in the syscalls and sched maps); give at most 524288 (196 MiB)",
         ),
         (
             ["--max-processes", "2000000"],
