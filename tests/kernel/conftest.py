@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
+from agent import kernel
+from agent.facts import gather
 from tests.support.agent import AgentProcess, require_root
 
 GRACE_SECONDS = 3.0  # shared fixtures (cgroups, workloads) are in tests/conftest.py
+
+
+@pytest.fixture(scope="module")
+def headers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kernel headers where bcc finds them (BCC_KERNEL_SOURCE for one test module, as the agent sets it)."""
+    require_root()
+    facts = gather()
+    assert facts.headers is not None, facts.headers_error
+    with pytest.MonkeyPatch.context() as patch:
+        if "BCC_KERNEL_SOURCE" not in os.environ:
+            patch.setenv("BCC_KERNEL_SOURCE", "")
+            patch.delenv("BCC_KERNEL_SOURCE")
+        kernel.prepare_headers(facts.headers, tmp_path_factory.mktemp("state"))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from agent import bpf, kernel
-from agent.facts import gather
 from agent.kernel_objects import handover, syscall
 from agent.kernel_objects.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
 from agent.kernel_objects.ringbuf import RingBuffer
 from agent.probes.base import DecodedEntries, ProbeLimits, common_defines
+from agent.probes.sched import MISSED_EVENTS
 from agent.probes.sched import compile_defines as sched_defines
 from tests.support.agent import REPO, require_root
 from tests.support.workloads import CgroupSandbox, Workload
@@ -24,20 +24,6 @@ from tests.support.workloads import CgroupSandbox, Workload
 MAP_CREATE = 0
 MAP_UPDATE_ELEM = 2
 VALUE_DESC = '["value", [["count","unsigned long long"], ["pair","unsigned long long", [2]]], "struct"]'
-
-
-@pytest.fixture(scope="module")
-def headers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Kernel headers where bcc finds them (BCC_KERNEL_SOURCE for this module only, as the agent sets it)."""
-    require_root()
-    facts = gather()
-    assert facts.headers is not None, facts.headers_error
-    with pytest.MonkeyPatch.context() as patch:
-        if "BCC_KERNEL_SOURCE" not in os.environ:
-            patch.setenv("BCC_KERNEL_SOURCE", "")
-            patch.delenv("BCC_KERNEL_SOURCE")
-        kernel.prepare_headers(facts.headers, tmp_path_factory.mktemp("state"))
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +82,19 @@ def test_a_thread_that_joins_a_cgroup_has_its_sleeps_counted_there(
     program = handover.load("sched.bpf.c", defines)
     try:
         group = cgroups.make("joins")
-        workload = Workload(sleeper, group, 20, 10_000_000)
+        count, sleep_ns = 20, 10_000_000
+        workload = Workload(sleeper, group, count, sleep_ns)
         try:
-            blocked_ns = dict(program.maps["cgroups"].items())[group.stat().st_ino].offcpu_ns[1]
+            entry = dict(program.maps["cgroups"].items())[group.stat().st_ino]
         finally:
             workload.release()
-        assert 20 * 10_000_000 * 0.99 <= blocked_ns <= workload.truth["slept_ns"] + 2_000_000
+        # A switch-in the kernel did not deliver loses one off-CPU period, and is counted. (On this VM the sandbox's
+        # init process raises no tracepoint events: a thread that takes a CPU from it is not seen arriving, in about
+        # 1 run of 30.)
+        missed = entry.missed[MISSED_EVENTS.index("switch_in")]
+        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switch-ins: too many to judge"
+        blocked_ns = entry.offcpu_ns[1]
+        assert (count - missed) * sleep_ns * 0.99 <= blocked_ns <= workload.truth["slept_ns"] + 2_000_000
     finally:
         program.close()
 

@@ -118,11 +118,17 @@ def test_offcpu_time_is_placed_by_process_too(
     workload = Workload(sleeper, group, 20, 10_000_000)
     try:
         scrape = process_agent.scrape()
-        blocked = scrape.value("schedwatch_offcpu_seconds_total", cgroup=cgroups.relative(group), reason="blocked")
+        path = cgroups.relative(group)
+        blocked = scrape.value("schedwatch_offcpu_seconds_total", cgroup=path, reason="blocked")
+        assert blocked is not None, scrape.find("schedwatch_offcpu_seconds_total")
         slept = workload.truth["slept_ns"] / 1e9
         # Keyed by process, everything the process did counts where it is placed, including the wait in its
         # write to cgroup.procs when it joined (an RCU grace period; keyed by cgroup that counts in the parent's).
-        assert slept <= blocked <= slept + 0.05
+        # A sleep whose end the kernel did not deliver is not counted, and the switch-in it missed is.
+        missed = int(scrape.value("schedwatch_sched_events_missed_total", cgroup=path, event="switch_in") or 0)
+        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switch-ins: too many to judge"
+        lower = slept if missed == 0 else (20 - missed) * 0.01 * 0.99
+        assert lower <= blocked <= slept + 0.05
     finally:
         workload.release()
 

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent import AgentProcess, agent_map_entries
+from tests.support.bpf_spin import spinning_on_getpriority
 from tests.support.scrape import Scrape
-from tests.support.workloads import CgroupSandbox, Workload
+from tests.support.workloads import CgroupSandbox, Workload, build
 
 RUNQ = "schedwatch_runqueue_latency_seconds"
+MISSED = "schedwatch_sched_events_missed_total"
 
 
 def value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
@@ -22,6 +24,13 @@ def value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
     found = scrape.value(name, cgroup=cgroup, container_id="", **labels)
     assert found is not None, f"no {name} series for cgroup {cgroup!r} {labels}"
     return found
+
+
+def missed_switch_ins(scrape: Scrape, cgroup: str) -> int:
+    """Switch-ins of the cgroup's threads the kernel did not deliver, each losing one off-CPU period (the series is
+    exported only once one is missed; the tests that read it check that it is, when it is)."""
+    found = scrape.value(MISSED, cgroup=cgroup, container_id="", event="switch_in")
+    return int(found or 0)
 
 
 def schedstat_run_delay(pid: int, tids: list[int]) -> float:
@@ -41,8 +50,11 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         # A loaded machine wakes a sleeper late: the truth is the time measured around the sleeps, not the
         # requested time (a lower bound).
         slept = workload.truth["slept_ns"] / 1e9
-        assert count * sleep_ns / 1e9 * 0.99 <= blocked <= slept + 0.002
-        assert blocked == pytest.approx(slept, rel=0.05)
+        # A sleep whose end the kernel did not deliver is not counted, and the switch-in it missed is.
+        missed = missed_switch_ins(scrape, path)
+        assert missed <= 2, f"the kernel did not deliver {missed} of {count} switch-ins: too many to judge"
+        assert (count - missed) * sleep_ns / 1e9 * 0.99 <= blocked <= slept + 0.002
+        assert blocked == pytest.approx(slept * (count - missed) / count, rel=0.05)
         # Its sleeps count as blocked, never as preempted: preempted time is only what the kernel itself counted
         # as waiting for a CPU (schedstat, the whole life of the thread; on a loaded machine a woken sleeper can
         # be preempted for real), a small part of the time asleep.
@@ -50,10 +62,34 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         run_delay = schedstat_run_delay(pid, [int(t) for t in os.listdir(f"/proc/{pid}/task")])
         assert preempted <= run_delay + 1e-4, f"preempted {preempted * 1e3:.2f} ms > run delay {run_delay * 1e3:.2f} ms"
         assert preempted < blocked / 20, f"a sleeper was preempted for {preempted * 1e3:.1f} ms"
-        # Each wake-up is a wait for a CPU, however short.
-        assert value(scrape, f"{RUNQ}_count", path) >= count
+        # Each wake-up is a wait for a CPU, however short (one whose switch-in was missed is not counted).
+        assert value(scrape, f"{RUNQ}_count", path) >= count - missed
     finally:
         workload.release()
+
+
+def test_wake_ups_the_kernel_did_not_deliver_are_exported_as_missed(
+    agent: AgentProcess, headers: None, cgroups: CgroupSandbox
+) -> None:
+    """Each round a thread's sleep ends while another BPF program spins on its CPU: the kernel runs no other BPF
+    program for that wake-up, and counts a miss for each program it skipped. The thread is then seen running after
+    a sleep without a wake-up: one missed wake-up, whose wait for a CPU is not counted."""
+    rounds, sleep_ns, spin_ns = 8, 20_000_000, 60_000_000
+    woken_under_bpf = build("woken_under_bpf")
+    program = {"collector": "sched", "program": "sched_wakeup"}
+    misses_before = agent.scrape().value("schedwatch_bpf_program_misses_total", **program)
+    assert misses_before is not None, "this kernel reports recursion_misses (Linux 5.12 and later)"
+    group = cgroups.make("woken-under-bpf")
+    with spinning_on_getpriority(spin_ns):
+        Workload(woken_under_bpf, group, rounds, sleep_ns, hold=False)
+    scrape = agent.scrape()
+    path = cgroups.relative(group)
+    wakeups = value(scrape, MISSED, path, event="wakeup")
+    # A round whose switch-in was not delivered either (see the sleeper test) shows as a missed switch-in instead.
+    switch_ins = missed_switch_ins(scrape, path)
+    assert rounds - switch_ins <= wakeups <= rounds, (wakeups, switch_ins)
+    misses = scrape.value("schedwatch_bpf_program_misses_total", **program)
+    assert misses is not None and misses - misses_before >= rounds, (misses_before, misses)
 
 
 # Sleeps 20 x 10 ms (printing the ns measured around them), waits for a line on stdin, sleeps 20 x 10 ms again,
@@ -147,6 +183,7 @@ def test_numpy2_oversubscription_shows_as_runqueue_wait_not_yields(agent: AgentP
 
     Measured here (2 vCPUs, 4 workers x 80 tasks): pool threads unset 8-10 s of run-queue wait and 7-10 s
     preempted in 1.4-1.8 s of wall time; one thread per worker 0.4-0.5 s and 0.2-0.3 s in 0.4 s. Zero yields in both.
+    On a busier CI machine: unset 10.1 s and 9.3 s in 3.7 s; one thread 0.52 s and 0.30 s in 0.44 s.
     """
     import sys
 
@@ -171,8 +208,9 @@ def test_numpy2_oversubscription_shows_as_runqueue_wait_not_yields(agent: AgentP
     assert bad["yields"] == fixed["yields"] == 0, "numpy 2.x should not yield at all"
     assert bad["runq"] > 10 * fixed["runq"], measured
     assert bad["preempted"] > 10 * fixed["preempted"], measured
-    # Per second of wall time too: threads wait for a CPU several times over, not just for longer.
-    assert bad["runq"] / bad["seconds"] > 3 * fixed["runq"] / fixed["seconds"], measured
+    # Per second of wall time too: more threads wait for a CPU at once, not just for longer (4.3-5.4 times as
+    # many here, 2.3 on the CI machine above).
+    assert bad["runq"] / bad["seconds"] > 1.5 * fixed["runq"] / fixed["seconds"], measured
 
 
 def test_runqueue_latency_agrees_with_taskstats_delay_accounting(

@@ -1,0 +1,83 @@
+/* woken_under_bpf CGROUP_DIRS ROUNDS SLEEP_NS HOLD
+ * Two threads on one CPU. Each round one thread sleeps SLEEP_NS; the other, once it sees the first asleep, calls
+ * getpriority(PRIO_PROCESS, SPIN_WHO), which the test's BPF program turns into a spin in the kernel longer than the
+ * sleep. The sleeper's timer then wakes it in an interrupt while that program runs on its CPU, and the kernel runs no
+ * other BPF program for that wake-up. Reports the rounds done. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include "common.h"
+
+#define SPIN_WHO 987654321
+
+static atomic_long started = -1, woken = 0;
+static atomic_int sleeper_tid;
+static long rounds;
+static struct timespec nap;
+
+static void *sleeper(void *unused)
+{
+    (void)unused;
+    sleeper_tid = (int)syscall(SYS_gettid);
+    for (long round = 0; round < rounds; round++) {
+        started = round;
+        nanosleep(&nap, NULL);
+        woken = round + 1;
+    }
+    return NULL;
+}
+
+/* Whether thread `tid` of this process is asleep (state S in its stat line). */
+static int asleep(int tid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    FILE *stat = fopen(path, "r");
+    if (!stat)
+        return 0;
+    size_t length = fread(line, 1, sizeof(line) - 1, stat);
+    fclose(stat);
+    line[length] = '\0';
+    char *end = strrchr(line, ')');
+    return end && end[1] == ' ' && end[2] == 'S';
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: woken_under_bpf CGROUP_DIRS ROUNDS SLEEP_NS HOLD\n");
+        return 2;
+    }
+    join_cgroup(argv[1]);
+    rounds = atol(argv[2]);
+    uint64_t sleep_ns = strtoull(argv[3], NULL, 10);
+    nap.tv_sec = sleep_ns / 1000000000ull;
+    nap.tv_nsec = sleep_ns % 1000000000ull;
+
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) {  /* inherited by the sleeper */
+        perror("sched_setaffinity");
+        return 2;
+    }
+    pthread_t thread;
+    pthread_create(&thread, NULL, sleeper, NULL);
+    for (long round = 0; round < rounds; round++) {
+        while (started != round || !asleep(sleeper_tid))
+            sched_yield();
+        getpriority(PRIO_PROCESS, SPIN_WHO);
+        while (woken != round + 1)
+            sched_yield();
+    }
+    pthread_join(thread, NULL);
+
+    char json[64];
+    snprintf(json, sizeof(json), "{\"pid\": %d, \"rounds\": %ld}", getpid(), rounds);
+    report_and_hold(json, atoi(argv[4]));
+    return 0;
+}
