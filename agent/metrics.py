@@ -100,9 +100,10 @@ RUNQUEUE_LATENCY = HistogramSpec(
 SCHED_EVENTS_MISSED = CounterSpec(
     "schedwatch_sched_events_missed",
     "Scheduler events of the workload's threads the kernel did not deliver, found when a thread's next event "
-    "contradicted it: event=switch_in, a thread left a CPU without having been seen arriving (one off-CPU period "
-    "and its wait for a CPU not counted); event=wakeup, a thread ran after a sleep without having been seen woken "
-    "(one wait for a CPU not counted). Exported only where not 0.",
+    "contradicted it: switch_in, a thread left a CPU without having been seen arriving (one lost switch: this "
+    "thread's off-CPU period and its wait for a CPU not counted, nor the period of the thread it took the CPU from); "
+    "wakeup, a thread ran after a sleep without having been seen woken (one wait not counted; Linux before 5.18 "
+    "and from 6.16). Exported only where not 0.",
     (*WORKLOAD_LABELS, "event"),
 )
 PROCESS_OFFCPU_SECONDS = CounterSpec(
@@ -187,8 +188,9 @@ BPF_PROGRAM_RUN_SECONDS = CounterSpec(
 )
 BPF_PROGRAM_MISSES = CounterSpec(
     "schedwatch_bpf_program_misses",
-    "Events each BPF program was not run for because a BPF program was already running on that CPU (the "
-    "kernel's recursion_misses, Linux 5.12 and later; other tracing tools' programs count too).",
+    "Events each BPF program was not run for because a tracing BPF program (another tool's, or schedwatch's own) "
+    "was already running on that CPU: the kernel's recursion_misses, counted for tracepoint programs since Linux "
+    "6.7 (0 before).",
     SELF_PROGRAM_LABELS,
 )
 BPF_STATS_ENABLED = GaugeSpec(

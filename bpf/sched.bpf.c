@@ -25,8 +25,9 @@
  * read from this kernel's tracepoint format, never from a header), DEAD_MASK
  * (the bits of a task's last switch-out after it exited, from the same format),
  * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace),
- * KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h), and
- * HAVE_CGROUP_ATTACH where the kernel has the cgroup_attach_task tracepoint.
+ * KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h),
+ * HAVE_CGROUP_ATTACH where the kernel has the cgroup_attach_task tracepoint,
+ * and COUNT_MISSED_WAKEUPS where sched_switch's prev_state can be trusted.
  */
 #include "schedwatch.h"
 
@@ -34,11 +35,18 @@ enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
 
 /* Events the kernel did not deliver, found when a thread's next event
  * contradicts its state (the agent exports them, per workload, in this order):
- * a thread leaving a CPU that was never seen arriving (its last off-CPU period
- * is lost), and a thread arriving after it slept that was never seen woken
- * (its wait for a CPU is lost). A tracepoint raised while a perf event or BPF
- * program is already being handled on that CPU is dropped for every user, and
- * some kernels deliver no events at all in the context of some tasks. */
+ *   switch_in  a thread leaves a CPU although it was never seen arriving: the
+ *              switch that ran it was lost, and with it this thread's last
+ *              off-CPU period (and that of the thread it took the CPU from, uncounted);
+ *   wakeup     a thread runs after a sleep although it was never seen woken:
+ *              its wait for a CPU is lost.
+ * While a tracing BPF program runs on a CPU, a tracepoint raised there reaches
+ * no other one; a perf event raised while one is being handled in the same
+ * context is dropped for perf and BPF alike.
+ *
+ * Missed wake-ups are counted only with COUNT_MISSED_WAKEUPS: from Linux 5.18
+ * to 6.15, sched_switch reports a thread that had a signal pending as asleep
+ * although it stays runnable, and it then runs again with no wake-up at all. */
 enum missed_event { MISSED_SWITCH_IN = 0, MISSED_WAKEUP = 1, MISSED_EVENTS = 2 };
 
 /* Upper bounds (inclusive, ns) of the run-queue histogram; the agent exports
@@ -79,6 +87,12 @@ BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
 #endif
 BPF_ARRAY(drops, u64, DROP_REASONS);
+#ifdef COUNT_MISSED_WAKEUPS
+/* When the agent started counting missed wake-ups (bpf_ktime_get_ns; 0: not
+ * yet): bcc attaches sched_switch before sched_wakeup, and a thread woken in
+ * between must not count as a wake-up missed. */
+BPF_ARRAY(wakeups_watched_since, u64, 1);
+#endif
 #ifdef KEY_BY_PROCESS
 BPF_RINGBUF_OUTPUT(new_processes, 64);
 BPF_TABLE("lru_hash", u32, struct fork_record, forked_by, FORKS_REMEMBERED);
@@ -148,6 +162,27 @@ static __always_inline struct thread_state *thread_entry(u32 tid)
     return state;
 }
 
+/* One more event of kind `what` (enum missed_event) missed in workload `key`. */
+static __always_inline void count_missed(u64 key, u32 what)
+{
+    struct cgroup_sched *cg = cgroup_entry(key);
+    if (cg && what < MISSED_EVENTS)
+        __sync_fetch_and_add(&cg->missed[what], 1);
+}
+
+/* Whether a thread that went to sleep at `slept_at` and runs now without a
+ * wake-up seen is a wake-up the kernel did not deliver. */
+static __always_inline bool wakeup_missed(u64 slept_at)
+{
+#ifdef COUNT_MISSED_WAKEUPS
+    u32 zero = 0;
+    u64 *since = wakeups_watched_since.lookup(&zero);
+    return since && *since && slept_at > *since;
+#else
+    return false;
+#endif
+}
+
 /* The thread `tid` is about to run: account its off-CPU period and wait. */
 static __always_inline void account_switch_in(u32 tid, u64 now)
 {
@@ -159,13 +194,14 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
     u32 reason = state->reason < REASONS ? state->reason : BLOCKED;
     u64 cgroup_id = state->cgroup_id;
     bool did_wait = state->runnable_since != 0;
-    bool wakeup_missed = offcpu && reason == BLOCKED && !did_wait;
+    bool missed_wakeup =
+        reason == BLOCKED && !did_wait && state->offcpu_since && wakeup_missed(state->offcpu_since);
     state->offcpu_since = 0;
     state->runnable_since = 0;
 
     struct cgroup_sched *cg = cgroup_entry(cgroup_id);
     if (cg) {
-        if (wakeup_missed)
+        if (missed_wakeup)
             __sync_fetch_and_add(&cg->missed[MISSED_WAKEUP], 1);
         if (offcpu)
             __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);
@@ -211,15 +247,6 @@ static __always_inline void refresh_workload_key(struct thread_state *state)
     state->cgroup_id = workload_key();  /* current is still the outgoing thread */
 }
 
-/* A thread leaves a CPU while its state says it never arrived: the kernel did
- * not deliver the switch that ran it, and its last off-CPU period is lost. */
-static __always_inline void count_missed_switch_in(u64 key)
-{
-    struct cgroup_sched *cg = cgroup_entry(key);
-    if (cg)
-        __sync_fetch_and_add(&cg->missed[MISSED_SWITCH_IN], 1);
-}
-
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
@@ -232,8 +259,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;
-            if (state->offcpu_since)
-                count_missed_switch_in(state->cgroup_id);
+            if (state->offcpu_since)  /* never seen arriving since it last left */
+                count_missed(state->cgroup_id, MISSED_SWITCH_IN);
             refresh_workload_key(state);
 #if MAX_PROCESSES > 0
             state->tgid = watched_tgid();

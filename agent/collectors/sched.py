@@ -27,6 +27,7 @@ NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
 _REASONS = len(OFFCPU_REASONS)
 _MISSED = len(MISSED_EVENTS)
+_BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -39,7 +40,7 @@ class SchedCollector(BpfCollector):
     run-queue histogram buckets, events missed by kind."""
 
     name = NAME
-    vector_width = _REASONS + 1 + len(_BUCKETS) + _MISSED
+    vector_width = _BUCKETS_END + _MISSED
 
     def __init__(self, context: CollectorContext) -> None:
         super().__init__(context, SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs))
@@ -58,11 +59,10 @@ class SchedCollector(BpfCollector):
 
     def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
         """One workload's off-CPU seconds by reason, run-queue histogram, and the kinds of event missed (if any)."""
-        buckets_end = _REASONS + 1 + len(_BUCKETS)
-        missed = totals[buckets_end:]
+        missed = totals[_BUCKETS_END:]
         return (
             [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
-            [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 : buckets_end]), totals[_REASONS] / 1e9)],
+            [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 : _BUCKETS_END]), totals[_REASONS] / 1e9)],
             [((*labels, event), count) for event, count in zip(MISSED_EVENTS, missed, strict=True) if count],
         )
 

@@ -131,6 +131,11 @@ class BpfMap:
             return None
         return self._one(self.Leaf, value)
 
+    def set(self, key: Any, value: Any) -> None:
+        """Set *key* to *value* (an int for a scalar, or a ctypes object of the map's value type)."""
+        raw = self.Leaf(value) if not isinstance(value, ctypes.Structure | ctypes.Union) else value
+        syscall.update(self.fd, self._key_bytes(key), ctypes.create_string_buffer(bytes(raw), self.spec.value_size))
+
     def delete(self, keys: Iterable[Any]) -> int:
         """Delete each of *keys* that is present; how many were."""
         return sum(1 for key in keys if syscall.delete(self.fd, self._key_bytes(key)))

@@ -9,6 +9,7 @@ from functools import cache
 NR_BPF = {"x86_64": 321, "aarch64": 280}
 
 MAP_LOOKUP_ELEM = 1
+MAP_UPDATE_ELEM = 2
 MAP_DELETE_ELEM = 3
 MAP_GET_NEXT_KEY = 4
 OBJ_GET_INFO_BY_FD = 15
@@ -91,6 +92,11 @@ def lookup(fd: int, key: ctypes.Array[ctypes.c_char], value: ctypes.Array[ctypes
     except FileNotFoundError:
         return False
     return True
+
+
+def update(fd: int, key: ctypes.Array[ctypes.c_char], value: ctypes.Array[ctypes.c_char]) -> None:
+    """Set *key* to *value* (BPF_ANY: made if absent)."""
+    bpf(MAP_UPDATE_ELEM, _ElemAttr(map_fd=fd, key=ctypes.addressof(key), value=ctypes.addressof(value)))
 
 
 def delete(fd: int, key: ctypes.Array[ctypes.c_char]) -> bool:

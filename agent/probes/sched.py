@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,17 @@ def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str 
     defines["DEAD_MASK"] = hex(kernel.sched_switch_dead_mask(tracefs) or FALLBACK_DEAD_MASK)
     if kernel.has_tracepoint("cgroup", "cgroup_attach_task", tracefs):
         defines["HAVE_CGROUP_ATTACH"] = None  # workload keys cached per thread until a task moves
+    if prev_state_is_exact(kernel.version_tuple(kernel.kernel_release())):
+        defines["COUNT_MISSED_WAKEUPS"] = None
     return defines
+
+
+def prev_state_is_exact(version: tuple[int, ...]) -> bool:
+    """Whether sched_switch's prev_state says runnable for every thread that stays runnable. From 5.18 (which stopped
+    re-reading the state at the tracepoint) to 6.15 (fixed in 6.16, and in some stable updates this cannot tell),
+    a thread that tried to sleep with a signal pending is reported asleep, stays runnable and runs again without
+    a wake-up: counting missed wake-ups there would count those too."""
+    return bool(version) and not (5, 18) <= version[:2] < (6, 16)
 
 
 class SchedProbe(BpfProbe):
@@ -78,7 +89,11 @@ class SchedProbe(BpfProbe):
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits
-        super().__init__(compile_defines(limits, tracefs), _cgroup)
+        defines = compile_defines(limits, tracefs)
+        super().__init__(defines, _cgroup)
+        if "COUNT_MISSED_WAKEUPS" in defines:
+            # Every program is attached now: wake-ups missed from here on are the kernel's doing.
+            self.table("wakeups_watched_since").set(0, time.monotonic_ns())
 
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""

@@ -22,7 +22,6 @@ from tests.support.agent import REPO, require_root
 from tests.support.workloads import CgroupSandbox, Workload
 
 MAP_CREATE = 0
-MAP_UPDATE_ELEM = 2
 VALUE_DESC = '["value", [["count","unsigned long long"], ["pair","unsigned long long", [2]]], "struct"]'
 
 
@@ -88,11 +87,11 @@ def test_a_thread_that_joins_a_cgroup_has_its_sleeps_counted_there(
             entry = dict(program.maps["cgroups"].items())[group.stat().st_ino]
         finally:
             workload.release()
-        # A switch-in the kernel did not deliver loses one off-CPU period, and is counted. (On this VM the sandbox's
-        # init process raises no tracepoint events: a thread that takes a CPU from it is not seen arriving, in about
-        # 1 run of 30.)
+        # A switch the kernel did not deliver loses one off-CPU period, and is counted. (On this VM the sandbox's init
+        # process raises no tracepoint events: a thread that takes a CPU from it is not seen arriving, in about 1 run
+        # of 30.)
         missed = entry.missed[MISSED_EVENTS.index("switch_in")]
-        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switch-ins: too many to judge"
+        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switches: too many to judge"
         blocked_ns = entry.offcpu_ns[1]
         assert (count - missed) * sleep_ns * 0.99 <= blocked_ns <= workload.truth["slept_ns"] + 2_000_000
     finally:
@@ -159,13 +158,11 @@ def _real_map(map_type: int, max_entries: int, entries: dict[int, tuple[int, int
     key_size = 4 if map_type == MAP_TYPE_ARRAY else 8
     attr = _CreateAttr(map_type, key_size, ctypes.sizeof(_Value), max_entries)
     fd = syscall.bpf(MAP_CREATE, attr)
-    key_type = ctypes.c_uint32 if map_type == MAP_TYPE_ARRAY else ctypes.c_uint64
-    for key, (count, first, second) in entries.items():
-        key_buffer, value = key_type(key), _Value(count, (ctypes.c_uint64 * 2)(first, second))
-        update = syscall._ElemAttr(map_fd=fd, key=ctypes.addressof(key_buffer), value=ctypes.addressof(value))
-        syscall.bpf(MAP_UPDATE_ELEM, update)
     key_desc = '"unsigned int"' if map_type == MAP_TYPE_ARRAY else '"unsigned long long"'
-    return BpfMap(fd, MapSpec("test", map_type, key_size, ctypes.sizeof(_Value), max_entries, key_desc, VALUE_DESC))
+    table = BpfMap(fd, MapSpec("test", map_type, key_size, ctypes.sizeof(_Value), max_entries, key_desc, VALUE_DESC))
+    for key, (count, first, second) in entries.items():
+        _set(table, key, count, first, second)
+    return table
 
 
 def _plain(items: list[tuple[int, _Value]]) -> dict[int, tuple[int, int, int]]:
@@ -194,9 +191,7 @@ def test_batch_lookup_equals_per_key_lookup_on_a_real_hash_map() -> None:
 
 
 def _set(table: BpfMap, key: int, count: int, first: int, second: int) -> None:
-    key_buffer, value = ctypes.c_uint64(key), _Value(count, (ctypes.c_uint64 * 2)(first, second))
-    update = syscall._ElemAttr(map_fd=table.fd, key=ctypes.addressof(key_buffer), value=ctypes.addressof(value))
-    syscall.bpf(MAP_UPDATE_ELEM, update)
+    table.set(key, _Value(count, (ctypes.c_uint64 * 2)(first, second)))
 
 
 def test_decoded_entries_are_decoded_again_only_when_their_bytes_changed() -> None:

@@ -18,6 +18,7 @@ import pytest
 from agent.identity.placement import PID_MASK
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.support.agent import REPO, AgentProcess, agent_map_keys, require_root
+from tests.support.scrape import missed_switches
 from tests.support.workloads import CgroupSandbox, Workload
 
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -124,9 +125,9 @@ def test_offcpu_time_is_placed_by_process_too(
         slept = workload.truth["slept_ns"] / 1e9
         # Keyed by process, everything the process did counts where it is placed, including the wait in its
         # write to cgroup.procs when it joined (an RCU grace period; keyed by cgroup that counts in the parent's).
-        # A sleep whose end the kernel did not deliver is not counted, and the switch-in it missed is.
-        missed = int(scrape.value("schedwatch_sched_events_missed_total", cgroup=path, event="switch_in") or 0)
-        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switch-ins: too many to judge"
+        # A sleep whose end the kernel did not deliver is not counted, and the switch it missed is.
+        missed = missed_switches(scrape, cgroup=path)
+        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switches: too many to judge"
         lower = slept if missed == 0 else (20 - missed) * 0.01 * 0.99
         assert lower <= blocked <= slept + 0.05
     finally:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from agent import kernel
+from agent.probes.sched import prev_state_is_exact
 from tests.support.agent import AgentProcess, agent_map_entries
-from tests.support.bpf_spin import spinning_on_getpriority
-from tests.support.scrape import Scrape
+from tests.support.bpf_spin import SPIN_WHO, spinning_on_getpriority
+from tests.support.scrape import Scrape, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build
 
 RUNQ = "schedwatch_runqueue_latency_seconds"
@@ -24,13 +26,6 @@ def value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
     found = scrape.value(name, cgroup=cgroup, container_id="", **labels)
     assert found is not None, f"no {name} series for cgroup {cgroup!r} {labels}"
     return found
-
-
-def missed_switch_ins(scrape: Scrape, cgroup: str) -> int:
-    """Switch-ins of the cgroup's threads the kernel did not deliver, each losing one off-CPU period (the series is
-    exported only once one is missed; the tests that read it check that it is, when it is)."""
-    found = scrape.value(MISSED, cgroup=cgroup, container_id="", event="switch_in")
-    return int(found or 0)
 
 
 def schedstat_run_delay(pid: int, tids: list[int]) -> float:
@@ -50,9 +45,9 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         # A loaded machine wakes a sleeper late: the truth is the time measured around the sleeps, not the
         # requested time (a lower bound).
         slept = workload.truth["slept_ns"] / 1e9
-        # A sleep whose end the kernel did not deliver is not counted, and the switch-in it missed is.
-        missed = missed_switch_ins(scrape, path)
-        assert missed <= 2, f"the kernel did not deliver {missed} of {count} switch-ins: too many to judge"
+        # A sleep whose end the kernel did not deliver is not counted, and the switch it missed is.
+        missed = missed_switches(scrape, cgroup=path, container_id="")
+        assert missed <= 2, f"the kernel did not deliver {missed} of {count} switches: too many to judge"
         assert (count - missed) * sleep_ns / 1e9 * 0.99 <= blocked <= slept + 0.002
         assert blocked == pytest.approx(slept * (count - missed) / count, rel=0.05)
         # Its sleeps count as blocked, never as preempted: preempted time is only what the kernel itself counted
@@ -75,19 +70,22 @@ def test_wake_ups_the_kernel_did_not_deliver_are_exported_as_missed(
     program for that wake-up, and counts a miss for each program it skipped. The thread is then seen running after
     a sleep without a wake-up: one missed wake-up, whose wait for a CPU is not counted."""
     rounds, sleep_ns, spin_ns = 8, 20_000_000, 60_000_000
+    release = kernel.kernel_release()
+    assert prev_state_is_exact(kernel.version_tuple(release)), f"{release} does not count missed wake-ups"
     woken_under_bpf = build("woken_under_bpf")
     program = {"collector": "sched", "program": "sched_wakeup"}
     misses_before = agent.scrape().value("schedwatch_bpf_program_misses_total", **program)
     assert misses_before is not None, "this kernel reports recursion_misses (Linux 5.12 and later)"
     group = cgroups.make("woken-under-bpf")
     with spinning_on_getpriority(spin_ns):
-        Workload(woken_under_bpf, group, rounds, sleep_ns, hold=False)
+        Workload(woken_under_bpf, group, rounds, sleep_ns, SPIN_WHO, hold=False)
     scrape = agent.scrape()
     path = cgroups.relative(group)
     wakeups = value(scrape, MISSED, path, event="wakeup")
-    # A round whose switch-in was not delivered either (see the sleeper test) shows as a missed switch-in instead.
-    switch_ins = missed_switch_ins(scrape, path)
-    assert rounds - switch_ins <= wakeups <= rounds, (wakeups, switch_ins)
+    # A round whose switch-in was not delivered either (see the sleeper test) shows as a missed switch instead.
+    switches = missed_switches(scrape, cgroup=path, container_id="")
+    assert switches <= 2, f"the kernel did not deliver {switches} switches: too many to judge"
+    assert rounds - switches <= wakeups <= rounds, (wakeups, switches)
     misses = scrape.value("schedwatch_bpf_program_misses_total", **program)
     assert misses is not None and misses - misses_before >= rounds, (misses_before, misses)
 

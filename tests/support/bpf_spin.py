@@ -10,13 +10,15 @@ from typing import Any
 
 from agent import bpf
 
-SPIN_WHO = 987654321  # getpriority(PRIO_PROCESS, SPIN_WHO) spins; as in tests/workloads/woken_under_bpf.c
+SPIN_WHO = 987654321  # getpriority(PRIO_PROCESS, SPIN_WHO) spins: no process has this pid
 
 # A program runs at most a million verified instructions, so the spin chains itself by tail calls (at most 33)
-# until its deadline: about 50,000 clock reads per link.
+# until its deadline: up to 120,000 clock reads per link. A spin that ran out of links first is counted in
+# `cut_short`.
 SOURCE = r"""
 BPF_PROG_ARRAY(chain, 1);
 BPF_PERCPU_ARRAY(deadline, u64, 1);
+BPF_ARRAY(cut_short, u64, 1);
 
 int spin(void *ctx)
 {
@@ -24,11 +26,17 @@ int spin(void *ctx)
     u64 *until = deadline.lookup(&zero);
     if (!until)
         return 0;
-    for (u32 i = 0; i < 50000; i++) {
+    for (u32 i = 0; i < 30000; i++) {
+        bpf_ktime_get_ns();
+        bpf_ktime_get_ns();
+        bpf_ktime_get_ns();
         if (bpf_ktime_get_ns() >= *until)
             return 0;
     }
     chain.call(ctx, 0);
+    u64 *count = cut_short.lookup(&zero);  /* reached only when the tail call failed */
+    if (count)
+        __sync_fetch_and_add(count, 1);
     return 0;
 }
 
@@ -48,14 +56,16 @@ TRACEPOINT_PROBE(syscalls, sys_enter_getpriority)
 
 
 @contextmanager
-def spinning_on_getpriority(spin_ns: int) -> Iterator[Any]:
+def spinning_on_getpriority(spin_ns: int) -> Iterator[None]:
     """While inside, getpriority(PRIO_PROCESS, SPIN_WHO) spins *spin_ns* in a BPF program (kernel headers must be
-    prepared, as the ``headers`` fixture does)."""
+    prepared, as the ``headers`` fixture does). Fails on leaving if a spin ended before its time."""
     bcc = bpf.import_bcc()
     program = bcc.BPF(text=SOURCE.encode(), cflags=[f"-DSPIN_NS={spin_ns}ULL", f"-DSPIN_WHO={SPIN_WHO}"])
     try:
         link = program.load_func(b"spin", bcc.BPF.TRACEPOINT)
         program[b"chain"][ctypes.c_int(0)] = ctypes.c_int(link.fd)
-        yield program
+        yield
+        short: Any = program[b"cut_short"][ctypes.c_int(0)]
+        assert short.value == 0, f"{short.value} spins ended before {spin_ns} ns: this host reads the clock faster"
     finally:
         program.cleanup()

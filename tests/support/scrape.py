@@ -44,3 +44,10 @@ def scrape(url: str, timeout: float = 10.0) -> Scrape:
 def labels_dict(labels: frozenset[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
     """A plain dict of a label set."""
     return dict(labels)
+
+
+def missed_switches(scrape: Scrape, **labels: str) -> int:
+    """Switches the kernel did not deliver to the workload's threads (missed switch-ins), each losing one off-CPU
+    period. The series exists only once one was missed, so its absence is 0 here: use this only to loosen a
+    bound, never to assert that nothing was missed."""
+    return int(scrape.value("schedwatch_sched_events_missed_total", event="switch_in", **labels) or 0)

@@ -1,4 +1,4 @@
-/* woken_under_bpf CGROUP_DIRS ROUNDS SLEEP_NS HOLD
+/* woken_under_bpf CGROUP_DIRS ROUNDS SLEEP_NS SPIN_WHO HOLD
  * Two threads on one CPU. Each round one thread sleeps SLEEP_NS; the other, once it sees the first asleep, calls
  * getpriority(PRIO_PROCESS, SPIN_WHO), which the test's BPF program turns into a spin in the kernel longer than the
  * sleep. The sleeper's timer then wakes it in an interrupt while that program runs on its CPU, and the kernel runs no
@@ -11,8 +11,6 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include "common.h"
-
-#define SPIN_WHO 987654321
 
 static atomic_long started = -1, woken = 0;
 static atomic_int sleeper_tid;
@@ -48,8 +46,8 @@ static int asleep(int tid)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: woken_under_bpf CGROUP_DIRS ROUNDS SLEEP_NS HOLD\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: woken_under_bpf CGROUP_DIRS ROUNDS SLEEP_NS SPIN_WHO HOLD\n");
         return 2;
     }
     join_cgroup(argv[1]);
@@ -57,6 +55,7 @@ int main(int argc, char **argv)
     uint64_t sleep_ns = strtoull(argv[3], NULL, 10);
     nap.tv_sec = sleep_ns / 1000000000ull;
     nap.tv_nsec = sleep_ns % 1000000000ull;
+    id_t spin_who = (id_t)atol(argv[4]);
 
     cpu_set_t one;
     CPU_ZERO(&one);
@@ -66,11 +65,14 @@ int main(int argc, char **argv)
         return 2;
     }
     pthread_t thread;
-    pthread_create(&thread, NULL, sleeper, NULL);
+    if (pthread_create(&thread, NULL, sleeper, NULL) != 0) {
+        perror("pthread_create");
+        return 2;
+    }
     for (long round = 0; round < rounds; round++) {
         while (started != round || !asleep(sleeper_tid))
             sched_yield();
-        getpriority(PRIO_PROCESS, SPIN_WHO);
+        getpriority(PRIO_PROCESS, spin_who);
         while (woken != round + 1)
             sched_yield();
     }
@@ -78,6 +80,6 @@ int main(int argc, char **argv)
 
     char json[64];
     snprintf(json, sizeof(json), "{\"pid\": %d, \"rounds\": %ld}", getpid(), rounds);
-    report_and_hold(json, atoi(argv[4]));
+    report_and_hold(json, atoi(argv[5]));
     return 0;
 }
