@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.diagnosis.processes import parse_stat
+from agent.diagnosis.processes import CLOCK_TICKS, parse_stat
 from agent.procfs import ProcFS
 
 FD_DIRECTORY = "/proc/self/fd"
@@ -43,7 +43,6 @@ class ProcessMetrics:
     def __init__(self, proc: ProcFS | None = None, fd_directory: str = FD_DIRECTORY) -> None:
         self._proc = proc or ProcFS()
         self._fd_directory = fd_directory
-        self._ticks = os.sysconf("SC_CLK_TCK")
         self._page_size = os.sysconf("SC_PAGE_SIZE")
         self._boot_time = boot_time(self._proc)
 
@@ -60,12 +59,12 @@ class ProcessMetrics:
         yield GaugeMetricFamily(
             "process_start_time_seconds",
             "Start time of the process since unix epoch in seconds.",
-            stat.start_ticks / self._ticks + self._boot_time,
+            stat.start_ticks / CLOCK_TICKS + self._boot_time,
         )
         yield CounterMetricFamily(
             "process_cpu_seconds_total",
             "Total user and system CPU time spent in seconds.",
-            (stat.user_ticks + stat.system_ticks) / self._ticks,
+            (stat.user_ticks + stat.system_ticks) / CLOCK_TICKS,
         )
         try:
             open_fds = open_descriptors(self._fd_directory)

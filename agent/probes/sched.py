@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import kernel
+from agent.log import get_logger
 from agent.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
 
 OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
@@ -23,6 +24,8 @@ REQUIRED_TRACEPOINTS = (
 )
 FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
 FALLBACK_DEAD_MASK = 0x30  # EXIT_DEAD | EXIT_ZOMBIE as reported since Linux 4.14
+
+logger = get_logger("sched")
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,15 @@ class SchedProbe(BpfProbe):
         super().__init__(defines, _cgroup)
         if "COUNT_MISSED_WAKEUPS" in defines:
             # Every program is attached now: wake-ups missed from here on are the kernel's doing.
-            self.table("wakeups_watched_since").set(0, time.monotonic_ns())
+            try:
+                self.table("wakeups_watched_since").set(0, time.monotonic_ns())
+            except OSError as error:  # the map stays 0: nothing else depends on it
+                logger.warning(
+                    "missed_wakeups_not_counted",
+                    error=f"writing a BPF map: {error}",
+                    fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) in the agent's seccomp profile; "
+                    "every other series is unaffected",
+                )
 
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""

@@ -28,7 +28,7 @@ from agent.identity.labels import label_value
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.invariants import assert_counters_monotonic, complaints
 from tests.support.prometheus import Prometheus
-from tests.support.scrape import Scrape
+from tests.support.scrape import Scrape, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build
 
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -144,6 +144,32 @@ def test_bpf_refused_keeps_cgroup_cpu_serving(
     for collector in BPF_COLLECTORS:
         line = next(line for line in result.stdout.splitlines() if line.startswith(f"  {collector} "))
         assert "CANNOT RUN" in line and reason in line and f"fix: {fix}" in line, line
+
+
+def test_a_refused_map_write_leaves_only_missed_wake_ups_uncounted(
+    cgroups: CgroupSandbox, sleeper: Path, tmp_path: Path
+) -> None:
+    # The agent writes one map value itself, to start counting missed wake-ups; a profile that refuses
+    # BPF_MAP_UPDATE_ELEM (bpf(2) command 2) must cost that count only.
+    agent = start(tmp_path, prefix=(str(build("no_bpf")), "--only", "2"))
+    try:
+        (refused,) = log_lines(agent, "missed_wakeups_not_counted")
+        assert "Operation not permitted" in str(refused["error"]) and "BPF_MAP_UPDATE_ELEM" in str(refused["fix"])
+        group = cgroups.make("map-write-refused")
+        count, sleep_ns = 20, 10_000_000
+        workload = Workload(sleeper, group, count, sleep_ns)
+        try:
+            scrape = agent.scrape()
+        finally:
+            workload.release()
+        for collector in BPF_COLLECTORS:
+            assert scrape.value("schedwatch_source_up", source=collector) == 1
+        blocked = scrape.value("schedwatch_offcpu_seconds_total", cgroup=cgroups.relative(group), reason="blocked")
+        missed = missed_switches(scrape, cgroup=cgroups.relative(group))
+        assert blocked is not None and blocked >= (count - missed) * sleep_ns / 1e9 * 0.99, (blocked, missed)
+        assert complaints(agent.log()) == []  # the one warning came before it listened
+    finally:
+        assert agent.stop() == 0, agent.log()
 
 
 # --- tracefs absent ----------------------------------------------------------------------------------------------

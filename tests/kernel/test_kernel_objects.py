@@ -191,7 +191,10 @@ def test_batch_lookup_equals_per_key_lookup_on_a_real_hash_map() -> None:
 
 
 def _set(table: BpfMap, key: int, count: int, first: int, second: int) -> None:
-    table.set(key, _Value(count, (ctypes.c_uint64 * 2)(first, second)))
+    """Write one entry as raw bytes, apart from BpfMap's own encoding (which the readers under test share)."""
+    key_bytes = key.to_bytes(table.spec.key_size, sys.byteorder)
+    value_bytes = b"".join(number.to_bytes(8, sys.byteorder) for number in (count, first, second))
+    syscall.update(table.fd, ctypes.create_string_buffer(key_bytes), ctypes.create_string_buffer(value_bytes))
 
 
 def test_decoded_entries_are_decoded_again_only_when_their_bytes_changed() -> None:

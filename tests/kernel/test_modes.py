@@ -23,7 +23,7 @@ from tests.kernel.conftest import GRACE_SECONDS
 from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import REPO, AgentProcess, require_root
-from tests.support.scrape import Scrape
+from tests.support.scrape import cgroup_value
 from tests.support.workloads import SOURCES, CgroupSandbox, Workload, build
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
@@ -56,14 +56,6 @@ def procfs_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProc
     agent = start_agent(tmp_path_factory.mktemp("procfs") / "agent.log", "--mode", "procfs")
     yield agent
     assert agent.stop() == 0, agent.log()
-
-
-def cgroup_value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
-    """The value of a cgroup's series, which must exist (a missing series is a failure, never 0)."""
-    value = scrape.value(name, cgroup=cgroup, container_id="", **labels)
-    near = [dict(k) for k in scrape.find(name) if cgroup.split("/")[1] in dict(k).get("cgroup", "")]
-    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape; nearby: {near}"
-    return value
 
 
 def schedstat(pid: int) -> tuple[float, float]:

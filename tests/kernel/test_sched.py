@@ -11,21 +11,15 @@ from pathlib import Path
 import pytest
 
 from agent import kernel
+from agent.diagnosis.processes import parse_stat
 from agent.probes.sched import prev_state_is_exact
 from tests.support.agent import AgentProcess, agent_map_entries
 from tests.support.bpf_spin import SPIN_WHO, spinning_on_getpriority
-from tests.support.scrape import Scrape, missed_switches
+from tests.support.scrape import cgroup_value, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build
 
 RUNQ = "schedwatch_runqueue_latency_seconds"
 MISSED = "schedwatch_sched_events_missed_total"
-
-
-def value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
-    """The cgroup's sample, whose series must exist."""
-    found = scrape.value(name, cgroup=cgroup, container_id="", **labels)
-    assert found is not None, f"no {name} series for cgroup {cgroup!r} {labels}"
-    return found
 
 
 def schedstat_run_delay(pid: int, tids: list[int]) -> float:
@@ -40,8 +34,8 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
     try:
         scrape = agent.scrape()
         path = cgroups.relative(group)
-        blocked = value(scrape, "schedwatch_offcpu_seconds_total", path, reason="blocked")
-        preempted = value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted")
+        blocked = cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path, reason="blocked")
+        preempted = cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted")
         # A loaded machine wakes a sleeper late: the truth is the time measured around the sleeps, not the
         # requested time (a lower bound).
         slept = workload.truth["slept_ns"] / 1e9
@@ -58,7 +52,7 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         assert preempted <= run_delay + 1e-4, f"preempted {preempted * 1e3:.2f} ms > run delay {run_delay * 1e3:.2f} ms"
         assert preempted < blocked / 20, f"a sleeper was preempted for {preempted * 1e3:.1f} ms"
         # Each wake-up is a wait for a CPU, however short (one whose switch-in was missed is not counted).
-        assert value(scrape, f"{RUNQ}_count", path) >= count - missed
+        assert cgroup_value(scrape, f"{RUNQ}_count", path) >= count - missed
     finally:
         workload.release()
 
@@ -69,25 +63,28 @@ def test_wake_ups_the_kernel_did_not_deliver_are_exported_as_missed(
     """Each round a thread's sleep ends while another BPF program spins on its CPU: the kernel runs no other BPF
     program for that wake-up, and counts a miss for each program it skipped. The thread is then seen running after
     a sleep without a wake-up: one missed wake-up, whose wait for a CPU is not counted."""
-    rounds, sleep_ns, spin_ns = 8, 20_000_000, 60_000_000
+    rounds, sleep_ns, spin_ns = 8, 10_000_000, 30_000_000
     release = kernel.kernel_release()
     assert prev_state_is_exact(kernel.version_tuple(release)), f"{release} does not count missed wake-ups"
     woken_under_bpf = build("woken_under_bpf")
     program = {"collector": "sched", "program": "sched_wakeup"}
     misses_before = agent.scrape().value("schedwatch_bpf_program_misses_total", **program)
-    assert misses_before is not None, "this kernel reports recursion_misses (Linux 5.12 and later)"
+    assert misses_before is not None, "this kernel reports recursion_misses (counted for tracepoints from Linux 6.7)"
     group = cgroups.make("woken-under-bpf")
     with spinning_on_getpriority(spin_ns):
-        Workload(woken_under_bpf, group, rounds, sleep_ns, SPIN_WHO, hold=False)
+        workload = Workload(woken_under_bpf, group, rounds, sleep_ns, SPIN_WHO, hold=False)
+    # The rounds whose timer was due inside the spin (a loaded host may delay the call past it).
+    covered = workload.truth["covered"]
+    assert covered >= rounds // 2, f"only {covered} of {rounds} wake-ups fell inside a spin: the host is too loaded"
     scrape = agent.scrape()
     path = cgroups.relative(group)
-    wakeups = value(scrape, MISSED, path, event="wakeup")
+    wakeups = cgroup_value(scrape, MISSED, path, event="wakeup")
     # A round whose switch-in was not delivered either (see the sleeper test) shows as a missed switch instead.
     switches = missed_switches(scrape, cgroup=path, container_id="")
     assert switches <= 2, f"the kernel did not deliver {switches} switches: too many to judge"
-    assert rounds - switches <= wakeups <= rounds, (wakeups, switches)
+    assert covered - switches <= wakeups <= covered, (wakeups, covered, switches)
     misses = scrape.value("schedwatch_bpf_program_misses_total", **program)
-    assert misses is not None and misses - misses_before >= rounds, (misses_before, misses)
+    assert misses is not None and misses - misses_before >= covered, (misses_before, misses, covered)
 
 
 # Sleeps 20 x 10 ms (printing the ns measured around them), waits for a line on stdin, sleeps 20 x 10 ms again,
@@ -111,7 +108,7 @@ sys.stdin.read()
 def wait_until_asleep(pid: int, timeout: float = 10.0) -> None:
     """Until the process sleeps (state S in /proc/PID/stat), then a little longer: it has left its CPU."""
     deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "S":
+    while (stat := parse_stat(Path(f"/proc/{pid}/stat").read_text())) is None or stat.state != "S":
         assert time.monotonic() < deadline, f"process {pid} never went to sleep"
         time.sleep(0.005)
     time.sleep(0.05)
@@ -136,13 +133,19 @@ def test_a_thread_moved_while_asleep_counts_in_its_new_cgroup_from_its_next_slee
         process.stdin.flush()
         slept_after = int(process.stdout.readline()) / 1e9
         scrape = agent.scrape()
-        blocked_before = value(scrape, "schedwatch_offcpu_seconds_total", cgroups.relative(before), reason="blocked")
-        blocked_after = value(scrape, "schedwatch_offcpu_seconds_total", cgroups.relative(after), reason="blocked")
+        path_before, path_after = cgroups.relative(before), cgroups.relative(after)
+        blocked_before = cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path_before, reason="blocked")
+        blocked_after = cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path_after, reason="blocked")
+        # A sleep whose end the kernel did not deliver is not counted (see the sleeper test).
+        missed_before = missed_switches(scrape, cgroup=path_before, container_id="")
+        missed_after = missed_switches(scrape, cgroup=path_after, container_id="")
         # After the move: exactly its 20 sleeps (the wait for the line began before the move: it stays behind).
-        assert 0.2 * 0.99 <= blocked_after <= slept_after + 0.002, (blocked_after, slept_after)
-        # Before: its first 20 sleeps and the wait for the line. (Time preempted inside the measured sleeps is not
-        # blocked time: the lower bound is the time asked for, as in the sleeper test above.)
-        assert blocked_before >= 0.2 * 0.99, (blocked_before, slept_before)
+        lower_after = (20 - missed_after) * 0.01 * 0.99
+        assert lower_after <= blocked_after <= slept_after + 0.002, (blocked_after, slept_after, missed_after)
+        # Before: its first 20 sleeps and the wait for the line, which lasted at least until the move. (Time
+        # preempted inside the measured sleeps is not blocked time: the lower bound is the time asked for.)
+        lower_before = (20 - missed_before) * 0.01 * 0.99 + (0.05 if missed_before == 0 else 0)
+        assert blocked_before >= lower_before, (blocked_before, slept_before, missed_before)
     finally:
         process.stdin.close()
         process.wait(timeout=30)
@@ -156,9 +159,9 @@ def test_runqueue_latency_agrees_with_schedstat(agent: AgentProcess, cgroups: Cg
         path = cgroups.relative(group)
         kernel_says = schedstat_run_delay(workload.pid, workload.truth["tids"])
         assert kernel_says > 2.0, "three spinners on one CPU for 2 s should wait about 4 s in all"
-        waited = value(scrape, f"{RUNQ}_sum", path)
+        waited = cgroup_value(scrape, f"{RUNQ}_sum", path)
         assert waited == pytest.approx(kernel_says, rel=0.05)
-        preempted = value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted")
+        preempted = cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted")
         assert preempted == pytest.approx(waited, rel=0.10)
 
         # The histogram is consistent: cumulative buckets, +Inf == count, and most waits are scheduler slices.
@@ -167,7 +170,7 @@ def test_runqueue_latency_agrees_with_schedstat(agent: AgentProcess, cgroups: Cg
         )
         counts = [count for _, count in buckets]
         assert counts == sorted(counts)
-        assert buckets[-1] == (float("inf"), value(scrape, f"{RUNQ}_count", path))
+        assert buckets[-1] == (float("inf"), cgroup_value(scrape, f"{RUNQ}_count", path))
         assert counts[-1] > 100
 
         per_process = scrape.value("schedwatch_process_runqueue_wait_seconds_total", pid=str(workload.pid))
@@ -195,9 +198,9 @@ def test_numpy2_oversubscription_shows_as_runqueue_wait_not_yields(agent: AgentP
             scrape = agent.scrape()
             path = cgroups.relative(group)
             measured[threads] = {
-                "runq": value(scrape, f"{RUNQ}_sum", path),
-                "preempted": value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted"),
-                "yields": value(scrape, "schedwatch_sched_yield_calls_total", path),
+                "runq": cgroup_value(scrape, f"{RUNQ}_sum", path),
+                "preempted": cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path, reason="preempted"),
+                "yields": cgroup_value(scrape, "schedwatch_sched_yield_calls_total", path),
                 "seconds": workload.truth["seconds"],
             }
         finally:
@@ -227,7 +230,9 @@ def test_runqueue_latency_agrees_with_taskstats_delay_accounting(
             scrape = agent.scrape()
             through_netlink = taskstats.cpu_delay_seconds(workload.truth["tids"])
             assert through_netlink > 1.0
-            assert value(scrape, f"{RUNQ}_sum", cgroups.relative(group)) == pytest.approx(through_netlink, rel=0.05)
+            assert cgroup_value(scrape, f"{RUNQ}_sum", cgroups.relative(group)) == pytest.approx(
+                through_netlink, rel=0.05
+            )
         finally:
             workload.release()
     finally:

@@ -9,17 +9,10 @@ import pytest
 
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess
-from tests.support.scrape import Scrape
+from tests.support.scrape import Scrape, cgroup_value
 from tests.support.workloads import CgroupSandbox, Workload
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
-
-
-def cgroup_value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
-    """The value of a cgroup's series, which must exist (a missing series is a failure, never 0)."""
-    value = scrape.value(name, cgroup=cgroup, container_id="", **labels)
-    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape"
-    return value
 
 
 @pytest.mark.parametrize(("calls", "threads"), [(1, 1), (12_345, 1), (40_000, 3), (2_500, 16)])

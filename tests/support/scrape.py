@@ -51,3 +51,13 @@ def missed_switches(scrape: Scrape, **labels: str) -> int:
     period. The series exists only once one was missed, so its absence is 0 here: use this only to loosen a
     bound, never to assert that nothing was missed."""
     return int(scrape.value("schedwatch_sched_events_missed_total", event="switch_in", **labels) or 0)
+
+
+def cgroup_value(scrape: Scrape, name: str, cgroup: str, **labels: str) -> float:
+    """The value of a plain cgroup's series (not a container's), which must exist: a missing series is a failure,
+    never 0."""
+    value = scrape.value(name, cgroup=cgroup, container_id="", **labels)
+    top = cgroup.split("/")[1] if "/" in cgroup else cgroup
+    near = [dict(k) for k in scrape.find(name) if top in dict(k).get("cgroup", "")]
+    assert value is not None, f"no series {name}{{cgroup={cgroup!r}, {labels}}} in the scrape; nearby: {near}"
+    return value

@@ -2,7 +2,8 @@
  * Two threads on one CPU. Each round one thread sleeps SLEEP_NS; the other, once it sees the first asleep, calls
  * getpriority(PRIO_PROCESS, SPIN_WHO), which the test's BPF program turns into a spin in the kernel longer than the
  * sleep. The sleeper's timer then wakes it in an interrupt while that program runs on its CPU, and the kernel runs no
- * other BPF program for that wake-up. Reports the rounds done. */
+ * other BPF program for that wake-up. Reports the rounds done and how many of them woke the sleeper inside the spin
+ * (its timer due after the call began and at least 1 ms before it returned). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -13,6 +14,7 @@
 #include "common.h"
 
 static atomic_long started = -1, woken = 0;
+static _Atomic double asleep_at;  /* when the sleeper last began to sleep */
 static atomic_int sleeper_tid;
 static long rounds;
 static struct timespec nap;
@@ -22,6 +24,7 @@ static void *sleeper(void *unused)
     (void)unused;
     sleeper_tid = (int)syscall(SYS_gettid);
     for (long round = 0; round < rounds; round++) {
+        asleep_at = now();
         started = round;
         nanosleep(&nap, NULL);
         woken = round + 1;
@@ -69,17 +72,21 @@ int main(int argc, char **argv)
         perror("pthread_create");
         return 2;
     }
+    long covered = 0;
+    double nap_seconds = sleep_ns / 1e9;
     for (long round = 0; round < rounds; round++) {
         while (started != round || !asleep(sleeper_tid))
             sched_yield();
+        double due = asleep_at + nap_seconds, called = now();  /* before the sleeper can begin its next round */
         getpriority(PRIO_PROCESS, spin_who);
+        covered += called < due && due < now() - 0.001;
         while (woken != round + 1)
             sched_yield();
     }
     pthread_join(thread, NULL);
 
-    char json[64];
-    snprintf(json, sizeof(json), "{\"pid\": %d, \"rounds\": %ld}", getpid(), rounds);
+    char json[96];
+    snprintf(json, sizeof(json), "{\"pid\": %d, \"rounds\": %ld, \"covered\": %ld}", getpid(), rounds, covered);
     report_and_hold(json, atoi(argv[5]));
     return 0;
 }
