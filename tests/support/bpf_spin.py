@@ -4,11 +4,14 @@ way to make schedwatch miss events, as another tracing tool's slow program would
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from agent import bpf
+from tests.support.agent import REPO
 
 SPIN_WHO = 987654321  # getpriority(PRIO_PROCESS, SPIN_WHO) spins: no process has this pid
 
@@ -55,17 +58,42 @@ TRACEPOINT_PROBE(syscalls, sys_enter_getpriority)
 """
 
 
-@contextmanager
-def spinning_on_getpriority(spin_ns: int) -> Iterator[None]:
-    """While inside, getpriority(PRIO_PROCESS, SPIN_WHO) spins *spin_ns* in a BPF program (kernel headers must be
-    prepared, as the ``headers`` fixture does). Fails on leaving if a spin ended before its time."""
+def hold(spin_ns: int) -> None:
+    """Load the spin, say "ready", and hold it until stdin closes; then print how many spins ended early."""
     bcc = bpf.import_bcc()
     program = bcc.BPF(text=SOURCE.encode(), cflags=[f"-DSPIN_NS={spin_ns}ULL", f"-DSPIN_WHO={SPIN_WHO}"])
+    link = program.load_func(b"spin", bcc.BPF.TRACEPOINT)
+    program[b"chain"][ctypes.c_int(0)] = ctypes.c_int(link.fd)
+    print("ready", flush=True)
+    sys.stdin.read()
+    cut_short: Any = program[b"cut_short"][ctypes.c_int(0)]
+    print(cut_short.value, flush=True)
+
+
+@contextmanager
+def spinning_on_getpriority(spin_ns: int) -> Iterator[None]:
+    """While inside, getpriority(PRIO_PROCESS, SPIN_WHO) spins *spin_ns* in a BPF program, held by a child process
+    (bcc and its compiler stay out of the test process; kernel headers must be prepared, as the ``headers`` fixture
+    does). Fails on leaving if a spin ended before its time."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.bpf_spin", str(spin_ns)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
     try:
-        link = program.load_func(b"spin", bcc.BPF.TRACEPOINT)
-        program[b"chain"][ctypes.c_int(0)] = ctypes.c_int(link.fd)
+        assert child.stdout.readline() == "ready\n", "the spin program did not load (its error is above)"
         yield
-        short: Any = program[b"cut_short"][ctypes.c_int(0)]
-        assert short.value == 0, f"{short.value} spins ended before {spin_ns} ns: this host reads the clock faster"
+        child.stdin.close()
+        cut_short = int(child.stdout.readline())
+        assert cut_short == 0, f"{cut_short} spins ended before {spin_ns} ns: this host reads the clock faster"
     finally:
-        program.cleanup()
+        if not child.stdin.closed:  # left early: the test failed inside
+            child.kill()
+        child.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    hold(int(sys.argv[1]))
