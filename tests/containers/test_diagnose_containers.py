@@ -17,7 +17,8 @@ WINDOW = 10  # the container starts within it (Podman takes a second or more), a
 
 def test_a_named_container_is_diagnosed_with_its_processes(container_agent: AgentProcess, podman: Podman) -> None:
     name = f"{podman.prefix}-diagnosed"
-    # The name filter needs the agent to have its name by the second reading: Podman answers in milliseconds.
+    # The name filter needs the agent to have its name by the second reading: Podman answers in milliseconds,
+    # once a scrape has asked.
     source = f"http://127.0.0.1:{container_agent.port}"
     diagnose = Diagnose("--duration", str(WINDOW), "--from", source, "--container", name)
     opened = diagnose.wait_for_window()
@@ -26,6 +27,9 @@ def test_a_named_container_is_diagnosed_with_its_processes(container_agent: Agen
     while '"yields"' not in subprocess.run(["podman", "logs", container], capture_output=True, text=True).stdout:
         assert time.monotonic() < deadline, "the container did not yield early enough in the window"
         time.sleep(0.2)
+    # diagnose reads the agent only at the window's start and end; a scrape in between (Prometheus's, on a node)
+    # is what asks the runtime for the new container's name.
+    container_agent.scrape()
     try:
         report = diagnose.result()
         (view,) = report["workloads"]
