@@ -12,22 +12,25 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from agent import __version__, bpf, config, kernel, log, memory, taskstats
-from agent.cgroups import CgroupPathResolver
+from agent import __version__, config, log, memory
+from agent.bpf import BpfUnavailable
+from agent.bpf.stats import enable_bpf_stats
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory, modes, registry
 from agent.collectors.common import workload_map_size
 from agent.commands import analyze, compare, diagnose, verify
-from agent.cpus import online_cpu_count
-from agent.diagnosis.live.standing import StandingFindings
+from agent.counters import SourceUnavailable
+from agent.diagnosis.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
-from agent.facts import MachineFacts, gather
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
 from agent.identity.runtimes import RuntimeClient, socket_absent
 from agent.identity.runtimes.containerd import ContainerdClient
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
-from agent.sources import SourceUnavailable
+from agent.machine import kernel, taskstats
+from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cpus import online_cpu_count
+from agent.machine.facts import MachineFacts, gather
 from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
@@ -230,9 +233,9 @@ def _start_mode(
         try:
             running[name] = factory.start(context)
             logger.info("collector_started", collector=name, mode=mode)
-        except (bpf.BpfUnavailable, SourceUnavailable) as error:
+        except (BpfUnavailable, SourceUnavailable) as error:
             unavailable[name] = str(error)
-            if isinstance(error, bpf.BpfUnavailable) and bpf_error is None:
+            if isinstance(error, BpfUnavailable) and bpf_error is None:
                 bpf_error = str(error)
             logger.error("collector_failed_to_start", collector=name, error=str(error))
     return running, unavailable, bpf_error
@@ -275,8 +278,8 @@ def _enable_bpf_stats(settings: config.Settings, logger: Any) -> int | None:
     if not settings.bpf_stats:
         return None
     try:
-        return bpf.enable_bpf_stats()
-    except bpf.BpfUnavailable as error:
+        return enable_bpf_stats()
+    except BpfUnavailable as error:
         logger.warning("bpf_stats_unavailable", error=str(error))
         return None
 
@@ -326,7 +329,7 @@ def _check_collectors(
         if availability.ok and load:
             try:
                 factory.start(context).close()
-            except bpf.BpfUnavailable as error:
+            except BpfUnavailable as error:
                 bpf_error = bpf_error or str(error)
                 availability = Availability(
                     False, str(error), "if other headers do not help, report it with `schedwatch check --format json`"

@@ -10,14 +10,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from agent import __version__, metrics
-from agent.cgroups import CgroupPathResolver
 from agent.collectors import Collector
-from agent.diagnosis.live.standing import StandingFindings
+from agent.diagnosis.standing import StandingFindings
 from agent.exposition.family import Family, RowFamily
 from agent.exposition.process import ProcessMetrics
 from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
+from agent.machine.cgroups import CgroupPathResolver
 
 log = get_logger("exporter")
 

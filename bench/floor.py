@@ -6,13 +6,14 @@ import os
 import sys
 from pathlib import Path
 
-from agent import bpf, kernel
+from agent.bpf.compile import import_bcc
+from agent.machine import kernel
 
 
 def main(source: str, *cflags: str) -> None:
     """Keep *source* attached until stdin closes."""
     kernel.prepare_headers(kernel.find_kernel_headers(kernel.kernel_release(), os.environ), Path("/run/schedwatch"))
-    program = bpf.import_bcc().BPF(src_file=source.encode(), cflags=list(cflags))
+    program = import_bcc().BPF(src_file=source.encode(), cflags=list(cflags))
     print("ready", flush=True)
     sys.stdin.read()
     program.cleanup()

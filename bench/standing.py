@@ -1,4 +1,4 @@
-"""Cost of the agent's standing findings (agent/diagnosis/live/standing.py) next to writing out the scrape they judge.
+"""Cost of the agent's standing findings (agent/diagnosis/standing.py) next to writing out the scrape they judge.
 
 `python -m bench.standing [--workloads N] [--repetitions N]`: the unit tests' two recorded scrapes of a real agent,
 their workloads repeated to N, parsed once. Per repetition: the exposition text of the second scrape
@@ -18,7 +18,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from agent.diagnosis.live.standing import StandingFindings
+from agent.diagnosis.standing import StandingFindings
 from bench.common import median
 
 RECORDED = Path(__file__).parent.parent / "tests" / "unit" / "fixtures" / "metrics"

@@ -25,18 +25,20 @@ FLOORS = {
 
 def floor_ns(workloads: list[Any], source: str) -> dict[str, float]:
     """ns per run of the floor programs in *source* on the sched tracepoints, by the same accounting."""
-    from agent import bpf, kernel
+    from agent.bpf.compile import import_bcc
+    from agent.bpf.stats import enable_bpf_stats, program_stats
+    from agent.machine import kernel
 
     kernel.prepare_headers(kernel.find_kernel_headers(kernel.kernel_release(), os.environ), Path("/run/schedwatch"))
-    stats_fd = bpf.enable_bpf_stats()
-    program = bpf.import_bcc().BPF(src_file=str(BENCH / source).encode())
+    stats_fd = enable_bpf_stats()
+    program = import_bcc().BPF(src_file=str(BENCH / source).encode())
     fds = {name.decode(): function.fd for name, function in program.funcs.items()}
     try:
-        before = {s.program: s for s in bpf.program_stats(fds)}
+        before = {s.program: s for s in program_stats(fds)}
         for workload in workloads:
             workload.run()
         time.sleep(0.2)
-        after = {s.program: s for s in bpf.program_stats(fds)}
+        after = {s.program: s for s in program_stats(fds)}
     finally:
         program.cleanup()
         os.close(stats_fd)

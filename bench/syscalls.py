@@ -45,7 +45,7 @@ def bcc_tool(*command: str, ready: str) -> Background:
 
 def merged_headers() -> str:
     """BCC_KERNEL_SOURCE for peers: the agent's choice of headers, prepared the same way."""
-    from agent import kernel
+    from agent.machine import kernel
 
     choice = kernel.find_kernel_headers(kernel.kernel_release(), environ())
     prepared = kernel.prepare_headers(choice, Path("/run/schedwatch"))

@@ -12,11 +12,11 @@ from typing import Protocol
 
 from prometheus_client.core import Metric
 
-from agent.cgroups import CgroupPathResolver
 from agent.config import Settings
-from agent.facts import MachineFacts
 from agent.identity.placement import KeySpace
 from agent.identity.resolver import IdentityResolver
+from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.facts import MachineFacts
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,10 @@ from typing import NamedTuple
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.cgroups import (
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.exposition.family import BlockCache
+from agent.identity.workload import workload_for_cgroup
+from agent.machine.cgroups import (
     CgroupLayout,
     CgroupPathResolver,
     CpuControl,
@@ -42,14 +45,11 @@ from agent.cgroups import (
     read_usage_v1,
     read_usage_v2,
 )
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.cpus import online_cpu_count
-from agent.exposition.family import BlockCache
-from agent.facts import MachineFacts
-from agent.held_files import HeldFiles
-from agent.identity.workload import workload_for_cgroup
+from agent.machine.cpus import online_cpu_count
+from agent.machine.facts import MachineFacts
+from agent.machine.held_files import HeldFiles
+from agent.machine.procfs import SMALL_FILE, ProcFS
 from agent.model import CounterTable, Labels
-from agent.procfs import SMALL_FILE, ProcFS
 
 NAME = "cgroup_cpu"
 REFRESH_SECONDS = 60.0  # an idle cgroup's limit and throttling files are read at least this often (spread by id)

@@ -11,16 +11,18 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-from agent import bpf, kernel, metrics
+from agent import metrics
+from agent.bpf.probes.base import MapHealth, ProbeLimits
+from agent.bpf.stats import ProgramStats
 from agent.collectors import Availability, CollectorContext
 from agent.config import Settings
 from agent.exposition.family import BlockCache, RowFamily
-from agent.facts import MachineFacts
 from agent.identity.placement import KeySpace, Placement, ProcessKeys
 from agent.identity.workload import REMOVED, UNRESOLVED, Identities, process_labels, workload_for_cgroup
+from agent.machine import kernel
+from agent.machine.facts import MachineFacts
+from agent.machine.procfs import ProcFS
 from agent.model import CounterTable, Labels
-from agent.probes.base import MapHealth, ProbeLimits
-from agent.procfs import ProcFS
 
 PROCESS_KEYS = 16384
 _go_float: Callable[[float], str] = floatToGoString
@@ -334,9 +336,7 @@ class TopProcesses:
         return sorted(active, key=lambda pid: (recent[pid], activity[pid]), reverse=True)[: self.k]
 
 
-def self_families(
-    collector: str, health: MapHealth, programs: Iterable[bpf.ProgramStats], workloads: int
-) -> list[Metric]:
+def self_families(collector: str, health: MapHealth, programs: Iterable[ProgramStats], workloads: int) -> list[Metric]:
     """The collector's own cost and health: map fill, drops, program run counts, time and misses, workloads
     tracked."""
     entries = metrics.BPF_MAP_ENTRIES.family()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.collectors import Availability, CollectorFactory
-from agent.facts import MachineFacts
+from agent.machine.facts import MachineFacts
 
 BPF, PERF, PROCFS = "bpf", "perf", "procfs"
 

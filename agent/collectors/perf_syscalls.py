@@ -9,16 +9,16 @@ from __future__ import annotations
 from prometheus_client.core import Metric
 
 from agent import metrics
+from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.facts import MachineFacts
+from agent.counters import SourceUnavailable, perf_events
+from agent.counters.cgroup_tree import perf_counts_hierarchically, perf_event_tree
+from agent.counters.cgroup_watch import CgroupWatcher
+from agent.counters.perf_syscalls import REQUIRED_EVENTS, VECTOR_WIDTH, PerfSyscallCounters
 from agent.identity.workload import REMOVED, workload_for_cgroup
 from agent.log import get_logger
+from agent.machine.facts import MachineFacts
 from agent.model import CounterTable
-from agent.probes.syscalls import FUTEX_OPS
-from agent.sources import SourceUnavailable, perf_events
-from agent.sources.cgroup_tree import perf_counts_hierarchically, perf_event_tree
-from agent.sources.cgroup_watch import CgroupWatcher
-from agent.sources.perf_syscalls import REQUIRED_EVENTS, VECTOR_WIDTH, PerfSyscallCounters
 
 NAME = "syscalls"
 log = get_logger("perf_syscalls")

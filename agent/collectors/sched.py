@@ -8,12 +8,7 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
-from agent.exposition.family import RowFamily
-from agent.facts import MachineFacts
-from agent.model import Labels
-from agent.probes.sched import (
+from agent.bpf.probes.sched import (
     MISSED_EVENTS,
     OFFCPU_REASONS,
     REQUIRED_TRACEPOINTS,
@@ -22,6 +17,11 @@ from agent.probes.sched import (
     ProcessSched,
     SchedProbe,
 )
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
+from agent.exposition.family import RowFamily
+from agent.machine.facts import MachineFacts
+from agent.model import Labels
 
 NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)

@@ -10,14 +10,14 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.facts import MachineFacts
+from agent.counters.cgroup_tree import task_tree
+from agent.counters.exit_records import ExitRecords, cpu_mask_text
+from agent.counters.schedstat import RUN, VECTOR_WIDTH, WAIT, TaskSchedstat
 from agent.identity.workload import REMOVED, workload_for_cgroup
 from agent.log import get_logger
+from agent.machine.facts import MachineFacts
+from agent.machine.procfs import ProcFS
 from agent.model import CounterTable
-from agent.procfs import ProcFS
-from agent.sources.cgroup_tree import task_tree
-from agent.sources.exit_records import ExitRecords, cpu_mask_text
-from agent.sources.schedstat import RUN, VECTOR_WIDTH, WAIT, TaskSchedstat
 
 NAME = "sched"
 log = get_logger("schedstat")

@@ -8,12 +8,7 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
-from agent.exposition.family import RowFamily
-from agent.facts import MachineFacts
-from agent.model import Labels
-from agent.probes.syscalls import (
+from agent.bpf.probes.syscalls import (
     FUTEX_OPS,
     REQUIRED_TRACEPOINTS,
     WAIT_BUCKET_BOUNDS,
@@ -21,6 +16,11 @@ from agent.probes.syscalls import (
     ProcessSyscalls,
     SyscallProbe,
 )
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
+from agent.exposition.family import RowFamily
+from agent.machine.facts import MachineFacts
+from agent.model import Labels
 
 NAME = "syscalls"
 _BUCKETS = bucket_labels(WAIT_BUCKET_BOUNDS)

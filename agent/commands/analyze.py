@@ -28,10 +28,10 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the files, diagnose them, and print (and write) the report."""
-    from agent.diagnosis.offline import OfflineError, read_environment
-    from agent.diagnosis.report_html import diagnosis_page
-    from agent.diagnosis.report_json import to_json
-    from agent.diagnosis.report_text import make_console, render_text
+    from agent.diagnosis.inputs.offline import OfflineError, read_environment
+    from agent.diagnosis.render.html_page import diagnosis_page
+    from agent.diagnosis.render.json_report import to_json
+    from agent.diagnosis.render.text import make_console, render_text
     from agent.diagnosis.rules import diagnose
 
     try:

@@ -52,11 +52,11 @@ def _name(paths: list[Path], given: str | None, fallback: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Read both sides, diagnose each, compare, print (and write) the report."""
-    from agent.diagnosis.offline import OfflineError, read_environment
-    from agent.diagnosis.offline.comparison import compare
-    from agent.diagnosis.report_html import comparison_page
-    from agent.diagnosis.report_json import comparison_to_json
-    from agent.diagnosis.report_text import make_console, render_comparison_text
+    from agent.diagnosis.comparison import compare
+    from agent.diagnosis.inputs.offline import OfflineError, read_environment
+    from agent.diagnosis.render.html_page import comparison_page
+    from agent.diagnosis.render.json_report import comparison_to_json
+    from agent.diagnosis.render.text import make_console, render_comparison_text
     from agent.diagnosis.rules import diagnose
 
     sides = _sides(args)

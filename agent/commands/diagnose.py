@@ -16,23 +16,24 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
-from agent import bpf, config, log
-from agent.cgroups import layout_under, read_layout
+from agent import config, log
+from agent.bpf import BpfUnavailable
 from agent.collectors import Collector, CollectorContext, registry
 from agent.commands.output import print_json, to_stdout
 from agent.diagnosis.findings import Diagnosis
-from agent.diagnosis.live.fleet import NodeWindow, PrometheusSource, is_prometheus
-from agent.diagnosis.live.gather import NothingMatches, facts_from_window, ranked, sample_live
-from agent.diagnosis.live.members import Filter, NoSuchProcess, filter_for_pid
-from agent.diagnosis.live.ranking import score, shares
-from agent.diagnosis.live.sources import AgentSource, CollectedSource, Source, SourceError
-from agent.diagnosis.live.window import workload_views
-from agent.diagnosis.report_json import to_json
+from agent.diagnosis.inputs.live.fleet import NodeWindow, PrometheusSource, is_prometheus
+from agent.diagnosis.inputs.live.gather import NothingMatches, facts_from_window, ranked, sample_live
+from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
+from agent.diagnosis.inputs.live.ranking import score, shares
+from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, Source, SourceError
+from agent.diagnosis.inputs.live.window import workload_views
+from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import diagnose
 from agent.exporter import AgentCollector
-from agent.facts import MachineFacts
 from agent.identity.resolver import IdentityResolver
-from agent.procfs import ProcFS
+from agent.machine.cgroups import layout_under, read_layout
+from agent.machine.facts import MachineFacts
+from agent.machine.procfs import ProcFS
 
 MIN_SECONDS = 1
 MAX_SECONDS = 600
@@ -157,7 +158,7 @@ def loaded_collectors(
                 continue
             try:
                 running[name] = factory.start(context)
-            except bpf.BpfUnavailable as error:
+            except BpfUnavailable as error:
                 unavailable[name] = str(error)
         if not {"syscalls", "sched"} & set(running):
             by_reason: dict[str, list[str]] = {}
@@ -187,7 +188,7 @@ def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> int:
     if as_json:
         return to_stdout(lambda: print_json(to_json(diagnosis)))
     title = f"schedwatch diagnose: {', '.join(diagnosis.facts.sources)}"
-    from agent.diagnosis.report_text import make_console, render_text  # rich: only when a report is printed
+    from agent.diagnosis.render.text import make_console, render_text
 
     return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
 

@@ -1,74 +1,145 @@
-"""The live facts of one workload: its processes sampled twice, its pool workers, and, since a workload is read
-closely only once it is flagged, each process's thread-pool libraries and thread variables."""
+"""What the rules read: one shape for facts however they were gathered.
+
+``schedwatch diagnose`` fills these views from BPF counters and /proc, ``analyze`` from saved ``perf trace -s``,
+``strace -c`` or ``top`` output, ``compare`` from two of either. A rule never knows which. Any fact a source
+cannot give is None (never 0): a rule that needs it answers "could not check", and the report says what to
+collect to know it.
+
+Counts cover the view's window (*seconds*). A saved artifact may not say how long it covers: then *seconds* is
+None and rules judge counts and shares of time rather than rates.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass
-from enum import Enum
-from typing import Any
+from dataclasses import dataclass, field
 
-from agent.diagnosis.access import Access, read_private
-from agent.diagnosis.environment import ThreadEnvironment, read_environment
-from agent.diagnosis.libraries import Library, libraries_in
-from agent.diagnosis.processes import ProcessSample, sample
-from agent.diagnosis.workers import WorkerPool, worker_pools
-from agent.log import get_logger
-from agent.procfs import MAX_FILE, ProcFS, decode
+from agent.identity.workload import Workload as Workload  # which workload: the metrics' labels
 
 
 @dataclass(frozen=True)
-class ProcessDetail:
-    """What a flagged process has mapped and set."""
+class CpuShares:
+    """Where a node's CPU time went, in percent (as top's %Cpu line, mpstat or /proc/stat give it)."""
+
+    user: float | None = None
+    nice: float | None = None
+    system: float | None = None
+    idle: float | None = None
+    iowait: float | None = None
+    irq: float | None = None
+    softirq: float | None = None
+    steal: float | None = None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """The node as a whole."""
+
+    cpus: int | None = None  # online CPUs
+    cpu: CpuShares | None = None
+    run_queue: float | None = None  # runnable tasks on average (vmstat's r, top's running tasks)
+    load_average: tuple[float, float, float] | None = None
+    context_switches_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """One thread (or, where a tool only tells processes, one process) and what it did in the window."""
+
+    tid: int | None
+    comm: str | None
+    pid: int | None = None  # its process, when known
+    sched_yield_calls: int | None = None
+    sched_yield_seconds: float | None = None  # time spent in the call (perf trace, strace)
+    futex_calls: int | None = None
+    futex_seconds: float | None = None  # time spent in futex calls: mostly waiting
+    futex_max_seconds: float | None = None  # the longest single futex call
+    syscall_seconds: float | None = None  # time in every system call together
+    cpu_percent: float | None = None  # of one CPU
+    system_percent: float | None = None
+
+
+@dataclass(frozen=True)
+class LibraryView:
+    """A thread-pool library mapped by processes of the workload."""
+
+    api: str  # blas, openmp, tbb, torch
+    implementation: str  # openblas, mkl, libgomp, libomp, libiomp5, tbb, torch, ...
+    version: str | None
+    pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessView:
+    """One process of a workload."""
 
     pid: int
-    maps_access: Access
-    libraries: tuple[Library, ...]
-    environment: ThreadEnvironment
+    ppid: int | None = None
+    comm: str | None = None
+    command: str | None = None  # exe basename, or comm
+    threads: int | None = None
+    cpu_percent: float | None = None  # of one CPU: 250 = two and a half CPUs busy
+    system_percent: float | None = None
+    affinity: tuple[int, ...] = ()  # CPUs it may run on; empty when unknown
+    libraries: tuple[str, ...] = ()  # implementations mapped (LibraryView.implementation)
+    environment: tuple[tuple[str, str], ...] | None = None  # allow-listed thread variables set; None: not readable
 
 
 @dataclass(frozen=True)
-class WorkloadFacts:
-    """Processes of one workload with their CPU use, pools, libraries and thread variables."""
+class PoolView:
+    """Pool workers: several processes of one command under one parent."""
 
-    sample: ProcessSample
-    pools: tuple[WorkerPool, ...]
-    details: dict[int, ProcessDetail]
+    parent_pid: int
+    command: str
+    pids: tuple[int, ...]
 
-
-def process_detail(procfs: ProcFS, pid: int, versions: dict[tuple[int, int, int], str | None]) -> ProcessDetail:
-    """Libraries and thread variables of *pid* (reads its maps and environ: only for flagged workloads)."""
-    access, raw = read_private(procfs, pid, "maps", MAX_FILE)
-    libraries = () if raw is None else tuple(libraries_in(procfs, pid, decode(raw), versions))
-    return ProcessDetail(pid, access, libraries, read_environment(procfs, pid))
+    @property
+    def size(self) -> int:
+        """How many workers."""
+        return len(self.pids)
 
 
-def gather_workload(procfs: ProcFS, pids: Iterable[int], interval: float = 1.0) -> WorkloadFacts:
-    """Sample *pids* over *interval* seconds, group pool workers, and read each live process's details."""
-    taken = sample(procfs, pids, interval)
-    versions: dict[tuple[int, int, int], str | None] = {}
-    details = {process.pid: process_detail(procfs, process.pid, versions) for process in taken.processes}
-    facts = WorkloadFacts(taken, tuple(worker_pools(taken.processes)), details)
-    get_logger("diagnosis").debug(
-        "workload facts",
-        processes=len(taken.processes),
-        pools=[pool.size for pool in facts.pools],
-        libraries=sorted({f"{lib.implementation} {lib.version}" for d in details.values() for lib in d.libraries}),
-        # Which thread variables are set, never their values: logs leave the node.
-        variables_set=sorted({name for d in details.values() for name, _value in d.environment.values}),
-    )
-    return facts
+@dataclass(frozen=True)
+class WorkloadView:
+    """One workload over the window: counts, CPU, limits, and (when it was looked at closely) its processes."""
+
+    ref: Workload
+    seconds: float | None = None  # length of the window; None when the source does not tell
+    cpus_allowed: float | None = None  # CPUs it may use: its CPU limit, its affinity, or the node's CPUs
+    cpu_limit_cores: float | None = None  # None: no limit set, or not known
+    cpu_used_cores: float | None = None  # user + system CPU over the window, in CPUs
+    system_share: float | None = None  # system / (user + system), 0..1
+    threads: int | None = None
+    sched_yield_calls: float | None = None
+    futex_calls: dict[str, float] | None = None  # by operation: wait, wake, requeue, lock_pi, waitv, other
+    futex_wait_seconds: float | None = None  # summed over threads
+    runqueue_wait_seconds: float | None = None  # summed over threads: runnable, waiting for a CPU
+    preempted_seconds: float | None = None  # off CPU because preempted, summed over threads
+    throttled_periods: float | None = None
+    periods: float | None = None
+    throttled_seconds: float | None = None
+    processes: tuple[ProcessView, ...] | None = None  # None: not looked at closely
+    pools: tuple[PoolView, ...] | None = None
+    libraries: tuple[LibraryView, ...] | None = None  # None: maps not read
+    thread_views: tuple[ThreadView, ...] | None = None  # per thread, where the source tells it
+    syscall_seconds: dict[str, float] | None = None  # time in each system call, all threads (perf trace, strace)
+
+    def rate(self, count: float | None) -> float | None:
+        """*count* per second of the window; None when either is unknown."""
+        if count is None or not self.seconds:
+            return None
+        return count / self.seconds
+
+    @property
+    def futex_total(self) -> float | None:
+        """Futex calls of every operation."""
+        return None if self.futex_calls is None else sum(self.futex_calls.values())
 
 
-def to_jsonable(facts: object) -> Any:
-    """Dataclasses, enums, dicts and tuples as plain JSON values."""
-    if dataclasses.is_dataclass(facts) and not isinstance(facts, type):
-        return {field.name: to_jsonable(getattr(facts, field.name)) for field in dataclasses.fields(facts)}
-    if isinstance(facts, Enum):
-        return facts.value
-    if isinstance(facts, dict):
-        return {str(key): to_jsonable(value) for key, value in facts.items()}
-    if isinstance(facts, (list, tuple)):
-        return [to_jsonable(value) for value in facts]
-    return facts
+@dataclass(frozen=True)
+class Facts:
+    """Everything one diagnosis is made from: the node, its workloads, and where the facts came from."""
+
+    node: NodeView
+    workloads: tuple[WorkloadView, ...]
+    sources: tuple[str, ...] = ()  # e.g. "bpf", "agent http://127.0.0.1:17953", "perf trace -s gcp.txt"
+    notes: tuple[str, ...] = field(default_factory=tuple)  # what a source could not give (said in the report)

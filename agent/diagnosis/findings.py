@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from agent.diagnosis.views import Facts, Workload
+from agent.diagnosis.facts import Facts, Workload
 
 SCHEMA = "schedwatch.diagnosis/v1"  # the JSON contract's name and version (docs/diagnosis.md)
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.diagnosis.processes import CLOCK_TICKS, parse_stat
-from agent.procfs import ProcFS
+from agent.diagnosis.inputs.processes.sampling import CLOCK_TICKS, parse_stat
+from agent.machine.procfs import ProcFS
 
 FD_DIRECTORY = "/proc/self/fd"
 

@@ -19,7 +19,7 @@ _ELLIPSIS = "…"
 def label_value(text: str) -> str:
     """*text* made safe to export: visible, valid UTF-8, at most MAX_LABEL_LENGTH characters.
 
-    - an undecodable byte (a surrogate escape from agent.procfs.decode) becomes ``\\xNN``;
+    - an undecodable byte (a surrogate escape from agent.machine.procfs.decode) becomes ``\\xNN``;
     - a control character (C0 with newline, tab and NUL, DEL, C1) becomes ``\\xNN``; any other character that
       is not printable (format characters such as bidi overrides, line and paragraph separators, lone
       surrogates, unassigned code points) becomes ``\\uNNNN`` or ``\\UNNNNNNNN``;

@@ -23,8 +23,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids, parse_proc_cgroup
-from agent.procfs import SMALL_FILE, ProcFS, decode
+from agent.machine.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids, parse_proc_cgroup
+from agent.machine.procfs import SMALL_FILE, ProcFS, decode
 
 EXITED_KEY_FLAG = 1 << 63
 PF_EXITING = 0x4  # task flag: do_exit() has begun
@@ -79,7 +79,7 @@ class KeySpace(Protocol):
 
 
 class Announcer(Protocol):
-    """A BPF program announcing new process keys on a ring (agent.probes.base.BpfProbe)."""
+    """A BPF program announcing new process keys on a ring (agent.bpf.probes.base.BpfProbe)."""
 
     def request_drain(self) -> None:
         """Ask for every pending announcement to be handled."""

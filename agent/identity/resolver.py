@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.cgroups import parse_proc_cgroup
 from agent.identity.labels import label_value
 from agent.identity.paths import container_anchor
 from agent.identity.runtimes import ContainerInfo, RuntimeClient, RuntimeUnavailable
 from agent.log import get_logger
-from agent.procfs import ProcFS
+from agent.machine.cgroups import parse_proc_cgroup
+from agent.machine.procfs import ProcFS
 
 log = get_logger("identity")
 

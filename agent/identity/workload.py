@@ -9,7 +9,7 @@ from typing import Protocol
 from agent.identity.labels import label_value
 from agent.identity.paths import container_anchor
 from agent.identity.resolver import Identity
-from agent.procfs import ProcFS
+from agent.machine.procfs import ProcFS
 
 
 @dataclass(frozen=True)

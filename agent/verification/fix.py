@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass
 
 from agent.diagnosis import rules
-from agent.diagnosis.facts import WorkloadFacts
+from agent.diagnosis.facts import Facts, NodeView, PoolView, Workload, WorkloadView
 from agent.diagnosis.findings import Cause, Diagnosis
-from agent.diagnosis.live.details import library_views, process_views
-from agent.diagnosis.views import Facts, NodeView, PoolView, Workload, WorkloadView
+from agent.diagnosis.inputs.live.details import library_views, process_views
+from agent.diagnosis.inputs.processes.workload import WorkloadFacts
 from agent.verification.runner import FACTS_AFTER_SECONDS, Run
 
 # Thread-count variables of the common pool libraries; the fix sets each to the same count.

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import bpf, kernel
-from agent.cgroups import CpuUsage, count_threads, read_layout, read_usage_v2
-from agent.diagnosis.facts import WorkloadFacts, gather_workload
-from agent.facts import gather
-from agent.probes.base import ProbeLimits
-from agent.probes.sched import SchedProbe
-from agent.probes.syscalls import FUTEX_OPS, SyscallProbe
-from agent.procfs import ProcFS
+from agent.bpf import BpfUnavailable
+from agent.bpf.probes.base import ProbeLimits
+from agent.bpf.probes.sched import SchedProbe
+from agent.bpf.probes.syscalls import FUTEX_OPS, SyscallProbe
+from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
+from agent.machine import kernel
+from agent.machine.cgroups import CpuUsage, count_threads, read_layout, read_usage_v2
+from agent.machine.facts import gather
+from agent.machine.procfs import ProcFS
 
 FACTS_AFTER_SECONDS = 1.0  # when the first run's processes are read (pools have started by then)
 FACTS_INTERVAL_SECONDS = 0.5
@@ -102,11 +103,11 @@ class Counters:
         limits = ProbeLimits()
         try:
             syscalls = SyscallProbe(limits, tracefs)
-        except bpf.BpfUnavailable as error:
+        except BpfUnavailable as error:
             raise VerifyError(f"{error} (`schedwatch check` says what this machine allows)") from error
         try:
             sched = SchedProbe(limits, tracefs)
-        except bpf.BpfUnavailable as error:
+        except BpfUnavailable as error:
             syscalls.close()
             raise VerifyError(f"{error} (`schedwatch check` says what this machine allows)") from error
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from agent.diagnosis.environment import ALLOWED
+from agent.diagnosis.inputs.processes.environment import ALLOWED
 from tests.containers.test_image import agent_container  # noqa: F401  (the module's agent, in the image)
 from tests.support.agent import AgentProcess
 from tests.support.containers import Podman

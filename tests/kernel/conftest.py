@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent import kernel
-from agent.facts import gather
+from agent.machine import kernel
+from agent.machine.facts import gather
 from tests.support.agent import AgentProcess, require_root
 
 GRACE_SECONDS = 3.0  # shared fixtures (cgroups, workloads) are in tests/conftest.py

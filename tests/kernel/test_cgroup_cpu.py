@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import parse_flat_keyed
+from agent.machine.cgroups import parse_flat_keyed
 from tests.support.agent import AgentProcess
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -58,7 +58,7 @@ def test_quota_throttling_matches_cpu_stat(
 
 
 def test_unlimited_cgroup_reports_every_online_cpu(agent: AgentProcess, cgroups: CgroupSandbox, sleeper: Path) -> None:
-    from agent.cpus import online_cpu_count
+    from agent.machine.cpus import online_cpu_count
 
     group = cgroups.make("unlimited")
     workload = Workload(sleeper, group, 1, 1000)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups import read_layout, read_usage_v1
-from agent.diagnosis.live.fleet import PrometheusSource
-from agent.diagnosis.live.sources import SourceError
+from agent.diagnosis.inputs.live.fleet import PrometheusSource
+from agent.diagnosis.inputs.live.sources import SourceError
+from agent.machine.cgroups import read_layout, read_usage_v1
 from tests.support.agent import REPO, AgentProcess
 from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus

@@ -21,12 +21,12 @@ import pytest
 import structlog
 
 from agent import log
-from agent.diagnosis.access import Access
-from agent.diagnosis.environment import ALLOWED
-from agent.diagnosis.facts import WorkloadFacts, gather_workload, process_detail, to_jsonable
-from agent.diagnosis.node import NodeStates, sample_node
-from agent.diagnosis.processes import CpuUsage, cpu_usage, read_process
-from agent.procfs import ProcFS
+from agent.diagnosis.inputs.live.cpu_states import NodeStates, sample_node
+from agent.diagnosis.inputs.processes.access import Access
+from agent.diagnosis.inputs.processes.environment import ALLOWED
+from agent.diagnosis.inputs.processes.sampling import CpuUsage, cpu_usage, read_process
+from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload, process_detail, to_jsonable
+from agent.machine.procfs import ProcFS
 from tests.support.agent import require_root
 from tests.support.workloads import BUILD, SOURCES, CgroupSandbox, build
 
@@ -226,9 +226,9 @@ def test_another_users_maps_and_environ_are_not_permitted_not_unset() -> None:
     require_root()
     reader = (
         "import json, sys\n"
-        "from agent.diagnosis.facts import process_detail, to_jsonable\n"
-        "from agent.diagnosis.processes import read_process\n"
-        "from agent.procfs import ProcFS\n"
+        "from agent.diagnosis.inputs.processes.workload import process_detail, to_jsonable\n"
+        "from agent.diagnosis.inputs.processes.sampling import read_process\n"
+        "from agent.machine.procfs import ProcFS\n"
         "pid = int(sys.argv[1])\n"
         "detail = to_jsonable(process_detail(ProcFS(), pid, {}))\n"
         "facts = read_process(ProcFS(), pid)\n"

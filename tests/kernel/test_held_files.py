@@ -1,4 +1,4 @@
-"""Cgroup files kept open between scrapes (agent/held_files.py) against the real cgroup2 tree."""
+"""Cgroup files kept open between scrapes (agent/machine/held_files.py) against the real cgroup2 tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from agent.held_files import HeldFiles
+from agent.machine.held_files import HeldFiles
 from tests.support.workloads import CgroupSandbox
 
 

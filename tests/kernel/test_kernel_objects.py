@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from agent import bpf, kernel
-from agent.kernel_objects import handover, syscall
-from agent.kernel_objects.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
-from agent.kernel_objects.ringbuf import RingBuffer
-from agent.probes.base import DecodedEntries, ProbeLimits, common_defines
-from agent.probes.sched import MISSED_EVENTS
-from agent.probes.sched import compile_defines as sched_defines
+from agent.bpf import BpfUnavailable, handover, syscall
+from agent.bpf.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
+from agent.bpf.probes.base import DecodedEntries, ProbeLimits, common_defines
+from agent.bpf.probes.sched import MISSED_EVENTS
+from agent.bpf.probes.sched import compile_defines as sched_defines
+from agent.bpf.ringbuf import RingBuffer
+from agent.bpf.stats import program_stats
+from agent.machine import kernel
 from tests.support.agent import REPO, require_root
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -45,7 +46,7 @@ def test_programs_stay_attached_after_the_loader_exits(
     assert table.get(group.stat().st_ino).yields == 12_345
     Workload(yielder, group, 1_000, 3, hold=False)  # later runs keep arriving
     assert table.get(group.stat().st_ino).yields == 15_345
-    assert {stats.program for stats in bpf.program_stats(syscalls_program.programs)} >= {
+    assert {stats.program for stats in program_stats(syscalls_program.programs)} >= {
         "sys_enter_sched_yield",
         "sys_enter_futex",
         "sys_exit_futex",
@@ -100,7 +101,7 @@ def test_a_thread_that_joins_a_cgroup_has_its_sleeps_counted_there(
 
 def test_the_agent_side_never_imports_bcc(headers: None) -> None:
     code = (
-        "import sys; from agent.kernel_objects import handover; "
+        "import sys; from agent.bpf import handover; "
         "p = handover.load('sched.bpf.c', {'MAX_CGROUPS': 64, 'MAX_PROCESSES': 0, 'MAX_THREADS': 64, "
         "'STATE_MASK': '0xff', 'DEAD_MASK': '0x30'}); "
         "print(sorted(p.maps), 'bcc' in sys.modules); p.close()"
@@ -114,7 +115,7 @@ def test_compile_error_reaches_the_user_in_one_line(
 ) -> None:
     source = tmp_path / "broken.bpf.c"
     source.write_text("int broken( {\n")
-    with pytest.raises(bpf.BpfUnavailable) as raised:
+    with pytest.raises(BpfUnavailable) as raised:
         handover.load(str(source), {})
     message = str(raised.value)
     assert "\n" not in message
@@ -137,7 +138,7 @@ def test_verifier_rejection_reaches_the_user_in_one_line(
         "    return 0;\n"
         "}\n"
     )
-    with pytest.raises(bpf.BpfUnavailable) as raised:
+    with pytest.raises(BpfUnavailable) as raised:
         handover.load(str(source), {})
     message = str(raised.value)
     assert "\n" not in message

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import kernel
-from agent.diagnosis.processes import parse_stat
-from agent.probes.sched import prev_state_is_exact
+from agent.bpf.probes.sched import prev_state_is_exact
+from agent.diagnosis.inputs.processes.sampling import parse_stat
+from agent.machine import kernel
 from tests.support.agent import AgentProcess, agent_map_entries
 from tests.support.bpf_spin import SPIN_WHO, spinning_on_getpriority
 from tests.support.scrape import cgroup_value, missed_switches
@@ -217,7 +217,7 @@ def test_numpy2_oversubscription_shows_as_runqueue_wait_not_yields(agent: AgentP
 def test_runqueue_latency_agrees_with_taskstats_delay_accounting(
     agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path
 ) -> None:
-    from agent import taskstats
+    from agent.machine import taskstats
 
     sysctl = taskstats.DELAYACCT_SYSCTL
     assert taskstats.delay_accounting_enabled() is not None, "this kernel has no kernel.task_delayacct"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.fdlimit import raise_fd_limit
+from agent.machine.fdlimit import raise_fd_limit
 from tests.support.agent import AgentProcess, agent_map_keys
 from tests.support.scrape import Scrape
 from tests.support.workloads import CgroupSandbox, Workload

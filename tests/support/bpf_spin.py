@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agent import bpf
+from agent.bpf.compile import import_bcc
 from tests.support.agent import REPO
 
 SPIN_WHO = 987654321  # getpriority(PRIO_PROCESS, SPIN_WHO) spins: no process has this pid
@@ -60,7 +60,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_getpriority)
 
 def hold(spin_ns: int) -> None:
     """Load the spin, say "ready", and hold it until stdin closes; then print how many spins ended early."""
-    bcc = bpf.import_bcc()
+    bcc = import_bcc()
     program = bcc.BPF(text=SOURCE.encode(), cflags=[f"-DSPIN_NS={spin_ns}ULL", f"-DSPIN_WHO={SPIN_WHO}"])
     link = program.load_func(b"spin", bcc.BPF.TRACEPOINT)
     program[b"chain"][ctypes.c_int(0)] = ctypes.c_int(link.fd)

@@ -4,6 +4,18 @@ HTML, a terminal escape, a link."""
 
 from __future__ import annotations
 
+from agent.diagnosis.comparison import Comparison, Difference
+from agent.diagnosis.facts import (
+    CpuShares,
+    Facts,
+    LibraryView,
+    NodeView,
+    PoolView,
+    ProcessView,
+    ThreadView,
+    Workload,
+    WorkloadView,
+)
 from agent.diagnosis.findings import (
     Cause,
     Confidence,
@@ -14,18 +26,6 @@ from agent.diagnosis.findings import (
     Mechanism,
     Observation,
     Unchecked,
-)
-from agent.diagnosis.offline.comparison import Comparison, Difference
-from agent.diagnosis.views import (
-    CpuShares,
-    Facts,
-    LibraryView,
-    NodeView,
-    PoolView,
-    ProcessView,
-    ThreadView,
-    Workload,
-    WorkloadView,
 )
 
 HOSTILE_CONTAINER = "[bold red]pwn[/] <script>alert(1)</script>"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import artifacts
-from agent.artifacts import detect, mpstat, perf_trace, pidstat, strace, top, vmstat
-from agent.artifacts.detect import detect_format
-from agent.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
-from agent.artifacts.results import (
+from agent.diagnosis.inputs import artifacts
+from agent.diagnosis.inputs.artifacts import detect, mpstat, perf_trace, pidstat, strace, top, vmstat
+from agent.diagnosis.inputs.artifacts.detect import detect_format
+from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.results import (
     CpuStates,
     MpstatReport,
     PerfTraceSummary,
@@ -28,7 +28,7 @@ from agent.artifacts.results import (
     TopRow,
     VmstatReport,
 )
-from agent.artifacts.text import docstring_sample
+from agent.diagnosis.inputs.artifacts.text import docstring_sample
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat)

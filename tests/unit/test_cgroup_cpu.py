@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.cgroups import CgroupLayout, CgroupPathResolver
 from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import REFRESH_SECONDS, CgroupCpuCollector
 from agent.config import Settings
-from agent.facts import MachineFacts
 from agent.identity.resolver import IdentityResolver
+from agent.machine.cgroups import CgroupLayout, CgroupPathResolver
+from agent.machine.facts import MachineFacts
 
 
 class Clock:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import (
+from agent.machine.cgroups import (
     count_threads,
     first_process,
     parse_flat_keyed,

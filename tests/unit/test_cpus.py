@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import cpus
-from agent.cpus import parse_cpu_list
+from agent.machine import cpus
+from agent.machine.cpus import parse_cpu_list
 
 
 @pytest.mark.parametrize(

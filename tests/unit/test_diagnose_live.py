@@ -14,17 +14,17 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import cli
+from agent.diagnosis.facts import Workload
 from agent.diagnosis.findings import Cause, Mechanism
-from agent.diagnosis.live.fleet import PrometheusSource
-from agent.diagnosis.live.gather import NothingMatches, chosen, facts_from_window
-from agent.diagnosis.live.members import Filter, cgroup_of, filter_for_pid, in_workload
-from agent.diagnosis.live.ranking import FLAG_SCORE, score
-from agent.diagnosis.live.series import NotSchedwatch, read_families
-from agent.diagnosis.live.sources import AgentSource, SourceError
-from agent.diagnosis.live.window import Window, cpus_allowed, workload_view
+from agent.diagnosis.inputs.live.fleet import PrometheusSource
+from agent.diagnosis.inputs.live.gather import NothingMatches, chosen, facts_from_window
+from agent.diagnosis.inputs.live.members import Filter, cgroup_of, filter_for_pid, in_workload
+from agent.diagnosis.inputs.live.ranking import FLAG_SCORE, score
+from agent.diagnosis.inputs.live.series import NotSchedwatch, read_families
+from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
+from agent.diagnosis.inputs.live.window import Window, cpus_allowed, workload_view
 from agent.diagnosis.rules import diagnose
-from agent.diagnosis.views import Workload
-from agent.procfs import ProcFS
+from agent.machine.procfs import ProcFS
 from tests.support.agent import free_port
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
@@ -256,7 +256,7 @@ def test_source_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_the_v1_user_system_split_never_goes_backwards() -> None:
-    from agent.cgroups import CpuUsage, MonotonicSplit
+    from agent.machine.cgroups import CpuUsage, MonotonicSplit
 
     split = MonotonicSplit()
     assert split.adjust("a", CpuUsage(600, 400)) == CpuUsage(600, 400)
@@ -268,7 +268,7 @@ def test_the_v1_user_system_split_never_goes_backwards() -> None:
 
 
 def test_standing_findings_judge_the_time_between_evaluations() -> None:
-    from agent.diagnosis.live.standing import StandingFindings
+    from agent.diagnosis.standing import StandingFindings
 
     now = [100.0]
     standing = StandingFindings(node_cpus=2, clock=lambda: now[0], every=10.0)
@@ -359,12 +359,12 @@ def test_a_nan_from_prometheus_is_unknown_not_zero() -> None:
 
 
 def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_every_view_finds() -> None:
-    from agent.diagnosis.live.ranking import CATCH_ALL, FLAG_SCORE, score
-    from agent.diagnosis.live.series import read_families
-    from agent.diagnosis.live.standing import StandingFindings
-    from agent.diagnosis.live.window import Window, changed_workloads, workload_views
+    from agent.diagnosis.facts import Facts, NodeView
+    from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
+    from agent.diagnosis.inputs.live.series import read_families
+    from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_views
     from agent.diagnosis.rules import diagnose
-    from agent.diagnosis.views import Facts, NodeView
+    from agent.diagnosis.standing import StandingFindings
 
     before = read_families(text_string_to_metric_families(BEFORE), 100.0)
     after = read_families(text_string_to_metric_families(AFTER), 102.0)
@@ -395,7 +395,7 @@ def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_eve
 
 
 def test_a_containers_series_under_its_id_alone_are_folded_into_its_named_ones() -> None:
-    from agent.diagnosis.live.series import WorkloadTotals, merge_unnamed
+    from agent.diagnosis.inputs.live.series import WorkloadTotals, merge_unnamed
 
     named = Workload(container_id="c0ffee", container="web")
     alone = Workload(container_id="c0ffee")

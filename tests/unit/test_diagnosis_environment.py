@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.access import Access
-from agent.diagnosis.environment import ALLOWED, VALUE_LIMIT, ThreadEnvironment, parse_environ, read_environment
-from agent.diagnosis.facts import process_detail, to_jsonable
-from agent.procfs import ProcFS
+from agent.diagnosis.inputs.processes.access import Access
+from agent.diagnosis.inputs.processes.environment import (
+    ALLOWED,
+    VALUE_LIMIT,
+    ThreadEnvironment,
+    parse_environ,
+    read_environment,
+)
+from agent.diagnosis.inputs.processes.workload import process_detail, to_jsonable
+from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
 CANARY = "fixture-canary-6f1d2c"  # written into every fixture environ (see the README there)

@@ -10,7 +10,7 @@ import numpy
 import pytest
 from threadpoolctl import threadpool_info
 
-from agent.diagnosis.libraries import (
+from agent.diagnosis.inputs.processes.libraries import (
     KINDS,
     Library,
     kind_of,
@@ -19,7 +19,7 @@ from agent.diagnosis.libraries import (
     read_rodata,
     version_from_name,
 )
-from agent.procfs import ProcFS
+from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
 

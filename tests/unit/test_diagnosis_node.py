@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.node import STATES, CpuTicks, node_states, parse_proc_stat, percentages, read_node, sample_node
-from agent.procfs import ProcFS
+from agent.diagnosis.inputs.live.cpu_states import (
+    STATES,
+    CpuTicks,
+    node_states,
+    parse_proc_stat,
+    percentages,
+    read_node,
+    sample_node,
+)
+from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.node import read_node
-from agent.diagnosis.processes import (
+from agent.diagnosis.inputs.live.cpu_states import read_node
+from agent.diagnosis.inputs.processes.sampling import (
     CLOCK_TICKS,
     ProcessFacts,
     cpu_usage,
@@ -16,7 +16,7 @@ from agent.diagnosis.processes import (
     read_process,
     sample,
 )
-from agent.procfs import ProcFS
+from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
 

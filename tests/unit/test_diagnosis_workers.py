@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from agent.diagnosis.processes import ProcessFacts, read_process
-from agent.diagnosis.workers import WorkerPool, worker_pools
-from agent.procfs import ProcFS
+from agent.diagnosis.inputs.processes.sampling import ProcessFacts, read_process
+from agent.diagnosis.inputs.processes.workers import WorkerPool, worker_pools
+from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
 

@@ -23,8 +23,16 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from agent import kernel, procfs
-from agent.cgroups import (
+from agent.collectors import CollectorContext
+from agent.collectors.cgroup_cpu import CgroupCpuCollector
+from agent.config import Settings
+from agent.identity.paths import container_id_from_path
+from agent.identity.resolver import IdentityResolver
+from agent.identity.runtimes import ContainerInfo, RuntimeAnswerInvalid, RuntimeUnavailable, protowire
+from agent.identity.runtimes.docker import DockerClient
+from agent.identity.workload import workload_for_cgroup
+from agent.machine import kernel, procfs
+from agent.machine.cgroups import (
     CgroupLayout,
     CgroupPathResolver,
     parse_flat_keyed,
@@ -32,16 +40,8 @@ from agent.cgroups import (
     parse_proc_cgroup,
     read_cpu_v2,
 )
-from agent.collectors import CollectorContext
-from agent.collectors.cgroup_cpu import CgroupCpuCollector
-from agent.config import Settings
-from agent.cpus import CPU_NUMBER_LIMIT, parse_cpu_list
-from agent.facts import MachineFacts
-from agent.identity.paths import container_id_from_path
-from agent.identity.resolver import IdentityResolver
-from agent.identity.runtimes import ContainerInfo, RuntimeAnswerInvalid, RuntimeUnavailable, protowire
-from agent.identity.runtimes.docker import DockerClient
-from agent.identity.workload import workload_for_cgroup
+from agent.machine.cpus import CPU_NUMBER_LIMIT, parse_cpu_list
+from agent.machine.facts import MachineFacts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,7 +74,7 @@ def mutated(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
 
 
 def agent_text(raw: bytes) -> str:
-    """Bytes as the agent decodes what it reads (agent.procfs: lossless, undecodable bytes as surrogates)."""
+    """Bytes as the agent decodes what it reads (agent.machine.procfs: lossless, undecodable bytes as surrogates)."""
     return procfs.decode(raw)
 
 

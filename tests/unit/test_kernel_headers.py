@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import kernel
+from agent.machine import kernel
 
 RELEASE = "6.18.44-fc-v657"
 

@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from agent.kernel_objects.layouts import LayoutError, ctype_from_json
+from agent.bpf.layouts import LayoutError, ctype_from_json
 
 # What libbcc 0.26 says about the value of syscalls.bpf.c's cgroups map.
 CGROUP_STATS = (

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.exporter import AgentCollector
 from agent.identity.labels import MAX_LABEL_LENGTH, SampleGuard, label_value
 from agent.identity.resolver import IdentityResolver
-from agent.procfs import decode
+from agent.machine.procfs import decode
 from tests.support.exposition import by_agent
 
 HOSTILE = {

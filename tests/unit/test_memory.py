@@ -47,7 +47,7 @@ def test_the_agent_imports_neither_rich_nor_attrs_until_a_report_is_printed():
     loaded = imported_after("import agent.cli, agent.exporter, agent.web")
     assert {"agent", "structlog", "prometheus_client"} <= loaded  # the imports did run
     assert not loaded & {"rich", "attr", "bcc"}
-    assert "rich" in imported_after("import agent.cli\nfrom agent.diagnosis import report_text")
+    assert "rich" in imported_after("import agent.cli\nfrom agent.diagnosis.render import text")
 
 
 def test_console_logs_still_show_a_traceback_without_rich():

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import CgroupLayout
 from agent.collectors import modes
-from agent.facts import MachineFacts
-from agent.sources import cgroup_tree, perf_events, perf_syscalls
-from agent.sources.exit_records import ExitRecord, parse_message
-from agent.sources.schedstat import TaskSchedstat, parse_schedstat
+from agent.counters import cgroup_tree, perf_events, perf_syscalls
+from agent.counters.exit_records import ExitRecord, parse_message
+from agent.counters.schedstat import TaskSchedstat, parse_schedstat
+from agent.machine.cgroups import CgroupLayout
+from agent.machine.facts import MachineFacts
 from tests.unit.test_config import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -202,8 +202,8 @@ def test_schedstat_reads_at_most_max_cgroups_and_a_removed_one_frees_its_place(t
 def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from agent.diagnosis.live.series import read_families
-    from agent.diagnosis.views import Workload
+    from agent.diagnosis.facts import Workload
+    from agent.diagnosis.inputs.live.series import read_families
 
     labels = 'container_id="",container="",pod="",namespace="",cgroup="/job"'
     text = "\n".join(

@@ -1,5 +1,5 @@
-"""Saved artifacts -> the facts the rules read (agent/diagnosis/offline): each tool alone, several merged into one
-environment, a saved diagnose report read back, and the one-line errors.
+"""Saved artifacts -> the facts the rules read (agent/diagnosis/inputs/offline): each tool alone, several merged
+into one environment, a saved diagnose report read back, and the one-line errors.
 
 Expected values are read off the fixture files (tests/unit/fixtures/artifacts/, sources in its README); sums over
 a file were checked with awk, e.g. ``awk '$1=="sched_yield"{c+=$2} END{print c}' gcp_perf_trace_s.txt``.
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from agent.diagnosis.facts import CpuShares, Facts, ThreadView, WorkloadView
 from agent.diagnosis.findings import SCHEMA, Diagnosis
-from agent.diagnosis.offline import OfflineError, read_environment
-from agent.diagnosis.offline.known import mean_known, seconds_by_call, sum_known
-from agent.diagnosis.offline.load import GIVE_WHOLE, RUN_AGAIN
-from agent.diagnosis.offline.merge import first_known
-from agent.diagnosis.offline.report import SAVE_AGAIN
-from agent.diagnosis.report_json import to_json
-from agent.diagnosis.views import CpuShares, Facts, ThreadView, WorkloadView
+from agent.diagnosis.inputs.offline import OfflineError, read_environment
+from agent.diagnosis.inputs.offline.known import mean_known, seconds_by_call, sum_known
+from agent.diagnosis.inputs.offline.load import GIVE_WHOLE, RUN_AGAIN
+from agent.diagnosis.inputs.offline.merge import first_known
+from agent.diagnosis.inputs.offline.report import SAVE_AGAIN
+from agent.diagnosis.render.json_report import to_json
 from tests.unit.report_samples import sample_diagnosis
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"

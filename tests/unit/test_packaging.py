@@ -17,4 +17,4 @@ def test_every_agent_package_is_listed_for_installation() -> None:
         if "programs" not in init.parent.relative_to(REPO).parts
     }
     assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
-    assert listed - found == {"agent.programs"}, "listed packages that do not exist"
+    assert listed - found == {"agent.bpf.programs"}, "listed packages that do not exist"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import CgroupLayout, parse_hierarchy_ids
 from agent.collectors.common import CgroupTotals
 from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
 from agent.identity.workload import REMOVED
-from agent.procfs import ProcFS
+from agent.machine.cgroups import CgroupLayout, parse_hierarchy_ids
+from agent.machine.procfs import ProcFS
 
 V1_ONLY = CgroupLayout(unified=None, v1={"cpu": Path("/c"), "name=systemd": Path("/s"), "memory": Path("/m")})
 HYBRID = CgroupLayout(unified=Path("/u"), v1={"cpu": Path("/c")})

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from agent.cgroups import CgroupLayout
 from agent.collectors.common import bpf_availability
-from agent.facts import MachineFacts
+from agent.machine.cgroups import CgroupLayout
+from agent.machine.facts import MachineFacts
 
 NO_CAPABILITIES = dict.fromkeys(
     ("CAP_SYS_PTRACE", "CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_PERFMON", "CAP_BPF"), False

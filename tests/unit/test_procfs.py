@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.procfs import ProcFS, decode, printable
+from agent.machine.procfs import ProcFS, decode, printable
 
 
 def test_undecodable_bytes_round_trip_and_print_as_escapes() -> None:

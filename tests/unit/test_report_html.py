@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import pytest
 
-from agent.diagnosis.report_html import comparison_page, diagnosis_page
-from agent.diagnosis.report_json import comparison_to_json, to_json
+from agent.diagnosis.render.html_page import comparison_page, diagnosis_page
+from agent.diagnosis.render.json_report import comparison_to_json, to_json
 from tests.unit.report_samples import HOSTILE_CONTAINER, sample_comparison, sample_diagnosis
 
 ALLOWED_TAGS = {

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.diagnosis import rules
-from agent.diagnosis.findings import Cause, Confidence, Mechanism, Unchecked
-from agent.diagnosis.views import (
+from agent.diagnosis.facts import (
     CpuShares,
     Facts,
     LibraryView,
@@ -17,6 +16,7 @@ from agent.diagnosis.views import (
     Workload,
     WorkloadView,
 )
+from agent.diagnosis.findings import Cause, Confidence, Mechanism, Unchecked
 
 NODE = NodeView(cpus=2, cpu=CpuShares(user=60, system=5, idle=35))
 REF = Workload(cgroup="/scenario")

@@ -26,7 +26,7 @@ from agent.identity.runtimes import MAX_ANSWER_BYTES, ContainerInfo, RuntimeAnsw
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
 from agent.identity.runtimes.protowire import message_field, string_field, string_map_field
-from agent.procfs import ProcFS
+from agent.machine.procfs import ProcFS
 
 ID = "ab" * 32
 OTHER = "cd" * 32

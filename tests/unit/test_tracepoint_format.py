@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import kernel
-from agent.probes.sched import prev_state_is_exact
+from agent.bpf.probes.sched import prev_state_is_exact
+from agent.machine import kernel
 
 TRACEFS = Path(__file__).parent / "fixtures" / "tracefs-6.18"
 

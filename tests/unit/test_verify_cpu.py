@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import read_usage_v2
 from agent.commands.verify import Report, to_text
-from agent.diagnosis.facts import WorkloadFacts
-from agent.diagnosis.processes import ProcessSample
+from agent.diagnosis.inputs.processes.sampling import ProcessSample
+from agent.diagnosis.inputs.processes.workload import WorkloadFacts
+from agent.machine.cgroups import read_usage_v2
 from agent.verification.fix import Recommendation, _facts_of
 from agent.verification.runner import Counts, Run, cpu_seconds
 from agent.verification.verdict import Verdict

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import parse_proc_cgroup
 from agent.identity.labels import MAX_LABEL_LENGTH
 from agent.identity.paths import container_anchor, container_id_from_path
 from agent.identity.resolver import Identity
 from agent.identity.workload import REMOVED, Workload, workload_for_cgroup
+from agent.machine.cgroups import parse_proc_cgroup
 
 ID = "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa00112233445566778899"
 
@@ -69,7 +69,7 @@ def test_label_values_are_bounded() -> None:
 
 
 def test_undecodable_cgroup_name_is_shown_as_escapes() -> None:
-    path = "/bad\udcffname/x"  # b"/bad\xffname/x" as agent.procfs.decode reads it
+    path = "/bad\udcffname/x"  # b"/bad\xffname/x" as agent.machine.procfs.decode reads it
     assert workload_for_cgroup(path) == Workload(cgroup="/bad\\xffname/x")
 
 

@@ -1,4 +1,4 @@
-"""Facts -> findings. Pure functions of :class:`~agent.diagnosis.views.Facts`: no file, no clock, no network.
+"""Facts -> findings. Pure functions of :class:`~agent.diagnosis.facts.Facts`: no file, no clock, no network.
 
 Each cause has a module with a ``check(workload, signals, thresholds)`` that answers a Finding, an Unchecked
 (facts missing) or None (checked: not there). A pool finding explains a workload's run-queue wait and futex
@@ -8,11 +8,11 @@ throttled thread is runnable), so saturation is only named when the quota does n
 
 from __future__ import annotations
 
+from agent.diagnosis.facts import Facts, WorkloadView
 from agent.diagnosis.findings import Cause, Diagnosis, Finding, Unchecked
 from agent.diagnosis.rules import futex, node, pool, runqueue, throttling
 from agent.diagnosis.rules.signals import signals
 from agent.diagnosis.rules.thresholds import DEFAULT, Thresholds
-from agent.diagnosis.views import Facts, WorkloadView
 
 __all__ = ["Thresholds", "diagnose"]
 

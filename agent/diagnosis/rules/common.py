@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from agent.diagnosis.facts import LibraryView
 from agent.diagnosis.findings import Evidence
-from agent.diagnosis.views import LibraryView
 
 COLLECT_LIVE = "run `schedwatch diagnose` on the node while it is slow (exact counts, libraries and thread variables)"
 COLLECT_MAPS = "`grep -E 'blas|omp|mkl|tbb|torch' /proc/PID/maps` of one worker (which thread-pool library it loaded)"

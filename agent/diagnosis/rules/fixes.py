@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from agent.diagnosis.facts import LibraryView, ProcessView, WorkloadView
 from agent.diagnosis.findings import Fix
-from agent.diagnosis.views import LibraryView, ProcessView, WorkloadView
 
 # The environment variable each pool implementation reads for its thread count (OpenBLAS also reads
 # OMP_NUM_THREADS when its own is unset; MKL's threading layer is OpenMP by default).

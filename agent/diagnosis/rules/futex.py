@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Finding, Mechanism, Unchecked
 from agent.diagnosis.rules.common import COLLECT_LIVE, evidence, library_names
 from agent.diagnosis.rules.fixes import convoy_fix
 from agent.diagnosis.rules.signals import Signals
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import WorkloadView
 
 EXPLANATION = (
     "Threads of this workload block on futexes (the kernel side of mutexes and condition variables) many times a "

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agent.diagnosis.facts import Facts, Workload, WorkloadView
 from agent.diagnosis.findings import Evidence, Finding, Mechanism, Observation
 from agent.diagnosis.rules.common import COLLECT_LIVE, evidence
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import Facts, Workload, WorkloadView
 
 # Mechanisms that spend their time in the kernel: they explain high system time.
 SYSTEM_TIME_MECHANISMS = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import statistics
 
+from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Mechanism, Unchecked
 from agent.diagnosis.rules.common import COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL, evidence, library_names
 from agent.diagnosis.rules.fixes import pool_fix
 from agent.diagnosis.rules.signals import Signals
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import WorkloadView
 
 EXPLANATIONS = {
     Mechanism.YIELD_STORM: (

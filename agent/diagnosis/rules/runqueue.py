@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Finding, Mechanism
 from agent.diagnosis.rules.common import evidence
 from agent.diagnosis.rules.fixes import runqueue_fix
 from agent.diagnosis.rules.signals import Signals
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import WorkloadView
 
 EXPLANATION = (
     "More threads of this workload want to run than it has CPUs: each waits in the run queue for a turn, so work "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.diagnosis.facts import LibraryView, NodeView, ProcessView, ThreadView, WorkloadView
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import LibraryView, NodeView, ProcessView, ThreadView, WorkloadView
 
 WAIT_OPS = ("wait", "waitv", "lock_pi")
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Finding, Mechanism
 from agent.diagnosis.rules.common import evidence, library_names
 from agent.diagnosis.rules.fixes import throttling_fix
 from agent.diagnosis.rules.signals import Signals
 from agent.diagnosis.rules.thresholds import Thresholds
-from agent.diagnosis.views import WorkloadView
 
 EXPLANATION = (
     "The workload's CPU limit (CFS quota) runs out before most scheduling periods end; then all its threads are "

@@ -1,0 +1,132 @@
+"""Off-CPU time and run-queue latency (bpf/sched.bpf.c): load, read the maps into plain snapshots."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.bpf.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
+from agent.log import get_logger
+from agent.machine import kernel
+
+OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
+MISSED_EVENTS = ("switch_in", "wakeup")  # enum missed_event order
+# Seconds; + Inf, as in runq_bucket(). Dense between 0.5 and 25 ms, where a CPU-bound thread that shares its CPU
+# waits (a scheduler slice is a few ms) and where oversubscribed thread pools were measured here.
+RUNQ_BUCKET_BOUNDS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 1e-1)
+REQUIRED_TRACEPOINTS = (
+    ("sched", "sched_switch"),
+    ("sched", "sched_wakeup"),
+    ("sched", "sched_wakeup_new"),
+    ("sched", "sched_process_exit"),
+)
+FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
+FALLBACK_DEAD_MASK = 0x30  # EXIT_DEAD | EXIT_ZOMBIE as reported since Linux 4.14
+
+logger = get_logger("sched")
+
+
+@dataclass(frozen=True)
+class SchedCounts:
+    """Off-CPU nanoseconds by reason and run-queue wait, of one cgroup or process."""
+
+    offcpu_ns: tuple[int, ...]  # by OFFCPU_REASONS
+    runq_ns: int
+
+
+@dataclass(frozen=True)
+class CgroupSched:
+    """A cgroup's counters, its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf), and the events
+    of its threads the kernel did not deliver (by MISSED_EVENTS)."""
+
+    counts: SchedCounts
+    runq_buckets: tuple[int, ...]
+    missed: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ProcessSched:
+    """A live process's counters, its run-queue wait count, and the cgroup it last ran in."""
+
+    cgroup_id: int
+    counts: SchedCounts
+    runq_waits: int
+
+
+@dataclass(frozen=True)
+class SchedSnapshot:
+    """Everything the probe's maps held at one moment."""
+
+    cgroups: dict[int, CgroupSched]
+    processes: dict[int, ProcessSched]
+    health: MapHealth
+
+
+def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
+    """-D options for bpf/sched.bpf.c: map sizes, this kernel's prev_state encoding, and whether it counts moves."""
+    defines = common_defines(limits, tracefs)
+    defines["STATE_MASK"] = hex(kernel.sched_switch_blocked_mask(tracefs) or FALLBACK_BLOCKED_MASK)
+    defines["DEAD_MASK"] = hex(kernel.sched_switch_dead_mask(tracefs) or FALLBACK_DEAD_MASK)
+    if kernel.has_tracepoint("cgroup", "cgroup_attach_task", tracefs):
+        defines["HAVE_CGROUP_ATTACH"] = None  # workload keys cached per thread until a task moves
+    if prev_state_is_exact(kernel.version_tuple(kernel.kernel_release())):
+        defines["COUNT_MISSED_WAKEUPS"] = None
+    return defines
+
+
+def prev_state_is_exact(version: tuple[int, ...]) -> bool:
+    """Whether sched_switch's prev_state says runnable for every thread that stays runnable. From 5.18 (which stopped
+    re-reading the state at the tracepoint) to 6.15 (fixed in 6.16, and in some stable updates this cannot tell),
+    a thread that tried to sleep with a signal pending is reported asleep, stays runnable and runs again without
+    a wake-up: counting missed wake-ups there would count those too."""
+    return bool(version) and not (5, 18) <= version[:2] < (6, 16)
+
+
+class SchedProbe(BpfProbe):
+    """The loaded sched program."""
+
+    source = "sched.bpf.c"
+    drop_maps = ("cgroups", "processes", "threads", "new_processes")  # enum drop_reason order
+
+    def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
+        self.limits = limits
+        defines = compile_defines(limits, tracefs)
+        super().__init__(defines, _cgroup)
+        if "COUNT_MISSED_WAKEUPS" in defines:
+            # Every program is attached now: wake-ups missed from here on are the kernel's doing.
+            try:
+                self.table("wakeups_watched_since").set(0, time.monotonic_ns())
+            except OSError as error:  # the map stays 0: nothing else depends on it
+                logger.warning(
+                    "missed_wakeups_not_counted",
+                    error=f"writing a BPF map: {error}",
+                    fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) in the agent's seccomp profile; "
+                    "every other series is unaffected",
+                )
+
+    def read(self) -> SchedSnapshot:
+        """Read every map once, in bulk."""
+        cgroups = self.cgroup_entries()
+        processes: dict[int, ProcessSched] = {}
+        capacity = {"cgroups": self.limits.max_cgroups, "threads": self.limits.max_threads}
+        if self.limits.max_processes > 0:
+            processes = {
+                key: ProcessSched(
+                    cgroup_id=value.cgroup_id,
+                    counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
+                    runq_waits=value.runq_waits,
+                )
+                for key, value in self.table("processes").items()
+            }
+            capacity["processes"] = self.limits.max_processes
+        return SchedSnapshot(cgroups, processes, self.health(capacity))
+
+
+def _cgroup(value: Any) -> CgroupSched:
+    return CgroupSched(
+        counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
+        runq_buckets=tuple(value.runq_buckets),
+        missed=tuple(value.missed),
+    )

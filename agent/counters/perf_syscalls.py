@@ -1,0 +1,284 @@
+"""Exact sched_yield and futex-by-operation counts per cgroup from counting perf events (no BPF).
+
+One counter per (CPU, cgroup, event): sys_enter_sched_yield, sys_enter_futex once per operation class (a
+tracepoint filter listing the class's commands with every flag combination), and the futex2 syscalls where the
+kernel has them. A cgroup's counters on one CPU form a group, read in one system call at scrape time. New cgroups
+get counters at the scrape that first sees them (or as they are made: agent.counters.cgroup_watch); what they
+counted before is counted in their nearest counted ancestor (perf cgroup events count the cgroups below theirs).
+A removed cgroup's counters are read once more, then closed.
+
+File descriptors are bounded: CPUs x events per cgroup, for at most --max-cgroups cgroups and at most what
+RLIMIT_NOFILE leaves (raised to its hard limit at start); cgroups left without counters are counted.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.bpf.probes.syscalls import FUTEX_OPS
+from agent.counters import perf_events
+from agent.counters.cgroup_tree import parent_path
+from agent.log import get_logger
+from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cpus import online_cpus
+from agent.machine.fdlimit import raise_fd_limit
+
+FUTEX_FLAG_COMBINATIONS = (0, 128, 256, 384)  # none, FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME, both
+# futex(2) commands by operation class, as bpf/syscalls.bpf.c classifies them.
+FUTEX_COMMANDS = {
+    "wait": (0, 9, 11),  # FUTEX_WAIT, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI
+    "wake": (1, 5, 10),  # FUTEX_WAKE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET
+    "requeue": (3, 4, 12),  # FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_CMP_REQUEUE_PI
+    "lock_pi": (6, 7, 8, 13),  # FUTEX_LOCK_PI, FUTEX_UNLOCK_PI, FUTEX_TRYLOCK_PI, FUTEX_LOCK_PI2
+}
+VECTOR_WIDTH = 1 + len(FUTEX_OPS)  # yields, then futex calls by FUTEX_OPS
+RESERVED_FDS = 1024  # left for the web server, /proc and cgroup files, runtime sockets
+# Each counter holds about 2 KB of kernel memory (perf_event slab, file, filter; measured here): at most ~64 MB.
+MAX_COUNTERS = 32768
+log = get_logger("perf_syscalls")
+
+
+@dataclass(frozen=True)
+class CountedEvent:
+    """One tracepoint counted per cgroup and CPU, into one slot of the cgroup's vector."""
+
+    slot: int
+    event: str  # in the syscalls category
+    event_filter: str | None = None
+
+
+def _commands(ops: Iterable[int]) -> tuple[int, ...]:
+    return tuple(command | flags for command in ops for flags in FUTEX_FLAG_COMBINATIONS)
+
+
+def counted_events(tracefs: Path) -> list[tuple[CountedEvent, int]]:
+    """(event, tracepoint id) of every event counted here; futex2 events only where the kernel has them."""
+    slot = {op: 1 + index for index, op in enumerate(FUTEX_OPS)}
+    known = _commands(command for commands in FUTEX_COMMANDS.values() for command in commands)
+    wanted = [
+        CountedEvent(0, "sys_enter_sched_yield"),
+        *(
+            CountedEvent(slot[op], "sys_enter_futex", perf_events.equality_filter("op", _commands(commands)))
+            for op, commands in FUTEX_COMMANDS.items()
+        ),
+        CountedEvent(slot["other"], "sys_enter_futex", perf_events.inequality_filter("op", known)),
+        CountedEvent(slot["waitv"], "sys_enter_futex_waitv"),
+        CountedEvent(slot["wait"], "sys_enter_futex_wait"),
+        CountedEvent(slot["wake"], "sys_enter_futex_wake"),
+        CountedEvent(slot["requeue"], "sys_enter_futex_requeue"),
+    ]
+    found = []
+    for event in wanted:
+        tracepoint = perf_events.tracepoint_id(tracefs, "syscalls", event.event)
+        if tracepoint is not None:
+            found.append((event, tracepoint))
+    return found
+
+
+REQUIRED_EVENTS = ("sys_enter_sched_yield", "sys_enter_futex")
+
+
+@dataclass
+class _Cgroup:
+    path: str
+    fds: list[list[int]]  # per CPU, one group: per counted event, the leader first
+    exported: list[int]  # never goes backwards
+    removed_below: list[int] = field(default_factory=lambda: [0] * VECTOR_WIDTH)
+
+
+@dataclass(frozen=True)
+class CounterHealth:
+    """Counters open, cgroups that exist without counters, and counters the kernel refused by errno name."""
+
+    counters_open: int
+    cgroups_uncounted: int
+    open_failures: dict[str, int]
+
+
+@dataclass(frozen=True)
+class PerfSnapshot:
+    """Per cgroup id: (path, counts of tasks in that very cgroup: yields, futex calls by FUTEX_OPS)."""
+
+    cgroups: dict[int, tuple[str, list[int]]]
+    health: CounterHealth
+
+
+class PerfSyscallCounters:
+    """Counting perf events per cgroup of the *tree*, opened and closed as cgroups come and go."""
+
+    def __init__(self, tree: Path, tracefs: Path, hierarchical: bool, max_cgroups: int) -> None:
+        self._resolver = CgroupPathResolver(tree)
+        self._events = counted_events(tracefs)
+        missing = set(REQUIRED_EVENTS) - {event.event for event, _ in self._events}
+        if missing:
+            raise perf_events.PerfEventError(errno.ENOENT, f"kernel lacks tracepoints {', '.join(sorted(missing))}")
+        self._hierarchical = hierarchical
+        self._cpus = online_cpus()
+        per_cgroup = len(self._events) * len(self._cpus)
+        budget = min(MAX_COUNTERS, raise_fd_limit() - RESERVED_FDS)
+        self.max_cgroups = max(1, min(max_cgroups, budget // per_cgroup))
+        self._counted: dict[int, _Cgroup] = {}
+        self._refused: set[int] = set()  # cgroups whose counters the kernel refused: not retried
+        self._failures: dict[str, int] = {}
+        self._uncounted = 0
+        self._lock = threading.Lock()  # the scrape and the cgroup watcher both open counters
+
+    @property
+    def counters_per_cgroup(self) -> int:
+        """File descriptors each counted cgroup holds."""
+        return len(self._events) * len(self._cpus)
+
+    def read(self) -> PerfSnapshot:
+        """Open counters for new cgroups, read every counter, close those of removed cgroups."""
+        with self._lock:
+            return self._read()
+
+    def open_path(self, path: str) -> None:
+        """Open the counters of the cgroup at *path* (relative to the tree) now, if it has none and fits the bound.
+
+        Called as a cgroup is made (agent.counters.cgroup_watch), so that its tasks are counted from their start.
+        """
+        root = self._resolver.root
+        with self._lock:
+            try:
+                cgroup_id = os.stat(f"{root}{path}").st_ino
+            except OSError:
+                return
+            if cgroup_id in self._counted or cgroup_id in self._refused or len(self._counted) >= self.max_cgroups:
+                return
+            fds = self._open_cgroup(path)
+            if fds is None:
+                self._refused.add(cgroup_id)
+            else:
+                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * VECTOR_WIDTH)
+
+    def _read(self) -> PerfSnapshot:
+        paths = self._resolver.snapshot()
+        gone = [cgroup_id for cgroup_id in self._counted if cgroup_id not in paths]
+        self._refused &= set(paths)
+        self._open_new(paths)
+        own = {cgroup_id: self._own(cgroup) for cgroup_id, cgroup in sorted(self._counted.items(), key=_by_path)}
+        # A path removed and made again has a new id: the live one wins the path.
+        by_path = {self._counted[cgroup_id].path: cgroup_id for cgroup_id in [*gone, *set(self._counted) - set(gone)]}
+        if self._hierarchical:
+            # Deepest first: a removed cgroup's children were removed before it, or in the same interval.
+            for cgroup_id in sorted(gone, key=lambda key: -self._counted[key].path.count("/")):
+                ancestor = self._counted_ancestor(self._counted[cgroup_id].path, by_path)
+                if ancestor is not None:
+                    below = self._counted[ancestor].removed_below
+                    below[:] = [a + b for a, b in zip(below, own[cgroup_id], strict=True)]
+        exclusive = dict(own)
+        if self._hierarchical:
+            for cgroup_id, cgroup in self._counted.items():
+                exclusive[cgroup_id] = [a - b for a, b in zip(exclusive[cgroup_id], cgroup.removed_below, strict=True)]
+            for cgroup_id in set(by_path.values()) - set(gone):  # the removed ones are in removed_below
+                ancestor = self._counted_ancestor(self._counted[cgroup_id].path, by_path)
+                if ancestor is not None:
+                    exclusive[ancestor] = [a - b for a, b in zip(exclusive[ancestor], own[cgroup_id], strict=True)]
+        counts: dict[int, tuple[str, list[int]]] = {}
+        for cgroup_id, cgroup in self._counted.items():
+            # Parents are read before their children: a parent's own count can only be short, never long.
+            cgroup.exported = [max(a, b) for a, b in zip(cgroup.exported, exclusive[cgroup_id], strict=True)]
+            counts[cgroup_id] = (cgroup.path, list(cgroup.exported))
+        for cgroup_id in gone:
+            self._close(self._counted.pop(cgroup_id))
+        self._uncounted = sum(1 for cgroup_id in paths if cgroup_id not in self._counted)
+        health = CounterHealth(len(self._counted) * self.counters_per_cgroup, self._uncounted, dict(self._failures))
+        return PerfSnapshot(counts, health)
+
+    def close(self) -> None:
+        """Close every counter."""
+        with self._lock:
+            for cgroup in self._counted.values():
+                self._close(cgroup)
+            self._counted.clear()
+
+    def _open_new(self, paths: dict[int, str]) -> None:
+        """Counters for cgroups not counted yet within the bound: shallowest first; past the bound, the cgroups
+        with processes in them first (an empty one's future calls are counted in its ancestor meanwhile)."""
+        new = [(path, cgroup_id) for cgroup_id, path in paths.items() if cgroup_id not in self._counted]
+        new = [(path, cgroup_id) for path, cgroup_id in new if cgroup_id not in self._refused]
+        room = self.max_cgroups - len(self._counted)
+        if room <= 0 or not new:
+            return
+        order = sorted(new, key=lambda item: (item[0].count("/"), item[0]))
+        if len(new) > room:
+            order.sort(key=lambda item: not self._populated(item[0]))  # stable: depth order within each
+        for path, cgroup_id in order[:room]:
+            fds = self._open_cgroup(path)
+            if fds is None:
+                self._refused.add(cgroup_id)
+            else:
+                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * VECTOR_WIDTH)
+
+    def _populated(self, path: str) -> bool:
+        try:
+            with open(f"{self._resolver.root}{path}/cgroup.procs", "rb") as procs:
+                return bool(procs.read(16).strip())
+        except OSError:
+            return False
+
+    def _open_cgroup(self, path: str) -> list[list[int]] | None:
+        root = self._resolver.root
+        assert root is not None
+        try:
+            directory = os.open(f"{root}{path}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            if error.errno != errno.ENOENT:  # removed since the walk: nothing to count
+                self._failed(path, error)
+            return None
+        opened: list[list[int]] = []
+        try:
+            for cpu in self._cpus:
+                opened.append([])
+                for event, tracepoint in self._events:
+                    leader = opened[-1][0] if opened[-1] else -1
+                    opened[-1].append(
+                        perf_events.open_cgroup_counter(tracepoint, directory, cpu, event.event_filter, leader)
+                    )
+        except perf_events.PerfEventError as error:
+            self._failed(path, error)
+            for fds in opened:
+                for fd in fds:
+                    os.close(fd)
+            return None
+        finally:
+            os.close(directory)
+        return opened
+
+    def _failed(self, path: str, error: OSError) -> None:
+        name = errno.errorcode.get(error.errno or 0, str(error.errno))
+        self._failures[name] = self._failures.get(name, 0) + 1
+        log.warning("perf_counters_refused", cgroup=path, error=str(error), consequence="counted in its parent")
+
+    def _own(self, cgroup: _Cgroup) -> list[int]:
+        """The cgroup's counts, its descendants' included where counting is hierarchical."""
+        vector = [0] * VECTOR_WIDTH
+        for group in cgroup.fds:
+            counts = perf_events.read_group(group[0], len(self._events))
+            for (event, _tracepoint), count in zip(self._events, counts, strict=True):
+                vector[event.slot] += count
+        return vector
+
+    def _counted_ancestor(self, path: str, by_path: dict[str, int]) -> int | None:
+        parent = parent_path(path)
+        while parent is not None:
+            if parent in by_path:
+                return by_path[parent]
+            parent = parent_path(parent)
+        return None
+
+    @staticmethod
+    def _close(cgroup: _Cgroup) -> None:
+        for fds in cgroup.fds:
+            for fd in fds:
+                os.close(fd)
+
+
+def _by_path(item: tuple[int, _Cgroup]) -> str:
+    return item[1].path

@@ -1,0 +1,1 @@
+"""Where a diagnosis' facts come from: live series, /proc of flagged processes, artifacts."""

@@ -1,0 +1,113 @@
+"""``mpstat`` reports (``mpstat -P ALL 1 3``): CPU time shares per CPU and for ``all``, per interval and averaged.
+
+Columns are found by name; sysstat before 9 printed ``%user``/``%system`` for today's ``%usr``/``%sys``, and
+before 10 no ``%gnice``. Locales with decimal commas and translated ``Average:`` labels read the same. A sample
+recorded on this project's sick workload (sysstat 12.6, ``mpstat -P ALL 1 3``, rows cut here)::
+
+    Linux 6.18.44-fc-v669 (vm) 	12/01/26 	_x86_64_	(2 CPU)
+
+    01:14:18     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle
+    01:14:19     all   87.68    0.00   12.32    0.00    0.00    0.00    0.00    0.00    0.00    0.00
+    01:14:19       0   88.24    0.00   11.76    0.00    0.00    0.00    0.00    0.00    0.00    0.00
+    01:14:19       1   87.13    0.00   12.87    0.00    0.00    0.00    0.00    0.00    0.00    0.00
+
+>>> from agent.diagnosis.inputs.artifacts.text import docstring_sample
+>>> report = parse(docstring_sample(__doc__))
+>>> [(row.cpu, row.usr, row.sys, row.idle) for row in report.rows]
+[('all', 87.68, 12.32, 0.0), ('0', 88.24, 11.76, 0.0), ('1', 87.13, 12.87, 0.0)]
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.errors import Malformed
+from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
+from agent.diagnosis.inputs.artifacts.results import MpstatReport, MpstatRow, SystemLine
+from agent.diagnosis.inputs.artifacts.sysstat import is_row, stamp, system_line
+from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
+
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+
+FORMAT = "mpstat"
+
+_ERROR = re.compile(r"(mpstat: |Usage: mpstat\b)")
+_ALIASES = {"%user": "%usr", "%system": "%sys"}
+
+
+def _header_columns(line: Line) -> list[str] | None:
+    """Column names of an mpstat CPU-utilisation header (time prefix removed); None for any other line."""
+    fields = line.fields
+    prefix = stamp(fields)
+    if prefix is None or len(fields) <= prefix.width + 1:
+        return None
+    names = [_ALIASES.get(name, name) for name in fields[prefix.width :]]
+    return names if names[0] == "CPU" and "%idle" in names else None
+
+
+def _opens_report(line: Line) -> bool:
+    return system_line(line) is not None or _header_columns(line) is not None
+
+
+def looks_like(text: str) -> bool:
+    """True when *text* holds an mpstat header (``... CPU %usr ... %idle``)."""
+    return any(_header_columns(line) for line in lines(text))
+
+
+def looks_like_error(text: str) -> bool:
+    """True when *text* is mpstat's own error or usage message and holds no table."""
+    return is_error_message(text, looks_like, _is_error)
+
+
+def _is_error(line: str) -> bool:
+    return _ERROR.match(line) is not None
+
+
+def parse(text: str) -> MpstatReport:
+    """Every CPU row in *text*; raises NotThisFormat, CommandFailed or Malformed (see .errors)."""
+    rows = report_lines(text, FORMAT, looks_like, _is_error, "no 'CPU %usr ... %idle' header")
+    system: SystemLine | None = None
+    columns: list[str] | None = None
+    result: list[MpstatRow] = []
+    for line in trimmed(rows, _opens_report, is_row):
+        if (found := system_line(line)) is not None:
+            system = found
+        elif (names := _header_columns(line)) is not None:
+            columns = names
+        elif columns is None:
+            raise Malformed(FORMAT, line.number, f"a row before any column header: {line.text.strip()!r}")
+        else:
+            result.append(_row(line, columns))
+    if not result:  # mpstat prints its rows with the header; a header alone was cut short
+        raise Malformed(FORMAT, rows[-1].number, "no CPU rows under the header (cut short?)")
+    return MpstatReport(system, tuple(result))
+
+
+def _row(line: Line, columns: list[str]) -> MpstatRow:
+    prefix = stamp(line.fields)
+    if prefix is None:
+        raise Malformed(FORMAT, line.number, f"a row that starts with neither a time nor 'Average:': {line.text!r}")
+    fields = line.fields[prefix.width :]
+    if len(fields) != len(columns):
+        raise Malformed(FORMAT, line.number, f"{len(columns)} columns in the header, {len(fields)} in this row")
+    values = dict(zip(columns, fields, strict=True))
+
+    def share(name: str) -> float | None:
+        return table.optional_number(FORMAT, line, name, values.get(name))
+
+    return MpstatRow(
+        time=prefix.time,
+        average=prefix.average,
+        cpu=values["CPU"],
+        usr=share("%usr"),
+        nice=share("%nice"),
+        sys=share("%sys"),
+        iowait=share("%iowait"),
+        irq=share("%irq"),
+        soft=share("%soft"),
+        steal=share("%steal"),
+        guest=share("%guest"),
+        gnice=share("%gnice"),
+        idle=share("%idle"),
+    )

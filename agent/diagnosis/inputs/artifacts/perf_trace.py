@@ -1,0 +1,217 @@
+"""``perf trace -s`` summaries: per-thread system call counts and times.
+
+Older perf (the seed's) prints no errors column, newer perf (5.x, 6.x) does; whitespace may be collapsed by a
+paste, a long row may be wrapped, and perf may cut the first letter of a thread's name. Lines before
+``Summary of events:`` (the trace itself with ``perf trace -S``, the traced program's output) are skipped;
+``LOST N events!`` lines, wherever they are, are summed. A sample, as posted by the seed case's reporter
+(GCP VM, older perf)::
+
+    Summary of events:
+    python (2847), 10240661 events, 6.0%
+    syscall calls total min avg max stddev
+    (msec) (msec) (msec) (msec) (%)
+    --------------- -------- --------- --------- --------- --------- ------
+    futex 2909 269175.495 0.001 92.532 21907.964 13.70%
+    sched_yield 5119771 63387.192 0.002 0.012 98.500 0.60%
+    ython (2848), 10952416 events, 6.4%
+    syscall calls total min avg max stddev
+    (msec) (msec) (msec) (msec) (%)
+    --------------- -------- --------- --------- --------- --------- ------
+    futex 2944 269333.572 0.001 91.486 21908.135 13.70%
+    sched_yield 5475608 62191.735 0.002 0.011 54.373 0.56%
+
+>>> from agent.diagnosis.inputs.artifacts.text import docstring_sample
+>>> summary = parse(docstring_sample(__doc__))
+>>> [(t.comm, t.tid, t.events) for t in summary.threads]
+[('python', 2847, 10240661), ('ython', 2848, 10952416)]
+>>> row = summary.thread(2847).syscall("sched_yield")
+>>> row.calls, row.total_ms, row.min_ms, row.avg_ms, row.max_ms, row.stddev_percent, row.errors
+(5119771, 63387.192, 0.002, 0.012, 98.5, 0.6, None)
+>>> summary.errors_column
+False
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.errors import CommandFailed, Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.results import PerfTraceSummary, SyscallStat, ThreadSyscalls
+from agent.diagnosis.inputs.artifacts.text import Line, lines, meaningful, trimmed
+
+__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+
+FORMAT = "perf trace -s"
+
+_THREAD = re.compile(
+    r"(?P<comm>.*?) ?\((?P<tid>\d+)\), (?P<events>\d+) events, (?P<percent>\d+(?:[.,]\d+)?)%"
+    r"(?:, (?P<majfaults>\d+) majfaults)?(?:, (?P<minfaults>\d+) minfaults)?(?:, (?P<runtime>\d+(?:[.,]\d+)?) msec)?"
+)
+_COLUMNS = re.compile(r"syscall +calls +(?P<errors>errors +)?total +min +avg +max +stddev")
+_UNITS = re.compile(r"\(msec\)( +\(msec\))* +\(%\)")
+_LOST = re.compile(r"LOST (\d+) events!")
+_SUMMARY = "Summary of events:"
+# What perf prints when it cannot trace: "Error:\tNo permissions to read /sys/kernel/tracing/events/raw_syscalls/...",
+# "perf: 'trace' is not a perf-command", "Error: ... Permission denied".
+_ERROR = re.compile(r"(Error:|perf:|[Ff]ailed to)\s*(?P<message>.+)")
+
+
+def looks_like(text: str) -> bool:
+    """True when *text* holds a thread header or the column header of a ``perf trace -s`` summary."""
+    for line in meaningful(lines(text)):
+        stripped = line.text.strip()
+        if _THREAD.fullmatch(stripped) or _COLUMNS.fullmatch(stripped) or stripped == _SUMMARY:
+            return True
+    return False
+
+
+def looks_like_error(text: str) -> bool:
+    """True when *text* is perf's own error message about tracing system calls."""
+    return _command_error(meaningful(lines(text))) is not None
+
+
+def _command_error(rows: list[Line]) -> Line | None:
+    for line in rows:
+        stripped = line.text.strip()
+        match = _ERROR.match(stripped)
+        if match and ("trac" in stripped or "perf" in stripped or "ermission" in stripped):
+            return Line(line.number, stripped)
+    return None
+
+
+def parse(text: str) -> PerfTraceSummary:
+    """The summary in *text*; raises NotThisFormat, CommandFailed or Malformed (see .errors)."""
+    rows = meaningful(lines(text))
+    if not rows:
+        raise NotThisFormat(FORMAT, "the text is empty")
+    lost = sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
+    starts = [i for i, line in enumerate(rows) if line.text.strip() == _SUMMARY]
+    if starts:
+        rows = rows[starts[-1] + 1 :]  # perf trace -S prints the trace first
+    elif not looks_like(text):
+        error = _command_error(rows)
+        if error is not None:
+            raise CommandFailed(FORMAT, error.text, error.number)
+        raise NotThisFormat(FORMAT, "no 'NAME (TID), N events, P%' block and no 'syscall calls ...' header")
+    return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
+
+
+def _opens_block(line: Line) -> bool:
+    stripped = line.text.strip()
+    return _THREAD.fullmatch(stripped) is not None or _COLUMNS.fullmatch(stripped) is not None
+
+
+def _inside_summary(line: Line) -> bool:
+    """Any line a summary ends with: a thread line, a header, or something shaped like a row (even a cut one)."""
+    fields = line.fields
+    return _opens_block(line) or (len(fields) >= 2 and fields[1][:1].isdigit()) or table.is_rule(line)
+
+
+class _Reader:
+    """Walks the summary's lines once, collecting one block per thread."""
+
+    def __init__(self, rows: list[Line], lost: int) -> None:
+        self.rows = rows
+        self.threads: list[ThreadSyscalls] = []
+        self.header: re.Match[str] | None = None
+        self.syscalls: list[SyscallStat] = []
+        self.in_table = False
+        self.errors_column: bool | None = None
+        self.lost = lost  # counted over the whole text: perf prints them while tracing, before the summary
+
+    def read(self) -> PerfTraceSummary:
+        index = 0
+        while index < len(self.rows):
+            index += self.step(index)
+        self.close()
+        if not self.threads:
+            line = self.rows[-1].number if self.rows else 1
+            raise Malformed(FORMAT, line, "a summary with no thread blocks (the output was cut short?)")
+        return PerfTraceSummary(tuple(self.threads), bool(self.errors_column), self.lost)
+
+    def step(self, index: int) -> int:
+        """Consumes the line at *index* (and the lines a wrapped row spilled onto); returns how many."""
+        line = self.rows[index]
+        stripped = line.text.strip()
+        if _LOST.fullmatch(stripped):
+            return 1
+        joined, used = table.unwrap(self.rows, index, self.recognised)
+        stripped = joined.text.strip()
+        if thread := _THREAD.fullmatch(stripped):
+            self.close()
+            self.header = thread
+            return used
+        if columns := _COLUMNS.fullmatch(stripped):
+            if self.in_table or self.syscalls:  # a table without a thread line: perf's "total" summary mode
+                self.close()
+            self.errors_column = columns.group("errors") is not None
+            self.in_table = True
+            return used
+        if _UNITS.fullmatch(stripped) or table.is_rule(joined):
+            return used
+        if not self.in_table:
+            raise Malformed(FORMAT, line.number, f"expected a thread line or a column header, found {stripped!r}")
+        self.syscalls.append(self.row(joined))
+        return used
+
+    def recognised(self, line: Line) -> bool:
+        stripped = line.text.strip()
+        if any(pattern.fullmatch(stripped) for pattern in (_THREAD, _COLUMNS, _UNITS, _LOST)) or table.is_rule(line):
+            return True
+        return self.in_table and len(line.fields) >= self.row_width() and line.fields[-1].endswith("%")
+
+    def row_width(self) -> int:
+        return 8 if self.errors_column else 7
+
+    def row(self, line: Line) -> SyscallStat:
+        fields = line.fields
+        if len(fields) != self.row_width():
+            raise Malformed(
+                FORMAT,
+                line.number,
+                f"a syscall row has {self.row_width()} fields, this one {len(fields)}: {line.text!r}",
+            )
+        name, calls, *rest = fields
+        errors = table.whole(FORMAT, line, "errors", rest.pop(0)) if self.errors_column else None
+        total, low, avg, high, stddev = (
+            table.number(FORMAT, line, what, token)
+            for what, token in zip(("total", "min", "avg", "max", "stddev"), rest, strict=True)
+        )
+        return SyscallStat(
+            name=name,
+            calls=table.whole(FORMAT, line, "calls", calls),
+            total_ms=total,
+            avg_ms=avg,
+            errors=errors,
+            min_ms=low,
+            max_ms=high,
+            stddev_percent=stddev,
+        )
+
+    def close(self) -> None:
+        """Ends the current thread's block (if any) and keeps it."""
+        if self.header is None and not self.syscalls:
+            self.in_table = False
+            return
+        header = self.header
+        self.threads.append(
+            ThreadSyscalls(
+                comm=header.group("comm") if header else None,
+                tid=int(header.group("tid")) if header else None,
+                events=int(header.group("events")) if header else None,
+                events_percent=float(header.group("percent").replace(",", ".")) if header else None,
+                syscalls=tuple(self.syscalls),
+                majfaults=_optional_int(header, "majfaults"),
+                minfaults=_optional_int(header, "minfaults"),
+                runtime_ms=float(header["runtime"].replace(",", ".")) if header and header["runtime"] else None,
+            )
+        )
+        self.header = None
+        self.syscalls = []
+        self.in_table = False
+
+
+def _optional_int(header: re.Match[str] | None, group: str) -> int | None:
+    value = header[group] if header else None
+    return int(value) if value else None

@@ -1,0 +1,150 @@
+"""A Prometheus server that scrapes schedwatch agents: the workloads of every node ranked by contention over a
+window, and one node's workloads as facts.
+
+``--from prometheus+http://HOST:9090`` (or ``prometheus+https://``) names the server; the rest of the URL is its
+address as the browser would use it (a path prefix included). Counts over the window come from PromQL
+``increase(...[Ns])`` grouped by ``instance`` and the workload labels, gauges from their last value; nodes are the
+``instance`` label. Prometheus has only the agents' series: processes, libraries, thread variables and pools need
+`schedwatch diagnose` run on that node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import urllib.error
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from agent.diagnosis.inputs.live import fetch
+from agent.diagnosis.inputs.live.series import COUNTERS, GAUGES, WORKLOAD_LABELS, Reading, WorkloadTotals, ref_of
+from agent.diagnosis.inputs.live.sources import SourceError
+from agent.diagnosis.inputs.live.window import Window
+
+SCHEME = "prometheus+"
+QUERY_TIMEOUT = 60.0  # seconds one whole query may take
+MAX_BODY_BYTES = 512 * 1024 * 1024
+
+
+def is_prometheus(url: str) -> bool:
+    """Whether --from names a Prometheus server."""
+    return url.startswith(SCHEME)
+
+
+@dataclass(frozen=True)
+class NodeWindow:
+    """One node's counts over the window, as two readings (0 at the start, the increase at the end)."""
+
+    instance: str
+    window: Window
+
+
+class PrometheusSource:
+    """Queries a Prometheus server's HTTP API."""
+
+    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT) -> None:
+        base = url[len(SCHEME) :] if url.startswith(SCHEME) else url
+        parts = urllib.parse.urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SourceError(f"--from {url!r}: give a Prometheus as prometheus+http://HOST:9090")
+        self.base = base.rstrip("/")
+        self.name = f"prometheus {self.base}"
+        self._timeout = timeout
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query's vector; SourceError when the server cannot be asked or refuses the query."""
+        url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        try:
+            document = json.loads(fetch.get(url, self._timeout, MAX_BODY_BYTES))
+        except urllib.error.HTTPError as error:
+            detail = error.read(4096).decode("utf-8", "replace")
+            with contextlib.suppress(ValueError, AttributeError):
+                detail = str(json.loads(detail).get("error", detail))
+            raise SourceError(f"{self.base} refused a query (HTTP {error.code}): {detail}") from None
+        except fetch.DeadlinePassed:
+            raise SourceError(
+                f"{self.base} did not answer a query within {self._timeout:g} s: "
+                "ask for a shorter --duration, or a single --node"
+            ) from None
+        except OSError as error:  # URLError and socket timeouts are OSErrors
+            reason = getattr(error, "reason", error)
+            raise SourceError(
+                f"cannot reach Prometheus at {self.base}: {reason}; check the address (as a browser would use it)"
+            ) from None
+        except ValueError:
+            raise SourceError(f"{self.base} is not a Prometheus HTTP API (its answer is not JSON)") from None
+        if not isinstance(document, dict) or document.get("status") != "success":
+            raise SourceError(f"{self.base} is not a Prometheus HTTP API (answer: {str(document)[:200]})")
+        result = document.get("data", {}).get("result", [])
+        return result if isinstance(result, list) else []
+
+    def node_windows(self, seconds: int, node: str | None = None) -> list[NodeWindow]:
+        """Every node's (or one node's) workloads over the last *seconds*; SourceError without schedwatch series."""
+        selector = "" if node is None else f'instance=~"{_promql_string(_node_regex(node))}"'
+        if not self.query(f"count(schedwatch_build_info{{{selector}}})"):
+            where = "" if node is None else f" for a node named {node!r}"
+            raise SourceError(
+                f"{self.base} has no schedwatch series{where}: is it scraping the agents (job with port 17953)?"
+                + (" Leave out --node to list the nodes it has." if node else "")
+            )
+        readings: dict[str, tuple[Reading, Reading]] = {}
+
+        def reading(instance: str) -> tuple[Reading, Reading]:
+            if instance not in readings:
+                readings[instance] = (Reading(0.0, frozenset(), {}), Reading(float(seconds), frozenset(), {}))
+            return readings[instance]
+
+        up: dict[str, set[str]] = {}
+        for item in self.query(f"schedwatch_source_up{{{selector}}} == 1"):
+            labels = item["metric"]
+            up.setdefault(labels.get("instance", ""), set()).add(labels.get("source", ""))
+        group = ", ".join(("instance", *WORKLOAD_LABELS))
+        for name, (key, split, _collector) in COUNTERS.items():
+            by = f"{group}, {split}" if split else group
+            for item in self.query(f"sum by ({by}) (increase({name}{{{selector}}}[{seconds}s]))"):
+                labels = item["metric"]
+                full = f"{key}:{labels.get(split, '')}" if split else key
+                after = reading(labels.get("instance", ""))[1]
+                totals = after.workloads.setdefault(ref_of(labels), WorkloadTotals())
+                value = _value(item)
+                if value is None:
+                    totals.no_value.add(full)
+                else:
+                    totals.counts[full] = totals.counts.get(full, 0.0) + value
+        for name, key in GAUGES.items():
+            for item in self.query(f"max by ({group}) ({name}{{{selector}}})"):
+                labels = item["metric"]
+                after = reading(labels.get("instance", ""))[1]
+                totals = after.workloads.setdefault(ref_of(labels), WorkloadTotals())
+                value = _value(item)
+                if value is not None:
+                    totals.gauges[key] = value
+        windows = []
+        for instance, (before, after) in sorted(readings.items()):
+            sources = frozenset(up.get(instance, set()))
+            windows.append(
+                NodeWindow(
+                    instance,
+                    Window(Reading(before.at, sources, {}), Reading(after.at, sources, after.workloads)),
+                )
+            )
+        return windows
+
+
+def _value(item: dict[str, Any]) -> float | None:
+    """An instant vector element's number; None for NaN (Prometheus has no number for that series)."""
+    value = float(item["value"][1])
+    return None if math.isnan(value) else value
+
+
+def _node_regex(node: str) -> str:
+    """The instance label of *node*: the name as given, or with any port."""
+    return re.escape(node) + r"(:[0-9]+)?"
+
+
+def _promql_string(text: str) -> str:
+    """*text* inside a double-quoted PromQL string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,114 @@
+"""Two readings of schedwatch's series -> what each workload did between them (WorkloadView counts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.diagnosis.facts import Workload, WorkloadView
+from agent.diagnosis.inputs.live.series import Reading
+
+FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Two readings of the same source, *before* first."""
+
+    before: Reading
+    after: Reading
+
+    @property
+    def seconds(self) -> float:
+        """Time between the readings."""
+        return self.after.at - self.before.at
+
+    def delta(self, ref: Workload, key: str) -> float | None:
+        """How much a counter grew over the window; None when unknown or when it went backwards (an agent
+        restarted in between). A workload first seen in the second reading counts from 0."""
+        after = self.after.count(ref, key)
+        if after is None:
+            return None
+        earlier = self.earlier_ref(ref)
+        before = self.before.count(earlier, key)
+        if before is None:
+            if earlier in self.before.workloads or not self.before.up:
+                return None
+            before = 0.0
+        return None if after < before else after - before
+
+    def earlier_ref(self, ref: Workload) -> Workload:
+        """*ref* as the first reading named it: a container whose names became known in the window was counted
+        under its id alone (the agent moves its series, history included, to the names)."""
+        if ref in self.before.workloads or not ref.container_id:
+            return ref
+        for known in self.before.workloads:
+            if known.container_id == ref.container_id:
+                return known
+        return ref
+
+
+def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> WorkloadView:
+    """The counts, CPU, limits and threads of one workload over the window (its processes are read elsewhere)."""
+    totals = window.after.workloads.get(ref)
+    gauges = totals.gauges if totals is not None else {}
+    limit = gauges.get("cpu_limit_cores")
+    threads = gauges.get("threads")
+    user = window.delta(ref, "cpu_seconds:user")
+    system = window.delta(ref, "cpu_seconds:system")
+    seconds = window.seconds
+    used = None if user is None or system is None or seconds <= 0 else (user + system) / seconds
+    share = None if user is None or system is None or user + system <= 0 else system / (user + system)
+    futex = _futex(window, ref)
+    return WorkloadView(
+        ref=ref,
+        seconds=seconds,
+        cpus_allowed=cpus_allowed(limit, (), node_cpus),
+        cpu_limit_cores=None if limit is None or (node_cpus is not None and limit >= node_cpus) else limit,
+        cpu_used_cores=used,
+        system_share=share,
+        threads=None if threads is None else int(threads),
+        sched_yield_calls=window.delta(ref, "sched_yield_calls"),
+        futex_calls=futex,
+        futex_wait_seconds=window.delta(ref, "futex_wait_seconds"),
+        runqueue_wait_seconds=window.delta(ref, "runqueue_wait_seconds"),
+        preempted_seconds=window.delta(ref, "offcpu_seconds:preempted"),
+        throttled_periods=window.delta(ref, "throttled_periods"),
+        periods=window.delta(ref, "periods"),
+        throttled_seconds=window.delta(ref, "throttled_seconds"),
+    )
+
+
+def _futex(window: Window, ref: Workload) -> dict[str, float] | None:
+    if "syscalls" not in window.after.up:
+        return None
+    calls: dict[str, float] = {}
+    for op in FUTEX_OPS:
+        key = f"futex_calls:{op}"
+        if window.after.lacks_value(ref, key):
+            return None
+        after = window.after.count(ref, key)
+        before = window.before.count(window.earlier_ref(ref), key)
+        grown = (after or 0.0) - (before or 0.0)
+        if grown < 0:
+            return None  # the agent restarted between the readings
+        if grown:
+            calls[op] = grown
+    return calls
+
+
+def cpus_allowed(limit: float | None, affinity: tuple[int, ...], node_cpus: int | None) -> float | None:
+    """CPUs a workload may use: the least of its CPU limit, the CPUs its processes may run on, the node's CPUs."""
+    bounds = [float(bound) for bound in (limit, len(affinity) or None, node_cpus) if bound is not None]
+    return min(bounds) if bounds else None
+
+
+def workload_views(window: Window, node_cpus: int | None) -> list[WorkloadView]:
+    """Every workload seen in the second reading, with its counts over the window."""
+    return [workload_view(window, ref, node_cpus) for ref in window.after.workloads]
+
+
+def changed_workloads(window: Window) -> list[Workload]:
+    """The workloads of the second reading whose totals (counts and gauges) are not what the first reading had:
+    every other one did nothing in the window, and its view would count nothing."""
+    before = window.before.workloads
+    return [ref for ref, totals in window.after.workloads.items() if before.get(window.earlier_ref(ref)) != totals]

@@ -1,0 +1,96 @@
+"""Findings as a metric: the agent runs the rules on its own series, counts only, and exports
+``schedwatch_finding{cause, mechanism, <workload labels>} 1`` for each finding until an evaluation no longer makes it.
+
+A scrape at least EVALUATE_SECONDS after the previous one that did hands the families it served over once its text
+is written; the agent's main loop judges them between scrapes (evaluate_pending), off the scrapes' path, over the
+time since the previous evaluation, and the scrapes after serve what it found. Only workloads whose contention score
+reaches the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import Metric
+
+from agent import metrics
+from agent.diagnosis.facts import Facts, NodeView
+from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
+from agent.diagnosis.inputs.live.series import NotSchedwatch, Reading, read_families
+from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_view
+from agent.diagnosis.rules import diagnose
+
+EVALUATE_SECONDS = 10.0  # shortest window judged: shorter ones make noisy rates
+MAX_SERIES = 1000  # findings exported at most (a node of 1,000 sick workloads has other problems first)
+
+Row = tuple[str, ...]  # cause, mechanism, then the workload labels
+
+
+class StandingFindings:
+    """The findings of the last evaluation; scrapes hand their families over at most every EVALUATE_SECONDS."""
+
+    def __init__(
+        self, node_cpus: int, clock: Callable[[], float] = time.monotonic, every: float = EVALUATE_SECONDS
+    ) -> None:
+        self._node = NodeView(cpus=node_cpus)
+        self._clock = clock
+        self._every = every
+        self._handed_at: float | None = None
+        self._pending: tuple[list[Metric], float] | None = None
+        self._pending_lock = threading.Lock()
+        self._last: Reading | None = None
+        self._rows: list[Row] = []
+
+    def family(self) -> Metric:
+        """The finding family for this scrape: the last evaluation's findings."""
+        family = metrics.FINDING.family()
+        for row in self._rows:
+            family.add_metric(list(row), 1)
+        return family
+
+    def hand_over(self, families: Iterable[Metric]) -> None:
+        """Keep the families a scrape served (build info included) for evaluate_pending, when an evaluation is due."""
+        now = self._clock()
+        if self._handed_at is None or now - self._handed_at >= self._every:
+            with self._pending_lock:
+                self._pending = (list(families), now)
+            self._handed_at = now
+
+    def evaluate_pending(self) -> None:
+        """Judge the families a scrape handed over, if any (the agent's main loop calls this between scrapes)."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        try:
+            reading = read_families(*pending)
+        except NotSchedwatch:  # families without the build info: nothing to judge
+            return
+        if self._last is not None:
+            self._rows = self._evaluate(Window(self._last, reading))
+        self._last = reading
+
+    def _evaluate(self, window: Window) -> list[Row]:
+        # A workload that did nothing in the window scores 0: only those that changed are looked at (at 1,000
+        # idle workloads that is most of an evaluation's cost).
+        views = [
+            view
+            for view in (workload_view(window, ref, self._node.cpus) for ref in changed_workloads(window))
+            if view.ref.cgroup not in CATCH_ALL and score(view, self._node) >= FLAG_SCORE
+        ]
+        diagnosis = diagnose(Facts(node=self._node, workloads=tuple(views), sources=("schedwatch_finding",)))
+        rows: set[Row] = {
+            (
+                finding.cause.value,
+                finding.mechanism.value,
+                finding.workload.container_id,
+                finding.workload.container,
+                finding.workload.pod,
+                finding.workload.namespace,
+                finding.workload.cgroup,
+            )
+            for finding in diagnosis.findings
+        }
+        return sorted(rows)[:MAX_SERIES]

@@ -1,0 +1,161 @@
+"""What this machine allows, gathered once: the input of `schedwatch check` and of each collector's check.
+
+Besides reading the kernel's answers (capabilities, tracefs, headers), :func:`gather` asks the kernel twice in the
+way the BPF collectors will: it creates one tiny BPF map and opens one tracepoint perf event, and closes both. A
+capability in CapEff is not a promise: a seccomp profile, an LSM or a low RLIMIT_MEMLOCK (kernels < 5.11) can still
+refuse, and only these two calls tell which one, before bcc's less specific errors would.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.machine import kernel
+from agent.machine.cgroups import CgroupLayout, layout_under, read_layout
+from agent.machine.procfs import ProcFS
+
+# Kernel releases from which the capabilities below exist or matter.
+CAP_BPF_SINCE = (5, 8)  # CAP_BPF and CAP_PERFMON; before, loading programs needs CAP_SYS_ADMIN
+MEMCG_ACCOUNTING_SINCE = (5, 11)  # BPF maps charged to the memory cgroup, no longer to RLIMIT_MEMLOCK
+
+_SYSCALLS = {"x86_64": {"bpf": 321, "perf_event_open": 298}, "aarch64": {"bpf": 280, "perf_event_open": 241}}
+_BPF_MAP_CREATE = 0
+_BPF_MAP_TYPE_ARRAY = 2
+_PERF_TYPE_TRACEPOINT = 2
+_PERF_ATTR_SIZE = 128
+_PERF_FLAG_FD_CLOEXEC = 8
+_PROBE_TRACEPOINT = ("sched", "sched_switch")
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """Kernel, headers, tracefs, capabilities and cgroup layout of this machine."""
+
+    release: str
+    is_root: bool
+    capabilities: dict[str, bool]
+    btf: bool
+    tracefs: Path | None
+    headers: kernel.HeadersChoice | None
+    headers_error: str
+    cgroups: CgroupLayout
+    cgroup_root: Path | None
+    bpf_stats: bool | None
+    seccomp_filtered: bool = False  # a seccomp filter is applied to this process (a container's profile)
+    memlock_bytes: int | None = None  # RLIMIT_MEMLOCK's soft limit; None: unlimited
+    bpf_refused: str | None = None  # strerror of creating a BPF map, None when it worked
+    perf_refused: str | None = None  # strerror of opening a tracepoint perf event, None when it worked or was not tried
+
+    def kernel_before(self, version: tuple[int, int]) -> bool:
+        """Whether the running kernel is older than *version* (False when the release cannot be read)."""
+        release = kernel.version_tuple(self.release)
+        return bool(release) and release[:2] < version
+
+    def missing_bpf_capabilities(self) -> list[str]:
+        """The capabilities to add so that the BPF programs can be loaded and attached; empty when none are missing.
+
+        On kernels >= 5.8 that is CAP_BPF (programs and maps) and CAP_PERFMON (tracepoint programs, perf events);
+        older kernels know neither, and want CAP_SYS_ADMIN, which also stands in for both on newer ones.
+        """
+        caps = self.capabilities
+        if caps["CAP_SYS_ADMIN"]:
+            return []
+        if self.kernel_before(CAP_BPF_SINCE):
+            return ["CAP_SYS_ADMIN"]
+        return [name for name in ("CAP_BPF", "CAP_PERFMON") if not caps[name]]
+
+    def needs_memlock(self) -> bool:
+        """Whether BPF maps are charged to RLIMIT_MEMLOCK here and the limit is low enough to matter."""
+        low = self.memlock_bytes is not None and self.memlock_bytes < 64 * 1024 * 1024
+        return self.kernel_before(MEMCG_ACCOUNTING_SINCE) and low and not self.capabilities["CAP_SYS_RESOURCE"]
+
+
+def gather(cgroup_root: Path | None = None) -> MachineFacts:
+    """Read the machine; changes nothing (the two probes' map and perf event are closed at once)."""
+    release = kernel.kernel_release()
+    headers: kernel.HeadersChoice | None = None
+    headers_error = ""
+    try:
+        headers = kernel.find_kernel_headers(release, os.environ)
+    except kernel.HeadersNotFound as error:
+        headers_error = str(error)
+    layout = read_layout() if cgroup_root is None else layout_under(cgroup_root)
+    tracefs = kernel.tracefs_root()
+    memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    return MachineFacts(
+        release=release,
+        is_root=os.geteuid() == 0,
+        capabilities=kernel.effective_capabilities(),
+        btf=kernel.has_btf(),
+        tracefs=tracefs,
+        headers=headers,
+        headers_error=headers_error,
+        cgroups=layout,
+        cgroup_root=layout.unified,
+        bpf_stats=kernel.bpf_stats_enabled(),
+        seccomp_filtered=seccomp_filtered(),
+        memlock_bytes=None if memlock == resource.RLIM_INFINITY else memlock,
+        bpf_refused=probe_bpf_map(),
+        perf_refused=probe_tracepoint_event(tracefs),
+    )
+
+
+def seccomp_filtered(proc: ProcFS | None = None) -> bool:
+    """Whether a seccomp filter applies to this process (Seccomp: 2), as in a container with a default profile."""
+    for line in ((proc or ProcFS()).read_text("self", "status") or "").splitlines():
+        if line.startswith("Seccomp:"):
+            return line.split()[1] == "2"
+    return False
+
+
+def _syscall(name: str) -> tuple[ctypes.CDLL, int] | None:
+    number = _SYSCALLS.get(os.uname().machine, {}).get(name)
+    return None if number is None else (ctypes.CDLL(None, use_errno=True), number)
+
+
+def probe_bpf_map() -> str | None:
+    """Create and close a one-entry BPF array map; the error if the kernel refuses, None if it allows it."""
+    call = _syscall("bpf")
+    if call is None:
+        return None
+    libc, number = call
+    attr = (ctypes.c_uint32 * 16)(_BPF_MAP_TYPE_ARRAY, 4, 4, 1)  # map_type, key_size, value_size, max_entries
+    fd = int(libc.syscall(number, _BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr)))
+    if fd < 0:
+        return _strerror(ctypes.get_errno())
+    os.close(fd)
+    return None
+
+
+def probe_tracepoint_event(tracefs: Path | None) -> str | None:
+    """Open and close a disabled, CPU-wide perf event on sched:sched_switch, as attaching a program does.
+
+    None when it works, or when it cannot be tried (no tracefs, or no such tracepoint: reported elsewhere).
+    """
+    call = _syscall("perf_event_open")
+    if call is None or tracefs is None:
+        return None
+    try:
+        tracepoint_id = int((tracefs / "events" / _PROBE_TRACEPOINT[0] / _PROBE_TRACEPOINT[1] / "id").read_text())
+    except (OSError, ValueError):
+        return None
+    libc, number = call
+    attr = (ctypes.c_uint8 * _PERF_ATTR_SIZE)()
+    ctypes.c_uint32.from_buffer(attr, 0).value = _PERF_TYPE_TRACEPOINT
+    ctypes.c_uint32.from_buffer(attr, 4).value = _PERF_ATTR_SIZE
+    ctypes.c_uint64.from_buffer(attr, 8).value = tracepoint_id
+    ctypes.c_uint64.from_buffer(attr, 40).value = 1  # disabled: counts nothing while open
+    fd = int(libc.syscall(number, ctypes.byref(attr), -1, 0, -1, _PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        return _strerror(ctypes.get_errno())
+    os.close(fd)
+    return None
+
+
+def _strerror(number: int) -> str:
+    return f"{errno.errorcode.get(number, str(number))} ({os.strerror(number)})"
