@@ -6,27 +6,21 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
+from agent.commands import Command
 from agent.commands.output import fail, print_json, to_stdout, write_page
 
 NAME = "analyze"
 
 
-def add_parser(commands: Any) -> None:
-    """Register `analyze` on the subparsers *commands*."""
-    parser = commands.add_parser(
-        NAME,
-        help="diagnose saved outputs of perf trace -s, strace -c, top, pidstat, mpstat, vmstat",
-        description=__doc__,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The files to read and the output wanted."""
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a saved output, or a directory of them")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON (schedwatch.diagnosis/v1)")
     parser.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML report to OUT")
-    parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Read the files, diagnose them, and print (and write) the report."""
     from agent.diagnosis.inputs.offline import OfflineError, read_environment
     from agent.diagnosis.render.html_page import diagnosis_page
@@ -45,3 +39,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         return to_stdout(lambda: print_json(to_json(diagnosis)))
     return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
+
+
+COMMAND = Command(
+    name=NAME,
+    help="diagnose saved outputs of perf trace -s, strace -c, top, pidstat, mpstat, vmstat",
+    description=__doc__,
+    add_arguments=add_arguments,
+    run=run,
+)

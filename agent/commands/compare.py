@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
+from agent.commands import Command
 from agent.commands.output import fail, print_json, to_stdout, write_page
 
 NAME = "compare"
 
 
-def add_parser(commands: Any) -> None:
-    """Register `compare` on the subparsers *commands*."""
-    parser = commands.add_parser(
-        NAME,
-        help="diagnose two environments side by side and explain what differs",
-        description=__doc__,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The two sides and the output wanted."""
     parser.add_argument("sides", nargs="*", type=Path, metavar="A B", help="the slow and the fast environment")
     parser.add_argument("--a", nargs="+", type=Path, default=[], metavar="FILE", help="files of environment A")
     parser.add_argument("--b", nargs="+", type=Path, default=[], metavar="FILE", help="files of environment B")
@@ -27,7 +22,6 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--b-name", metavar="NAME", help="what to call B")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON (schedwatch.comparison/v1)")
     parser.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML report to OUT")
-    parser.set_defaults(handler=run)
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]] | str:
@@ -50,7 +44,7 @@ def _name(paths: list[Path], given: str | None, fallback: str) -> str:
     return fallback
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Read both sides, diagnose each, compare, print (and write) the report."""
     from agent.diagnosis.comparison import compare
     from agent.diagnosis.inputs.offline import OfflineError, read_environment
@@ -76,3 +70,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         return to_stdout(lambda: print_json(comparison_to_json(comparison)))
     return to_stdout(lambda: render_comparison_text(comparison, make_console()))
+
+
+COMMAND = Command(
+    name=NAME,
+    help="diagnose two environments side by side and explain what differs",
+    description=__doc__,
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import Metric
 
-from agent import config, log
-from agent.bpf import BpfUnavailable
-from agent.collectors import Collector, CollectorContext, registry
+from agent import assembly, config, log
+from agent.collectors import modes
+from agent.commands import Command
+from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.commands.output import print_json, to_stdout
 from agent.diagnosis.findings import Diagnosis
 from agent.diagnosis.inputs.live.fleet import NodeWindow, PrometheusSource, is_prometheus
@@ -30,9 +31,7 @@ from agent.diagnosis.inputs.live.window import workload_views
 from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import diagnose
 from agent.exporter import AgentCollector
-from agent.identity.resolver import IdentityResolver
 from agent.machine.cgroups import layout_under, read_layout
-from agent.machine.facts import MachineFacts
 from agent.machine.procfs import ProcFS
 
 MIN_SECONDS = 1
@@ -61,12 +60,9 @@ def pid_number(text: str) -> int:
     return int(text)
 
 
-def add_parser(commands: Any, collector_names: list[str]) -> argparse.ArgumentParser:
-    """Register `diagnose` on the `schedwatch` subparsers."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "diagnose", help="sample for a while and name the cause of CPU contention and its fix", description=__doc__
-    )
-    config.add_arguments(parser, collector_names)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent's flags (for the collectors diagnose loads itself), and what to diagnose, for how long, from where."""
+    add_agent_arguments(parser)
     parser.add_argument(
         "--duration",
         type=duration,
@@ -89,17 +85,11 @@ def add_parser(commands: Any, collector_names: list[str]) -> argparse.ArgumentPa
         "instead of loading the collectors here",
     )
     parser.add_argument("--node", default="", help="with a Prometheus: the node (instance label) to diagnose")
-    return parser
 
 
-def run(
-    args: argparse.Namespace,
-    settings: config.Settings,
-    prepare_machine: Callable[[config.Settings], MachineFacts],
-    build_identities: Callable[[config.Settings], IdentityResolver],
-    build_context: Callable[[config.Settings, MachineFacts, IdentityResolver], CollectorContext],
-) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Diagnose and print; 0 when a diagnosis was printed, 2 with a one-line error otherwise."""
+    settings = settings_from(args, parser)
     wanted = Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid)
     try:
         if args.node and not is_prometheus(args.source):
@@ -113,7 +103,7 @@ def run(
         if args.source:
             facts = sample_live(AgentSource(args.source), seconds, wanted, procfs, tree)
         else:
-            with loaded_collectors(settings, prepare_machine, build_identities, build_context) as source:
+            with loaded_collectors(settings) as source:
                 facts = sample_live(source, seconds, wanted, procfs, tree)
     except (SourceError, NothingMatches, NoSuchProcess) as error:
         print(f"schedwatch diagnose: {error}", file=sys.stderr)
@@ -128,58 +118,41 @@ def cgroup_tree(cgroup_root: Path | None) -> Path | None:
 
 
 @contextmanager
-def loaded_collectors(
-    settings: config.Settings,
-    prepare_machine: Callable[[config.Settings], MachineFacts],
-    build_identities: Callable[[config.Settings], IdentityResolver],
-    build_context: Callable[[config.Settings, MachineFacts, IdentityResolver], CollectorContext],
-) -> Iterator[Source]:
-    """The collectors `schedwatch run` would load, as a source; SourceError when no BPF collector can run."""
+def loaded_collectors(settings: config.Settings) -> Iterator[Source]:
+    """The BPF collectors `schedwatch run` would load, as a source; SourceError when no BPF collector can run."""
     logger = log.get_logger("diagnose")
     try:
-        machine = prepare_machine(settings)
+        machine = assembly.prepare_machine(settings)
     except OSError as error:
         raise SourceError(
             f"cannot inspect this machine for the BPF programs ({error.strerror or error}: {error.filename}); run "
             "as root, or read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
         ) from None
-    identities = build_identities(settings)
+    identities = assembly.build_identities(settings)
     identities.start()
-    context = build_context(settings, machine, identities)
-    running: dict[str, Collector] = {}
-    unavailable: dict[str, str] = {}
+    context = assembly.build_context(settings, machine, identities)
+    started = assembly.start_collectors(settings, machine, context, requested=modes.BPF)
     try:
-        for name, factory in registry().items():
-            if name not in settings.collectors:
-                continue
-            availability = factory.check(machine)
-            if not availability.ok:
-                unavailable[name] = f"{availability.reason} (fix: {availability.fix})"
-                continue
-            try:
-                running[name] = factory.start(context)
-            except BpfUnavailable as error:
-                unavailable[name] = str(error)
-        if not {"syscalls", "sched"} & set(running):
+        if not {"syscalls", "sched"} & set(started.running):
             by_reason: dict[str, list[str]] = {}
-            for name, reason in unavailable.items():
+            for name, availability in started.unavailable.items():
+                reason = availability.reason + (f" (fix: {availability.fix})" if availability.fix else "")
                 by_reason.setdefault(reason, []).append(name)
             reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
             raise SourceError(
                 f"the BPF programs cannot be loaded here ({reasons or 'no BPF collector enabled'}); "
                 "read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
             )
-        for name, reason in unavailable.items():
+        for name, reason in started.reasons().items():
             logger.warning("collector_unavailable", collector=name, reason=reason)
-        collector = AgentCollector(running, unavailable, machine.release, lambda: False, identities)
+        collector = AgentCollector(started.running, started.reasons(), machine.release, lambda: False, identities)
 
         def collect() -> list[Metric]:
             return list(collector.collect())
 
         yield CollectedSource(collect)
     finally:
-        for started in running.values():
-            started.close()
+        started.close()
         identities.stop()
 
 
@@ -262,3 +235,12 @@ def fleet_text(ranking: dict[str, Any], url: str) -> str:
     lines.append(f"next: schedwatch diagnose --from {url} --node INSTANCE")
     lines.append("processes, libraries and thread variables: run `schedwatch diagnose` on that node")
     return "\n".join(lines)
+
+
+COMMAND = Command(
+    name="diagnose",
+    help="sample for a while and name the cause of CPU contention and its fix",
+    description=__doc__,
+    add_arguments=add_arguments,
+    run=run,
+)

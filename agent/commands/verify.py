@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import log
+from agent.commands import Command
 from agent.verification.fix import Recommendation, recommend
 from agent.verification.runner import Cgroups, Counters, Run, VerifyError, median_run, run_once
 from agent.verification.verdict import Verdict, fold, judge
@@ -45,13 +46,8 @@ class Report:
     verdict: Verdict
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
-    """Register `verify` on the `schedwatch` subcommand parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "verify",
-        help="run a command as it is and with the thread-pool fix, and compare",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """How long, under which quota, how often, what output, and the command."""
     parser.add_argument(
         "--duration-limit",
         type=float,
@@ -70,11 +66,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the command's output to stderr)")
     parser.add_argument("--state-dir", type=Path, default=Path("/run/schedwatch"), help="where kernel headers are kept")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
-    parser.set_defaults(handler=main)
-    return parser
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
     """Run `schedwatch verify`; returns the exit status."""
     log.configure("warning", "auto")  # the command's output and the report are what a person reads
     command = list(args.command)
@@ -197,3 +191,12 @@ def to_text(report: Report) -> str:
 
 def _seconds(value: float | None, unknown: str = "not counted") -> str:
     return unknown if value is None else f"{value:.2f} s"
+
+
+COMMAND = Command(
+    name="verify",
+    help="run a command as it is and with the thread-pool fix, and compare",
+    description=__doc__.split("\n\n")[0] if __doc__ else None,
+    add_arguments=add_arguments,
+    run=main,
+)

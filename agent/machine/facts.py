@@ -50,6 +50,7 @@ class MachineFacts:
     memlock_bytes: int | None = None  # RLIMIT_MEMLOCK's soft limit; None: unlimited
     bpf_refused: str | None = None  # strerror of creating a BPF map, None when it worked
     perf_refused: str | None = None  # strerror of opening a tracepoint perf event, None when it worked or was not tried
+    tracefs_denied: Path | None = None  # tracefs is there, but this process may not read it (not root)
 
     def kernel_before(self, version: tuple[int, int]) -> bool:
         """Whether the running kernel is older than *version* (False when the release cannot be read)."""
@@ -102,6 +103,7 @@ def gather(cgroup_root: Path | None = None) -> MachineFacts:
         memlock_bytes=None if memlock == resource.RLIM_INFINITY else memlock,
         bpf_refused=probe_bpf_map(),
         perf_refused=probe_tracepoint_event(tracefs),
+        tracefs_denied=kernel.tracefs_denied() if tracefs is None else None,
     )
 
 

@@ -183,9 +183,22 @@ def prepare_headers(choice: HeadersChoice, state_dir: Path, usr_src: Path = Path
 
 
 def tracefs_root() -> Path | None:
-    """The mounted tracefs events root, or None."""
+    """The mounted tracefs events root, or None (also when this process may not look inside it)."""
     for root in TRACEFS_CANDIDATES:
-        if (root / "events").is_dir():
+        try:
+            if (root / "events").is_dir():
+                return root
+        except PermissionError:
+            continue
+    return None
+
+
+def tracefs_denied() -> Path | None:
+    """A tracefs root that exists but that this process may not read (tracefs is root's alone by default), or None."""
+    for root in TRACEFS_CANDIDATES:
+        try:
+            (root / "events").is_dir()
+        except PermissionError:
             return root
     return None
 

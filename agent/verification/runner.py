@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent import assembly
 from agent.bpf import BpfUnavailable
 from agent.bpf.probes.base import ProbeLimits
 from agent.bpf.probes.sched import SchedProbe
 from agent.bpf.probes.syscalls import FUTEX_OPS, SyscallProbe
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
-from agent.machine import kernel
 from agent.machine.cgroups import CpuUsage, count_threads, read_layout, read_usage_v2
-from agent.machine.facts import gather
 from agent.machine.procfs import ProcFS
 
 FACTS_AFTER_SECONDS = 1.0  # when the first run's processes are read (pools have started by then)
@@ -85,21 +84,12 @@ class Counters:
     @contextlib.contextmanager
     def loaded(cls, state_dir: Path) -> Iterator[Counters]:
         """Mount tracefs and lay out kernel headers where needed, load both programs; detach them at the end."""
-        tracefs = kernel.tracefs_root()
+        facts = assembly.prepare(None, state_dir)
+        tracefs = facts.tracefs
         if tracefs is None:
-            try:
-                tracefs = kernel.mount_tracefs()
-            except OSError as error:
-                raise VerifyError(f"{error}; mount it: mount -t tracefs tracefs /sys/kernel/tracing") from error
-        facts = gather()
+            raise VerifyError("tracefs is not mounted and cannot be: mount -t tracefs tracefs /sys/kernel/tracing")
         if facts.headers is None:
             raise VerifyError(facts.headers_error)
-        try:
-            kernel.prepare_headers(facts.headers, state_dir)
-        except OSError as error:
-            raise VerifyError(
-                f"cannot prepare kernel headers in {state_dir}: {error}; pass a writable --state-dir"
-            ) from error
         limits = ProbeLimits()
         try:
             syscalls = SyscallProbe(limits, tracefs)

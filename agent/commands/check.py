@@ -1,0 +1,303 @@
+"""`schedwatch check`: what this machine allows and which collectors can run, gathered into one report first, then
+written as text or JSON (both say the same things; JSON is what a bug report should carry).
+
+Exit status: 0 when every enabled collector of the judged mode can run, 1 when one cannot. In auto and bpf modes the
+collectors judged are the BPF ones (exit 1 when BPF cannot run, whatever auto falls back to); in perf and procfs
+modes, that mode's own. Run without root, it reports what it can see and marks what it could not check, and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent import __version__, assembly, config
+from agent.collectors import Availability, modes
+from agent.commands import Command
+from agent.commands.agent_flags import add_agent_arguments, settings_from
+from agent.commands.output import to_stdout
+from agent.identity.resolver import IdentityResolver
+from agent.identity.runtimes import socket_absent
+from agent.machine import kernel, taskstats
+from agent.machine.facts import MachineFacts
+
+SCHEMA = "schedwatch.check/v1"
+FUTEX2_SYSCALLS = ("futex_waitv", "futex_wait", "futex_wake", "futex_requeue")
+NEEDS_TRACEFS = "not checked: tracefs is readable by root only here (run it as root, e.g. with sudo)"
+
+
+@dataclass(frozen=True)
+class CollectorCheck:
+    """One collector of a mode: can it run, and if not why and what to do."""
+
+    name: str
+    description: str
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Everything `check` says, gathered before anything is written."""
+
+    version: str
+    facts: MachineFacts
+    workloads_by: str  # "cgroup" or "process"
+    workloads: str  # how workloads are keyed and placed here, in words (with the fix when it cannot work)
+    futex2: tuple[str, ...] | None  # futex2 syscalls this kernel has; None: not checked
+    sched_switch_blocked_mask: int | None  # from the tracepoint format; None: unreadable or not checked
+    delay_accounting: bool | None  # kernel.task_delayacct; None: the kernel has no such sysctl
+    runtimes: dict[str, str]  # socket path -> listening, missing, or why it cannot be reached
+    mode_requested: str
+    mode: modes.ModeChoice
+    collectors: tuple[CollectorCheck, ...]  # of the judged mode (BPF in auto and bpf modes)
+    mode_collectors: tuple[CollectorCheck, ...]  # of the mode auto would use, when it is not the judged one
+    loaded: bool  # the collectors were compiled and loaded once (not --no-load)
+    not_checked: dict[str, str] = field(default_factory=dict)  # what could not be looked at, and why
+
+    @property
+    def ok(self) -> bool:
+        """Every enabled collector of the judged mode can run."""
+        return all(collector.ok for collector in self.collectors)
+
+
+def gather_report(settings: config.Settings, load: bool) -> CheckReport:
+    """Look at the machine, and (when *load*) compile and load each collector's program once, closing it again."""
+    facts = assembly.prepare_machine(settings)
+    context = assembly.build_context(settings, facts, IdentityResolver([]))
+    judged = modes.BPF if settings.mode in ("auto", modes.BPF) else settings.mode
+    judged_choice = modes.ModeChoice(judged, "judged")
+    checked = assembly.start_mode(judged_choice, settings, facts, context, load=load, quiet=True)
+    checked.close()
+    mode = modes.choose(settings.mode, facts, bpf_error=checked.bpf_error if judged == modes.BPF else None)
+    fallback: tuple[CollectorCheck, ...] = ()
+    if mode.mode != judged:
+        other = assembly.start_mode(mode, settings, facts, context, load=load, quiet=True)
+        other.close()
+        fallback = _collector_checks(mode.mode, settings, other.unavailable)
+    not_checked: dict[str, str] = {}
+    futex2: tuple[str, ...] | None = None
+    mask = None
+    if facts.tracefs is None and facts.tracefs_denied is not None:
+        not_checked["futex2"] = not_checked["sched_switch"] = NEEDS_TRACEFS
+    else:
+        futex2 = tuple(name for name in FUTEX2_SYSCALLS if kernel.has_tracepoint("syscalls", f"sys_enter_{name}"))
+        mask = kernel.sched_switch_blocked_mask(facts.tracefs)
+    return CheckReport(
+        version=__version__,
+        facts=facts,
+        workloads_by="process" if context.keys.per_process else "cgroup",
+        workloads=_workloads_text(facts, context.keys.per_process),
+        futex2=futex2,
+        sched_switch_blocked_mask=mask,
+        delay_accounting=taskstats.delay_accounting_enabled(),
+        runtimes=runtime_sockets(settings),
+        mode_requested=settings.mode,
+        mode=mode,
+        collectors=_collector_checks(judged, settings, checked.unavailable),
+        mode_collectors=fallback,
+        loaded=load,
+        not_checked=not_checked,
+    )
+
+
+def _collector_checks(
+    mode: str, settings: config.Settings, unavailable: dict[str, Availability]
+) -> tuple[CollectorCheck, ...]:
+    checks = []
+    for factory in assembly.enabled(mode, settings):
+        result = unavailable.get(factory.name, Availability(True))
+        checks.append(CollectorCheck(factory.name, factory.description, result.ok, result.reason, result.fix))
+    return tuple(checks)
+
+
+def _workloads_text(facts: MachineFacts, per_process: bool) -> str:
+    if per_process:
+        return "by process, placed by /proc/PID/cgroup" + (
+            " (no cgroup2 tree here)" if facts.cgroup_root is None else " (asked for with --workloads-by)"
+        )
+    if facts.cgroup_root is None:
+        return (
+            'by cgroup2 id, but no cgroup2 tree is visible: every workload would be "(unresolved)" — '
+            "use --workloads-by auto (or process), or pass the host's tree with --cgroup-root"
+        )
+    return "by cgroup2 id, placed in the cgroup2 tree"
+
+
+def runtime_sockets(settings: config.Settings) -> dict[str, str]:
+    """Each configured runtime socket: 'listening', 'missing' or why it cannot be reached."""
+    sockets = list(dict.fromkeys([*settings.docker_sockets, *settings.kubelet_docker_sockets, *settings.cri_sockets]))
+    if settings.containerd_socket and settings.containerd_socket not in sockets:
+        sockets.append(settings.containerd_socket)
+    return {str(path): _socket_state(path, settings.runtime_timeout) for path in sockets}
+
+
+def _socket_state(path: Path, timeout: float) -> str:
+    try:
+        absent = socket_absent(path)
+    except PermissionError:
+        return f"not checked: no permission to look in {path.parent} (run it as root, e.g. with sudo)"
+    if absent:
+        return "missing (containers are labelled by id only)"
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(timeout)
+        try:
+            probe.connect(str(path))
+        except PermissionError:
+            return (
+                "not reachable: permission denied (without CAP_DAC_OVERRIDE the agent needs search permission on "
+                f"each directory above the socket: chmod o+x {path.parent}, or mount the socket file itself)"
+            )
+        except OSError as error:
+            return f"not reachable: {error.strerror or error}"
+    return "listening"
+
+
+def to_json(report: CheckReport) -> dict[str, Any]:
+    """The report as JSON (schema ``schedwatch.check/v1``): every fact the text states, as values."""
+    facts = report.facts
+    document: dict[str, Any] = {"schema": SCHEMA, "version": report.version}
+    document["machine"] = _plain(asdict(facts)) | {
+        "cgroups": {
+            "mode": facts.cgroups.mode,
+            "unified": _plain(facts.cgroups.unified),
+            "v1": _plain(facts.cgroups.v1),
+        }
+    }
+    document |= {
+        "workloads_by": report.workloads_by,
+        "workloads": report.workloads,
+        "futex2": None if report.futex2 is None else list(report.futex2),
+        "sched_switch_blocked_mask": report.sched_switch_blocked_mask,
+        "delay_accounting": report.delay_accounting,
+        "runtimes": report.runtimes,
+        "mode": asdict(report.mode) | {"requested": report.mode_requested},
+        "collectors": {check.name: asdict(check) for check in report.collectors},
+        "mode_collectors": {check.name: asdict(check) for check in report.mode_collectors},
+        "loaded": report.loaded,
+        "not_checked": report.not_checked,
+        "ok": report.ok,
+    }
+    return document
+
+
+def _plain(value: Any) -> Any:
+    """Paths as strings, tuples as lists, inside dicts and lists."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _yes(flag: bool | None) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[flag]
+
+
+def to_text(report: CheckReport) -> str:
+    """The report for a person: the machine's facts, the mode, then the collectors."""
+    facts = report.facts
+    caps = ", ".join(f"{name} {_yes(value)}" for name, value in facts.capabilities.items())
+    if facts.headers is None:
+        headers = f"MISSING: {facts.headers_error}"
+    else:
+        headers = f"{facts.headers.source}: {facts.headers.path} ({facts.headers.detail})"
+    layout = facts.cgroups
+    cgroups = f"{layout.mode}; cgroup2 at {layout.unified or 'not mounted'}"
+    if layout.v1:
+        cgroups += f"; v1 controllers {', '.join(sorted(layout.v1))}"
+    if facts.bpf_stats:
+        stats = "on"
+    else:
+        stats = (
+            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats (needs CAP_SYS_ADMIN) "
+            "or sysctl -w kernel.bpf_stats_enabled=1"
+        )
+    if facts.tracefs is not None:
+        tracefs = str(facts.tracefs)
+    elif facts.tracefs_denied is not None:
+        tracefs = f"{facts.tracefs_denied}: readable by root only (run it as root, e.g. with sudo)"
+    else:
+        tracefs = "NOT MOUNTED: mount -t tracefs tracefs /sys/kernel/tracing"
+    futex2 = report.not_checked.get("futex2") or ", ".join(report.futex2 or ()) or "none (futex(2) only)"
+    mask = report.sched_switch_blocked_mask
+    prev_state = report.not_checked.get("sched_switch") or (
+        f"blocked when prev_state & {mask:#x} (read from the tracepoint format)"
+        if mask is not None
+        else "format unreadable: assuming prev_state & 0xff means blocked (Linux >= 4.14)"
+    )
+    delayacct = {
+        True: "on",
+        False: "off (sysctl -w kernel.task_delayacct=1 to cross-check run-queue wait)",
+        None: "not in this kernel",
+    }[report.delay_accounting]
+    lines = [
+        f"schedwatch {report.version} check",
+        f"  kernel       {facts.release} (BTF {_yes(facts.btf)})",
+        f"  privileges   {caps}" + ("" if facts.is_root else " (not root)"),
+        f"  tracefs      {tracefs}",
+        f"  headers      {headers}",
+        f"  cgroups      {cgroups}",
+        f"  workloads    {report.workloads}",
+        f"  bpf stats    {stats}",
+        f"  futex2       {futex2}",
+        f"  sched_switch {prev_state}",
+        f"  delayacct    {delayacct}",
+        *(f"  runtime      {path}: {state}" for path, state in report.runtimes.items()),
+        *_mode_lines(report),
+        "collectors",
+        *(_collector_line(check, f"  {check.name:<12} ", "ok    ") for check in report.collectors),
+    ]
+    return "\n".join(lines)
+
+
+def _mode_lines(report: CheckReport) -> list[str]:
+    mode = report.mode
+    lines = [f"  mode         {mode.mode} (--mode {report.mode_requested}): {mode.reason}"]
+    lines += [f"  mode lacks   {what}" for what in mode.missing]
+    if mode.fix:
+        lines.append(f"  mode fix     {mode.fix}")
+    lines += [_collector_line(check, f"  mode runs    {check.name} ", "ok: ") for check in report.mode_collectors]
+    return lines
+
+
+def _collector_line(check: CollectorCheck, head: str, ok: str) -> str:
+    if check.ok:
+        return f"{head}{ok}{check.description}"
+    return f"{head}CANNOT RUN: {check.reason} — fix: {check.fix}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent's flags, plus the output format and --no-load."""
+    add_agent_arguments(parser)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
+    )
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Gather, print, and exit 1 when an enabled collector of the judged mode cannot run."""
+    settings = settings_from(args, parser)
+    report = gather_report(settings, load=not args.no_load)
+    if args.format == "json":
+        to_stdout(lambda: print(json.dumps(to_json(report), indent=2)))
+    else:
+        to_stdout(lambda: print(to_text(report)))
+    return 0 if report.ok else 1
+
+
+COMMAND = Command(
+    name="check",
+    help="report what this machine allows and which collectors can run",
+    description=__doc__,
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,187 @@
+"""`schedwatch check` renders one gathered report: golden text and JSON for two machines (this VM as root, and the
+same VM seen by an unprivileged user), and the JSON carries every fact the text states."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.collectors.modes import MISSING, PERF, PROCFS, ModeChoice
+from agent.commands.check import CheckReport, CollectorCheck, to_json, to_text
+from agent.machine.cgroups import CgroupLayout
+from agent.machine.facts import MachineFacts
+from agent.machine.kernel import HeadersChoice
+
+GOLDEN = Path(__file__).parent / "fixtures" / "check"
+UPDATE = os.environ.get("SCHEDWATCH_UPDATE_GOLDEN") == "1"  # rewrite the golden files from the code
+
+HEADERS = HeadersChoice(
+    "debian-nearest",
+    Path("/usr/src/linux-headers-6.1.0-57-cloud-amd64"),
+    "running 6.18.44-fc-v657, using linux-headers-6.1.0-57-cloud-amd64 (+ linux-headers-6.1.0-57-common); "
+    "tracepoint-only programs",
+    bcc_kernel_source=Path("/run/schedwatch/kernel-headers/linux-headers-6.1.0-57-cloud-amd64"),
+)
+LAYOUT = CgroupLayout(
+    unified=Path("/sys/fs/cgroup/unified"),
+    v1={name: Path("/sys/fs/cgroup", name) for name in ("cpu", "cpuacct", "memory")},
+)
+ALL_CAPS = {
+    "CAP_SYS_PTRACE": True,
+    "CAP_SYS_ADMIN": True,
+    "CAP_SYS_RESOURCE": False,
+    "CAP_PERFMON": True,
+    "CAP_BPF": True,
+}
+RUNTIMES = {
+    "/var/run/docker.sock": "missing (containers are labelled by id only)",
+    "/run/podman/podman.sock": "listening",
+}
+COLLECTORS = (
+    CollectorCheck("syscalls", "sched_yield and futex calls, futex wait time (bpf/syscalls.bpf.c)", True),
+    CollectorCheck("sched", "off-CPU time (preempted, blocked) and run-queue latency (bpf/sched.bpf.c)", True),
+    CollectorCheck("cgroup_cpu", "CPU limit, throttling, CPU used and threads per workload", True),
+)
+
+
+def root_report() -> CheckReport:
+    facts = MachineFacts(
+        release="6.18.44-fc-v657",
+        is_root=True,
+        capabilities=ALL_CAPS,
+        btf=True,
+        tracefs=Path("/sys/kernel/tracing"),
+        headers=HEADERS,
+        headers_error="",
+        cgroups=LAYOUT,
+        cgroup_root=Path("/sys/fs/cgroup/unified"),
+        bpf_stats=False,
+        memlock_bytes=8388608,
+    )
+    return CheckReport(
+        version="0.1.0",
+        facts=facts,
+        workloads_by="cgroup",
+        workloads="by cgroup2 id, placed in the cgroup2 tree",
+        futex2=("futex_waitv", "futex_wait", "futex_wake", "futex_requeue"),
+        sched_switch_blocked_mask=0xFF,
+        delay_accounting=False,
+        runtimes=RUNTIMES,
+        mode_requested="auto",
+        mode=ModeChoice("bpf", "the BPF programs can be loaded here"),
+        collectors=COLLECTORS,
+        mode_collectors=(),
+        loaded=True,
+    )
+
+
+def unprivileged_report() -> CheckReport:
+    refused = "missing CAP_BPF (create maps, load programs) and CAP_PERFMON (load tracepoint programs)"
+    fix = "run as root, or add BPF, PERFMON to securityContext.capabilities.add"
+    facts = MachineFacts(
+        release="6.18.44-fc-v657",
+        is_root=False,
+        capabilities=dict.fromkeys(ALL_CAPS, False),
+        btf=True,
+        tracefs=None,
+        headers=HEADERS,
+        headers_error="",
+        cgroups=LAYOUT,
+        cgroup_root=Path("/sys/fs/cgroup/unified"),
+        bpf_stats=False,
+        memlock_bytes=8388608,
+        bpf_refused="EPERM (Operation not permitted)",
+        tracefs_denied=Path("/sys/kernel/tracing"),
+    )
+    needs_root = "not checked: tracefs is readable by root only here (run it as root, e.g. with sudo)"
+    return CheckReport(
+        version="0.1.0",
+        facts=facts,
+        workloads_by="cgroup",
+        workloads="by cgroup2 id, placed in the cgroup2 tree",
+        futex2=None,
+        sched_switch_blocked_mask=None,
+        delay_accounting=False,
+        runtimes={"/run/podman/podman.sock": "not reachable: permission denied"},
+        mode_requested="auto",
+        mode=ModeChoice(PROCFS, f"BPF cannot run: {refused}", MISSING[PROCFS], f"for bpf mode: {fix}"),
+        collectors=(
+            CollectorCheck("syscalls", COLLECTORS[0].description, False, refused, fix),
+            CollectorCheck("sched", COLLECTORS[1].description, False, refused, fix),
+            COLLECTORS[2],
+        ),
+        mode_collectors=(
+            CollectorCheck("sched", "run-queue wait and on-CPU time from /proc/TID/schedstat (no BPF)", True),
+            COLLECTORS[2],
+        ),
+        loaded=True,
+        not_checked={"futex2": needs_root, "sched_switch": needs_root},
+    )
+
+
+REPORTS = {"root": root_report, "unprivileged": unprivileged_report}
+
+
+@pytest.mark.parametrize("name", sorted(REPORTS))
+def test_the_text_is_the_golden_text(name: str) -> None:
+    written = to_text(REPORTS[name]()) + "\n"
+    golden = GOLDEN / f"{name}.txt"
+    if UPDATE:
+        golden.write_text(written)
+    assert written == golden.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(REPORTS))
+def test_the_json_is_the_golden_json(name: str) -> None:
+    written = json.dumps(to_json(REPORTS[name]()), indent=2, sort_keys=True) + "\n"
+    golden = GOLDEN / f"{name}.json"
+    if UPDATE:
+        golden.write_text(written)
+    assert written == golden.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(REPORTS))
+def test_the_json_carries_every_fact_the_text_states(name: str) -> None:
+    report = REPORTS[name]()
+    text, document = to_text(report), to_json(report)
+    machine = document["machine"]
+    assert machine["release"] in text and report.facts.release == machine["release"]
+    for capability, held in machine["capabilities"].items():
+        assert f"{capability} {'yes' if held else 'no'}" in text
+    assert (machine["tracefs"] or machine["tracefs_denied"]) in text
+    assert machine["headers"]["path"] in text
+    assert machine["cgroups"]["unified"] in text
+    for controller in machine["cgroups"]["v1"]:
+        assert controller in text
+    assert document["workloads"] in text
+    if document["futex2"] is None:
+        assert "futex2" in document["not_checked"] and document["not_checked"]["futex2"] in text
+    else:
+        assert ", ".join(document["futex2"]) in text
+    if document["sched_switch_blocked_mask"] is not None:
+        assert f"prev_state & {document['sched_switch_blocked_mask']:#x}" in text
+    assert ("delayacct    off" in text) == (document["delay_accounting"] is False)
+    for path, state in document["runtimes"].items():
+        assert f"{path}: {state}" in text
+    assert f"mode         {document['mode']['mode']} (--mode {document['mode']['requested']})" in text
+    for missing in document["mode"]["missing"]:
+        assert f"mode lacks   {missing}" in text
+    for group in ("collectors", "mode_collectors"):
+        for collector in document[group].values():
+            assert collector["name"] in text
+            if collector["ok"]:
+                assert collector["description"] in text
+            else:
+                assert f"CANNOT RUN: {collector['reason']} — fix: {collector['fix']}" in text
+    assert document["ok"] == report.ok == (name == "root")
+    assert document["schema"] == "schedwatch.check/v1"
+
+
+def test_perf_mode_lists_what_it_cannot_tell() -> None:
+    report = root_report()
+    perf = CheckReport(**{**report.__dict__, "mode": ModeChoice(PERF, "asked for with --mode", MISSING[PERF])})
+    text = to_text(perf)
+    assert all(f"mode lacks   {missing}" in text for missing in MISSING[PERF])
