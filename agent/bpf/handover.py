@@ -42,6 +42,20 @@ class LoadedProgram:
         self.maps = {}
 
 
+# The directory this agent package was imported from. The child imports the loader from there, first on its path:
+# `python -m` would put the working directory first, and a checkout there would shadow an installed agent (whose
+# BPF sources the checkout does not hold as agent.bpf.programs).
+PACKAGE_ROOT = str(Path(agent.__file__).resolve().parent.parent)
+LOADER_BOOTSTRAP = "\n".join(
+    (
+        "import sys",
+        "sys.path.insert(0, sys.argv[1])",
+        "from agent.bpf.loader import main",
+        "raise SystemExit(main(sys.argv[2:]))",
+    )
+)
+
+
 def load(source: str, defines: dict[str, str | int | None]) -> LoadedProgram:
     """Compile, load and attach bpf/*source* in a child process; its objects, now held here.
 
@@ -54,14 +68,15 @@ def load(source: str, defines: dict[str, str | int | None]) -> LoadedProgram:
             child = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    "agent.bpf.loader",
+                    "-c",
+                    LOADER_BOOTSTRAP,
+                    PACKAGE_ROOT,
                     str(theirs.fileno()),
                     source,
                     json.dumps(defines),
                 ],
                 pass_fds=(theirs.fileno(),),
-                env=_child_environment(),
+                env=dict(os.environ),  # BCC_KERNEL_SOURCE included
                 stdin=subprocess.DEVNULL,
             )
         except OSError as error:
@@ -98,12 +113,3 @@ def _received(source: str, data: bytes, fds: list[int], flags: int, status: int,
     programs = {entry["name"]: fds[entry["fd"]] for entry in message["programs"]}
     attachments = [fds[entry["fd"]] for entry in message["attachments"]]
     return LoadedProgram(maps, programs, attachments, pid)
-
-
-def _child_environment() -> dict[str, str]:
-    """This environment (BCC_KERNEL_SOURCE included), with the agent package importable wherever it came from."""
-    environment = dict(os.environ)
-    package_root = str(Path(agent.__file__).resolve().parent.parent)
-    paths = [package_root, *filter(None, environment.get("PYTHONPATH", "").split(os.pathsep))]
-    environment["PYTHONPATH"] = os.pathsep.join(paths)
-    return environment

@@ -1,4 +1,4 @@
-"""The loader child: `python -m agent.bpf.loader SOCKET_FD SOURCE DEFINES_JSON`.
+"""The loader child: :func:`main` with SOCKET_FD SOURCE DEFINES_JSON, started by :mod:`agent.bpf.handover`.
 
 Compiles bpf/SOURCE with bcc, loads and attaches it exactly as the agent used to in-process, then sends every kernel
 object the program needs to go on running over the Unix socket SOCKET_FD (SCM_RIGHTS): its maps, its programs, and

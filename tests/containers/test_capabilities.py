@@ -24,13 +24,15 @@ BPF_COLLECTORS = ("syscalls", "sched")
 # Loads one collector's program directly, past the agent's own checks, to see what the kernel says.
 LOAD_DIRECTLY = """
 import os, pathlib
-from agent import bpf, kernel
+from agent.bpf import BpfUnavailable
+from agent.bpf.compile import compile_program
+from agent.machine import kernel
 choice = kernel.find_kernel_headers(kernel.kernel_release(), os.environ)
 kernel.prepare_headers(choice, pathlib.Path("/run/schedwatch"))
 try:
-    bpf.compile_program("syscalls.bpf.c", {"MAX_CGROUPS": 64, "MAX_THREADS": 64, "MAX_PROCESSES": 64})
+    compile_program("syscalls.bpf.c", {"MAX_CGROUPS": 64, "MAX_THREADS": 64, "MAX_PROCESSES": 64})
     print("LOADED")
-except bpf.BpfUnavailable as error:
+except BpfUnavailable as error:
     print("REFUSED", error)
 """
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.agent import REPO
+from tests.support.agent import REPO, require_root
 
 
-def test_installed_package_finds_its_bpf_sources(tmp_path: Path) -> None:
+def installed(tmp_path: Path) -> Path:
+    """A plain (not editable) `pip install --target` of a clean copy of the sources; the target directory."""
     # A clean copy of the sources, so that no stale build/ directory can hide a missing package.
     source = tmp_path / "src"
     shutil.copytree(
@@ -37,9 +39,14 @@ def test_installed_package_finds_its_bpf_sources(tmp_path: Path) -> None:
         check=True,
         cwd=tmp_path,
     )
+    return target
+
+
+def test_installed_package_finds_its_bpf_sources(tmp_path: Path) -> None:
+    target = installed(tmp_path)
     assert (target / "bin" / "schedwatch").is_file()
     probe = (
-        "import agent, agent.bpf as b, pkgutil, importlib, sys; d = b.source_dir(); "
+        "import agent, agent.bpf.compile as b, pkgutil, importlib, sys; d = b.source_dir(); "
         "mods = [importlib.import_module(m.name) for m in pkgutil.walk_packages(agent.__path__, 'agent.') "
         "if not m.name.endswith('__main__')]; "
         f"assert all(m.__file__.startswith({str(target)!r}) for m in mods), [m.__file__ for m in mods]; "
@@ -60,3 +67,37 @@ def test_installed_package_finds_its_bpf_sources(tmp_path: Path) -> None:
     assert module_file.startswith(str(target))
     assert sources.startswith(str(target))
     assert "'syscalls.bpf.c'" in names and "'schedwatch.h'" in names
+
+
+def test_the_installed_agent_loads_its_programs_when_run_inside_a_checkout(tmp_path: Path) -> None:
+    """The BPF loader child imports the package the agent was imported from, not a checkout in the working
+    directory (`python -m` put the working directory first: every BPF collector fell back to perf mode)."""
+    require_root()
+    target = installed(tmp_path)
+    # An interpreter that knows only the installed copy and the dependencies: no editable install of the checkout
+    # (whose finder would answer for agent.bpf.programs and hide the bug).
+    fresh = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(fresh)], check=True)
+    site_packages = next(p for p in sys.path if p.endswith("site-packages") and ".venv" in p)
+    (next((fresh / "lib").glob("python3*")) / "site-packages" / "schedwatch-test.pth").write_text(
+        f"{target}\n{site_packages}\n"
+    )
+    entry = tmp_path / "entry" / "schedwatch.py"  # run as a script: the script's directory is first, not the cwd
+    entry.parent.mkdir()
+    entry.write_text("import sys\nfrom agent.cli import main\nsys.exit(main())\n")
+    result = subprocess.run(
+        [str(fresh / "bin" / "python"), str(entry), "check", "--format", "json", "--state-dir", str(tmp_path / "s")],
+        cwd=REPO,  # a checkout, whose agent/ has no agent/bpf/programs
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    report = json.loads(result.stdout)
+    assert report["mode"]["mode"] == "bpf", report["mode"]
+    assert {name: check["ok"] for name, check in report["collectors"].items()} == {
+        "syscalls": True,
+        "sched": True,
+        "cgroup_cpu": True,
+    }, report["collectors"]
+    assert result.returncode == 0
