@@ -156,17 +156,22 @@ def start_mode(
 
 
 def start_collectors(
-    settings: config.Settings, facts: MachineFacts, context: CollectorContext, *, requested: str | None = None
+    settings: config.Settings,
+    facts: MachineFacts,
+    context: CollectorContext,
+    *,
+    requested: str | None = None,
+    quiet: bool = False,
 ) -> Started:
     """Choose the mode (*requested*, default --mode) and start its enabled collectors; auto falls back when the BPF
-    programs fail to load. What was chosen, and why, is logged once."""
+    programs fail to load. What was chosen, and why, is logged once; each collector's outcome too unless *quiet*."""
     requested = requested or settings.mode
     mode = modes.choose(requested, facts)
-    started = start_mode(mode, settings, facts, context, load=True)
+    started = start_mode(mode, settings, facts, context, load=True, quiet=quiet)
     if requested == "auto" and mode.mode == modes.BPF and started.bpf_error is not None:
         started.close()
         mode = modes.choose(requested, facts, bpf_error=started.bpf_error)
-        started = start_mode(mode, settings, facts, context, load=True)
+        started = start_mode(mode, settings, facts, context, load=True, quiet=quiet)
     logger = log.get_logger("agent")
     log_method = logger.info if mode.mode == modes.BPF else logger.warning
     log_method("mode", mode=mode.mode, reason=mode.reason, missing=list(mode.missing), fix=mode.fix)

@@ -17,7 +17,6 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from agent import assembly, config, log
-from agent.collectors import modes
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.commands.output import print_json, to_stdout
@@ -119,19 +118,14 @@ def cgroup_tree(cgroup_root: Path | None) -> Path | None:
 
 @contextmanager
 def loaded_collectors(settings: config.Settings) -> Iterator[Source]:
-    """The BPF collectors `schedwatch run` would load, as a source; SourceError when no BPF collector can run."""
+    """The collectors `schedwatch run` would load with these settings (--mode, with auto's fallback), as a source;
+    SourceError when neither the syscalls nor the sched collector can run."""
     logger = log.get_logger("diagnose")
-    try:
-        machine = assembly.prepare_machine(settings)
-    except OSError as error:
-        raise SourceError(
-            f"cannot inspect this machine for the BPF programs ({error.strerror or error}: {error.filename}); run "
-            "as root, or read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
-        ) from None
+    machine = assembly.prepare_machine(settings)
     identities = assembly.build_identities(settings)
     identities.start()
     context = assembly.build_context(settings, machine, identities)
-    started = assembly.start_collectors(settings, machine, context, requested=modes.BPF)
+    started = assembly.start_collectors(settings, machine, context, quiet=True)
     try:
         if not {"syscalls", "sched"} & set(started.running):
             by_reason: dict[str, list[str]] = {}
@@ -140,17 +134,19 @@ def loaded_collectors(settings: config.Settings) -> Iterator[Source]:
                 by_reason.setdefault(reason, []).append(name)
             reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
             raise SourceError(
-                f"the BPF programs cannot be loaded here ({reasons or 'no BPF collector enabled'}); "
+                f"no collector can count here in {started.mode.mode} mode ({reasons or 'none enabled'}); "
                 "read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953"
             )
         for name, reason in started.reasons().items():
             logger.warning("collector_unavailable", collector=name, reason=reason)
-        collector = AgentCollector(started.running, started.reasons(), machine.release, lambda: False, identities)
+        collector = AgentCollector(
+            started.running, started.reasons(), machine.release, lambda: False, identities, mode=started.mode.mode
+        )
 
         def collect() -> list[Metric]:
             return list(collector.collect())
 
-        yield CollectedSource(collect)
+        yield CollectedSource(collect, mode=started.mode.mode)
     finally:
         started.close()
         identities.stop()

@@ -36,8 +36,10 @@ class Source(Protocol):
 class CollectedSource:
     """Collectors running in this process, asked directly (no HTTP)."""
 
-    def __init__(self, collect: Callable[[], Iterable[Metric]], clock: Callable[[], float] = time.monotonic) -> None:
-        self.name = "bpf (collectors loaded by diagnose)"
+    def __init__(
+        self, collect: Callable[[], Iterable[Metric]], clock: Callable[[], float] = time.monotonic, mode: str = "bpf"
+    ) -> None:
+        self.name = f"{mode} (collectors loaded by diagnose)"
         self.local = True
         self._collect = collect
         self._clock = clock
