@@ -22,12 +22,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import log
+from agent import config, log
 from agent.commands import Command
 from agent.verification.fix import Recommendation, recommend
 from agent.verification.runner import Cgroups, Counters, Run, VerifyError, median_run, run_once
 from agent.verification.verdict import Verdict, fold, judge
 
+SCHEMA = "schedwatch.verify/v2"
 DEFAULT_LIMIT_SECONDS = 600.0
 USAGE = 2
 UNMEASURED = 3
@@ -38,6 +39,7 @@ class Report:
     """Both runs, the fix, and the verdict."""
 
     command: list[str]
+    mode: str  # where the counts came from: bpf, perf or procfs (--mode, with auto's fallback)
     cpus: float
     recommendation: Recommendation
     runs: list[Run]  # every run, in the order they ran
@@ -65,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the command's output to stderr)")
     parser.add_argument("--state-dir", type=Path, default=Path("/run/schedwatch"), help="where kernel headers are kept")
+    parser.add_argument(
+        "--mode",
+        choices=config.MODES,
+        default="auto",
+        help="where counts come from, as for `schedwatch run`: bpf, perf (counting perf events), procfs; auto: bpf "
+        "when it loads, else perf, else procfs (default auto; docs/modes.md)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
 
 
@@ -79,7 +88,7 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
         print(f"schedwatch verify: {problem}", file=sys.stderr)
         return USAGE
     try:
-        report = verify(command, args.duration_limit, args.cpus, args.state_dir, args.json, args.repeat)
+        report = verify(command, args.duration_limit, args.cpus, args.state_dir, args.json, args.repeat, args.mode)
     except VerifyError as error:
         print(f"schedwatch verify: {error}", file=sys.stderr)
         return UNMEASURED
@@ -110,7 +119,13 @@ def _usage_problem(command: list[str], limit: float, cpus: float | None, repeat:
 
 
 def verify(
-    command: list[str], limit: float, quota: float | None, state_dir: Path, quiet: bool, repeat: int = 1
+    command: list[str],
+    limit: float,
+    quota: float | None,
+    state_dir: Path,
+    quiet: bool,
+    repeat: int = 1,
+    mode: str = "auto",
 ) -> Report:
     """Run *command* as it is, choose the fix from that run, run it fixed, and compare; with *repeat* > 1 the two
     alternate that many times and the run of median wall time of each side is compared."""
@@ -118,7 +133,7 @@ def verify(
         raise VerifyError("needs root (it makes cgroups and loads BPF programs): run it with sudo")
     output = sys.stderr if quiet else None
     runs: list[Run] = []
-    with Counters.loaded(state_dir) as counters, Cgroups.made(quota) as cgroups:
+    with Counters.loaded(state_dir, mode) as counters, Cgroups.made(quota) as cgroups:
         cpus = cgroups.cpus_allowed()
         first, facts = run_once("as is", 1, command, {}, counters, cgroups, limit, output, read_facts=True)
         recommendation = recommend(first, facts, cpus, quota)
@@ -129,12 +144,13 @@ def verify(
             fixed = run_once("fixed", index, command, recommendation.variables, counters, cgroups, limit, output)[0]
             runs.append(fixed)
     as_is, fixed = median_run(runs, "as is"), median_run(runs, "fixed")
-    return Report(command, cpus, recommendation, runs, as_is, fixed, judge(as_is, fixed))
+    return Report(command, counters.mode, cpus, recommendation, runs, as_is, fixed, judge(as_is, fixed))
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    """The report as JSON: schema "schedwatch.verify/v1". "as_is" and "fixed" are the runs compared (the median
-    wall time of each side); "runs" lists every run."""
+    """The report as JSON: schema "schedwatch.verify/v2" (docs/schemas/verify.schema.json). "as_is" and "fixed" are
+    the runs compared (the median wall time of each side); "runs" lists every run. v2: "mode" says where the counts
+    came from, and a count the mode cannot give is null (v1 had numbers only, BPF's)."""
 
     def entry(run: Run) -> dict[str, Any]:
         fields = asdict(run)
@@ -143,8 +159,9 @@ def to_json(report: Report) -> dict[str, Any]:
         return fields
 
     return {
-        "schema": "schedwatch.verify/v1",
+        "schema": SCHEMA,
         "command": report.command,
+        "mode": report.mode,
         "cpus": report.cpus,
         "fix": asdict(report.recommendation),
         "as_is": entry(report.as_is),
@@ -161,9 +178,9 @@ def to_text(report: Report) -> str:
         ("wall time", lambda r: f"{r.wall_seconds:.2f} s" + (" (stopped)" if r.stopped else "")),
         ("user CPU", lambda r: _seconds(r.user_seconds, "not read")),
         ("system CPU", lambda r: _seconds(r.system_seconds, "not read")),
-        ("sched_yield calls", lambda r: f"{r.counts.sched_yield_calls:,}"),
-        ("futex calls", lambda r: f"{r.futex_total:,}"),
-        ("futex wait", lambda r: f"{r.counts.futex_wait_seconds:.2f} s"),
+        ("sched_yield calls", lambda r: _count(r.counts.sched_yield_calls)),
+        ("futex calls", lambda r: _count(r.futex_total)),
+        ("futex wait", lambda r: _seconds(r.counts.futex_wait_seconds)),
         ("run-queue wait", lambda r: _seconds(r.counts.runqueue_wait_seconds)),
         ("preempted", lambda r: _seconds(r.counts.preempted_seconds)),
         ("exit status", lambda r: "stopped" if r.stopped else str(r.exit_status)),
@@ -172,6 +189,7 @@ def to_text(report: Report) -> str:
         f"schedwatch verify: {' '.join(report.command)}",
         f"  fix: thread variables = {count} ({report.recommendation.source})",
         f"  CPUs it may use: {report.cpus:g}",
+        f"  counted in {report.mode} mode" + ("" if report.mode == "bpf" else " (what it cannot count: docs/modes.md)"),
     ]
     if len(report.runs) > 2:
         for label in ("as is", "fixed"):
@@ -187,6 +205,10 @@ def to_text(report: Report) -> str:
     speed = fold(verdict.speedup, verdict.speedup_is_lower_bound)
     lines.append(f"speed-up: {speed}; the fix {'HELPS' if verdict.helps else 'DOES NOT HELP'}: {verdict.reason}")
     return "\n".join(lines)
+
+
+def _count(value: int | None) -> str:
+    return "not counted" if value is None else f"{value:,}"
 
 
 def _seconds(value: float | None, unknown: str = "not counted") -> str:

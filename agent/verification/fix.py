@@ -83,7 +83,9 @@ def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) 
         system_share=system / used if system is not None and used else None,
         threads=run.threads_seen or None,
         sched_yield_calls=run.counts.sched_yield_calls,
-        futex_calls={op: float(count) for op, count in run.counts.futex_calls.items()},
+        futex_calls=None
+        if run.counts.futex_calls is None
+        else {op: float(count) for op, count in run.counts.futex_calls.items()},
         futex_wait_seconds=run.counts.futex_wait_seconds,
         runqueue_wait_seconds=run.counts.runqueue_wait_seconds,
         preempted_seconds=run.counts.preempted_seconds,
@@ -91,4 +93,4 @@ def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) 
         pools=tuple(PoolView(pool.parent_pid, pool.command, pool.pids) for pool in facts.pools),
         libraries=library_views(facts),
     )
-    return Facts(NodeView(cpus=os.cpu_count()), (workload,), sources=("bpf (schedwatch verify)",))
+    return Facts(NodeView(cpus=os.cpu_count()), (workload,), sources=("schedwatch verify",))

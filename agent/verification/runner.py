@@ -14,17 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import assembly
-from agent.bpf import BpfUnavailable
-from agent.bpf.probes.base import ProbeLimits
-from agent.bpf.probes.sched import SchedProbe
-from agent.bpf.probes.syscalls import FUTEX_OPS, SyscallProbe
+from agent import assembly, config
+from agent.bpf.probes.syscalls import FUTEX_OPS
+from agent.collectors import registry
+from agent.diagnosis.facts import Workload
+from agent.diagnosis.inputs.live.series import read_families
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
+from agent.exporter import AgentCollector
+from agent.identity.resolver import IdentityResolver
 from agent.machine.cgroups import CpuUsage, count_threads, read_layout, read_usage_v2
 from agent.machine.procfs import ProcFS
 
 FACTS_AFTER_SECONDS = 1.0  # when the first run's processes are read (pools have started by then)
 FACTS_INTERVAL_SECONDS = 0.5
+COLLECT_INTERVAL_SECONDS = 0.5  # how often the run's counts are collected while it runs (procfs mode needs it)
 PERIOD_US = 100_000
 
 
@@ -34,11 +37,11 @@ class VerifyError(Exception):
 
 @dataclass(frozen=True)
 class Counts:
-    """What the BPF programs counted for one cgroup; None where its map held no entry (never ran)."""
+    """What the collectors counted for one run's cgroup; None where the mode cannot count it (docs/modes.md)."""
 
-    sched_yield_calls: int
-    futex_calls: dict[str, int]
-    futex_wait_seconds: float
+    sched_yield_calls: int | None
+    futex_calls: dict[str, int] | None
+    futex_wait_seconds: float | None
     runqueue_wait_seconds: float | None
     preempted_seconds: float | None
 
@@ -63,8 +66,10 @@ class Run:
         return self.exit_status is None
 
     @property
-    def futex_total(self) -> int:
-        return sum(self.counts.futex_calls.values())
+    def futex_total(self) -> int | None:
+        """Futex calls of every operation; None where the mode cannot count them."""
+        calls = self.counts.futex_calls
+        return None if calls is None else sum(calls.values())
 
 
 def median_run(runs: list[Run], label: str) -> Run:
@@ -74,51 +79,70 @@ def median_run(runs: list[Run], label: str) -> Run:
 
 
 class Counters:
-    """The syscalls and sched BPF programs, loaded in this process."""
+    """The collectors `schedwatch run` would start for the chosen mode (--mode, with auto's fallback), loaded in this
+    process, and read by the run's cgroup as a scrape reads them."""
 
-    def __init__(self, syscalls: SyscallProbe, sched: SchedProbe) -> None:
-        self._syscalls = syscalls
-        self._sched = sched
+    def __init__(self, started: assembly.Started, collector: AgentCollector, cgroup_root: Path) -> None:
+        self.mode = started.mode.mode
+        self._collector = collector
+        self._root = cgroup_root
 
     @classmethod
     @contextlib.contextmanager
-    def loaded(cls, state_dir: Path) -> Iterator[Counters]:
-        """Mount tracefs and lay out kernel headers where needed, load both programs; detach them at the end."""
-        facts = assembly.prepare(None, state_dir)
-        tracefs = facts.tracefs
-        if tracefs is None:
-            raise VerifyError("tracefs is not mounted and cannot be: mount -t tracefs tracefs /sys/kernel/tracing")
-        if facts.headers is None:
-            raise VerifyError(facts.headers_error)
-        limits = ProbeLimits()
+    def loaded(cls, state_dir: Path, mode: str = "auto") -> Iterator[Counters]:
+        """Prepare the machine as `run` does and start the mode's collectors; stop them at the end."""
+        settings = config.Settings(
+            collectors=frozenset(registry()),
+            state_dir=state_dir,
+            max_processes=0,
+            mode=mode,
+            docker_sockets=(),
+            cri_sockets=(),
+            containerd_socket=None,
+        )
+        facts = assembly.prepare_machine(settings)
+        if facts.cgroup_root is None:
+            raise VerifyError(
+                "needs a cgroup2 mount to count a run apart: mount -t cgroup2 none /sys/fs/cgroup/unified"
+            )
+        identities = IdentityResolver([])
+        context = assembly.build_context(settings, facts, identities)
+        started = assembly.start_collectors(settings, facts, context, quiet=True)
         try:
-            syscalls = SyscallProbe(limits, tracefs)
-        except BpfUnavailable as error:
-            raise VerifyError(f"{error} (`schedwatch check` says what this machine allows)") from error
-        try:
-            sched = SchedProbe(limits, tracefs)
-        except BpfUnavailable as error:
-            syscalls.close()
-            raise VerifyError(f"{error} (`schedwatch check` says what this machine allows)") from error
-        try:
-            yield cls(syscalls, sched)
+            if not {"syscalls", "sched"} & set(started.running):
+                reasons = "; ".join(f"{name}: {why}" for name, why in started.reasons().items())
+                raise VerifyError(
+                    f"nothing can count the runs in {started.mode.mode} mode ({reasons}); "
+                    "`schedwatch check` says what this machine allows"
+                )
+            collector = AgentCollector(
+                started.running, started.reasons(), facts.release, lambda: False, identities, mode=started.mode.mode
+            )
+            yield cls(started, collector, facts.cgroup_root)
         finally:
-            syscalls.close()
-            sched.close()
+            started.close()
 
-    def read(self, cgroup_id: int) -> Counts:
-        """The counts of a cgroup made empty for one run: no map entry means no event counted yet."""
-        calls = self._syscalls.read().cgroups.get(cgroup_id)
-        sched = self._sched.read().cgroups.get(cgroup_id)
-        futex = dict.fromkeys(FUTEX_OPS, 0)
-        if calls is not None:
-            futex = dict(zip(FUTEX_OPS, calls.counts.futex_calls, strict=True))
+    def collect(self) -> None:
+        """Collect once, as a scrape would: perf mode opens its counters for a cgroup made since, and procfs mode
+        sees the run's threads while they live (a thread that exits unseen is not counted there)."""
+        self._collector.collect_unserved()
+
+    def read(self, directory: Path) -> Counts:
+        """The counts of a cgroup made empty for one run (its cgroup2 *directory*): everything it counted."""
+        reading = read_families(list(self._collector.collect()), time.monotonic())
+        ref = Workload(cgroup="/" + str(directory.relative_to(self._root)))
+        yields = reading.count(ref, "sched_yield_calls")
+        futex: dict[str, int] | None = None
+        if (
+            "syscalls" in reading.up and "futex_wait_seconds" not in reading.unknown | {""}
+        ) or "syscalls" in reading.up:
+            futex = {op: int(reading.count(ref, f"futex_calls:{op}") or 0) for op in FUTEX_OPS}
         return Counts(
-            sched_yield_calls=calls.counts.yields if calls else 0,
+            sched_yield_calls=None if yields is None else int(yields),
             futex_calls=futex,
-            futex_wait_seconds=calls.counts.futex_wait_ns / 1e9 if calls else 0.0,
-            runqueue_wait_seconds=sched.counts.runq_ns / 1e9 if sched else None,
-            preempted_seconds=sched.counts.offcpu_ns[0] / 1e9 if sched else None,
+            futex_wait_seconds=reading.count(ref, "futex_wait_seconds"),
+            runqueue_wait_seconds=reading.count(ref, "runqueue_wait_seconds"),
+            preempted_seconds=reading.count(ref, "offcpu_seconds:preempted"),
         )
 
 
@@ -243,7 +267,7 @@ def run_once(
     """Run *command* with *variables* set in a fresh cgroup until it exits or *limit* seconds pass."""
     dirs = cgroups.fresh(f"{label}-{repeat}")
     unified = dirs[0]
-    cgroup_id = unified.stat().st_ino
+    counters.collect()
     environment = {**os.environ, **variables}
     before_cpu = _usage(unified)
     started = time.monotonic()
@@ -253,8 +277,12 @@ def run_once(
     waiter.start()
     facts: WorkloadFacts | None = None
     threads = 0
+    collected = started
     while not ended:
         waiter.join(timeout=0.1)
+        if time.monotonic() - collected >= COLLECT_INTERVAL_SECONDS:
+            counters.collect()
+            collected = time.monotonic()
         elapsed = time.monotonic() - started
         threads = max(threads, count_threads(unified.parent, unified.name) or 0)
         if elapsed >= limit:
@@ -266,7 +294,7 @@ def run_once(
     kill_all(unified)  # what it left running (daemons), or all of it at the limit
     process.wait()
     user, system = cpu_seconds(before_cpu, _usage(unified))
-    counts = counters.read(cgroup_id)
+    counts = counters.read(unified)
     return Run(label, repeat, variables, exit_status, wall, user, system, counts, threads), facts
 
 

@@ -47,9 +47,11 @@ def judge(first: Run, fixed: Run) -> Verdict:
 def _contention(first: Run, fixed: Run) -> list[tuple[str, float, float]]:
     """(what, per second as is, per second fixed) for the contention that was real in the first run."""
     found = []
-    yields_before = first.counts.sched_yield_calls / first.wall_seconds
-    if yields_before >= YIELDS_PER_SECOND_REAL:
-        found.append(("sched_yield calls", yields_before, fixed.counts.sched_yield_calls / fixed.wall_seconds))
+    yields_as_is, yields_fixed = first.counts.sched_yield_calls, fixed.counts.sched_yield_calls
+    if yields_as_is is not None and yields_fixed is not None:  # counted in this mode
+        yields_before = yields_as_is / first.wall_seconds
+        if yields_before >= YIELDS_PER_SECOND_REAL:
+            found.append(("sched_yield calls", yields_before, yields_fixed / fixed.wall_seconds))
     runq_before = (first.counts.runqueue_wait_seconds or 0.0) / first.wall_seconds
     if runq_before >= RUNQ_PER_SECOND_REAL and fixed.counts.runqueue_wait_seconds is not None:
         found.append(("run-queue wait", runq_before, fixed.counts.runqueue_wait_seconds / fixed.wall_seconds))

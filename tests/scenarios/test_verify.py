@@ -20,10 +20,10 @@ REPEAT = 3  # each side 3 times, the medians compared: other work on the machine
 
 
 def verify(
-    tmp_path: Path, *command: str, env: dict[str, str] | None = None, repeat: int = 1
+    tmp_path: Path, *command: str, env: dict[str, str] | None = None, repeat: int = 1, mode: str = "auto"
 ) -> tuple[int, dict[str, Any], str]:
     """`schedwatch verify --json -- COMMAND`: exit status, the JSON report, and what went to stderr."""
-    options = ["--json", "--repeat", str(repeat), "--state-dir", str(tmp_path)]
+    options = ["--json", "--repeat", str(repeat), "--state-dir", str(tmp_path), "--mode", mode]
     result = subprocess.run(
         [sys.executable, "-m", "agent", "verify", *options, "--", *command],
         cwd=REPO,
@@ -58,6 +58,7 @@ def test_the_fix_removes_a_numpy126_pools_yields_and_speeds_it_up(tmp_path: Path
     # 2 CPUs / 4 pool workers, at least 1: from the diagnosis of the first run.
     assert report["fix"]["variables"]["OPENBLAS_NUM_THREADS"] == "1", report["fix"]
     assert report["fix"]["finding"] == "thread-pool-oversubscription/yield-storm", report["fix"]
+    assert report["mode"] == "bpf" and report["schema"] == "schedwatch.verify/v2"
     as_is, fixed = report["as_is"], report["fixed"]  # the median run of each side
     assert fixed["runqueue_wait_seconds"] < as_is["runqueue_wait_seconds"] / 2, (as_is, fixed)
     assert as_is["system_seconds"] > 1.5 * fixed["system_seconds"], (as_is, fixed)  # 2.2-4.1x here
@@ -69,6 +70,24 @@ def test_the_fix_removes_a_numpy126_pools_yields_and_speeds_it_up(tmp_path: Path
     }
     assert pool_seconds["as is"] > pool_seconds["fixed"], truths
     assert status == 0
+
+
+def test_perf_mode_counts_the_pools_yields_and_procfs_mode_says_it_cannot(tmp_path: Path) -> None:
+    """verify honours --mode as `run` does: perf counters count the same yields exactly, /proc counts none."""
+    require_root()
+    numpy126 = numpy_target("1.26")
+    command = [sys.executable, str(SOURCES / "numpy_pool.py"), "-", str(WORKERS), "unset", str(TASKS), "0"]
+    env = {"PYTHONPATH": str(numpy126)}
+    _, perf, _ = verify(tmp_path, *command, env=env, mode="perf")
+    assert perf["mode"] == "perf"
+    assert perf["as_is"]["sched_yield_calls"] > 10_000 and perf["fixed"]["sched_yield_calls"] == 0, perf["runs"]
+    assert perf["as_is"]["futex_wait_seconds"] is None, "perf counters cannot time a futex wait"
+    assert perf["fix"]["finding"] == "thread-pool-oversubscription/yield-storm", perf["fix"]
+    _, procfs, _ = verify(tmp_path, *command, env=env, mode="procfs")
+    assert procfs["mode"] == "procfs"
+    assert procfs["as_is"]["sched_yield_calls"] is None and procfs["as_is"]["futex_calls"] is None
+    assert procfs["as_is"]["runqueue_wait_seconds"] > procfs["fixed"]["runqueue_wait_seconds"], procfs["runs"]
+    assert procfs["fix"]["variables"]["OPENBLAS_NUM_THREADS"] == "1", procfs["fix"]
 
 
 def test_a_command_with_nothing_to_fix_is_reported_as_not_helped(tmp_path: Path) -> None:

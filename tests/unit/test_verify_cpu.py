@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.commands.verify import Report, to_text
+from agent.commands.verify import Report, to_json, to_text
 from agent.diagnosis.inputs.processes.sampling import ProcessSample
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts
 from agent.machine.cgroups import read_usage_v2
@@ -53,10 +53,27 @@ def test_the_diagnosis_of_a_run_without_cpu_time_has_cpu_use_unknown_not_zero() 
 def test_the_report_says_cpu_time_not_read() -> None:
     as_is, fixed = run(None, None), run(3.0, 1.0)
     report = Report(
-        ["true"], 2.0, Recommendation({}, "test"), [as_is, fixed], as_is, fixed, Verdict(False, 1.0, False, "")
+        ["true"], "bpf", 2.0, Recommendation({}, "test"), [as_is, fixed], as_is, fixed, Verdict(False, 1.0, False, "")
     )
     lines = to_text(report).splitlines()
     assert [line.split()[2:] for line in lines if line.startswith(("user CPU", "system CPU"))] == [
         ["not", "read", "3.00", "s"],
         ["not", "read", "1.00", "s"],
     ]
+
+
+def test_counts_a_mode_cannot_give_are_not_counted_in_the_report_and_null_in_json() -> None:
+    unknown = Counts(None, None, None, 1.5, None)
+    as_is = Run("as is", 1, {}, 0, 4.0, 3.0, 1.0, unknown, 3)
+    fixed = Run("fixed", 1, {"OMP_NUM_THREADS": "1"}, 0, 2.0, 1.5, 0.1, unknown, 3)
+    report = Report(
+        ["true"], "procfs", 2.0, Recommendation({}, "test"), [as_is, fixed], as_is, fixed, Verdict(True, 2.0, False, "")
+    )
+    lines = to_text(report).splitlines()
+    assert "  counted in procfs mode (what it cannot count: docs/modes.md)" in lines
+    for row in ("sched_yield calls", "futex calls", "futex wait", "preempted"):
+        (line,) = [line for line in lines if line.startswith(row)]
+        assert line.split()[-4:] == ["not", "counted", "not", "counted"], line
+    document = to_json(report)
+    assert document["schema"] == "schedwatch.verify/v2" and document["mode"] == "procfs"
+    assert document["as_is"]["sched_yield_calls"] is None and document["as_is"]["runqueue_wait_seconds"] == 1.5
