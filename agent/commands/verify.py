@@ -130,7 +130,7 @@ def verify(
     """Run *command* as it is, choose the fix from that run, run it fixed, and compare; with *repeat* > 1 the two
     alternate that many times and the run of median wall time of each side is compared."""
     if os.geteuid() != 0:
-        raise VerifyError("needs root (it makes cgroups and loads BPF programs): run it with sudo")
+        raise VerifyError("needs root (it makes a cgroup for each run; bpf mode loads programs): run it with sudo")
     output = sys.stderr if quiet else None
     runs: list[Run] = []
     with Counters.loaded(state_dir, mode) as counters, Cgroups.made(quota) as cgroups:
