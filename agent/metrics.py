@@ -152,6 +152,31 @@ THREADS = GaugeSpec(
     WORKLOAD_LABELS,
 )
 
+
+# --- pressure collector: the kernel's stall accounting (PSI), in every mode ---------------------------
+PRESSURE_WAITING_SECONDS = CounterSpec(
+    "schedwatch_pressure_waiting_seconds",
+    "Time at least one task of the workload was stalled waiting for the resource (cpu, memory, io): PSI 'some' "
+    "of its cgroup, as cAdvisor's container_pressure_*_waiting_seconds_total.",
+    (*WORKLOAD_LABELS, "resource"),
+)
+PRESSURE_STALLED_SECONDS = CounterSpec(
+    "schedwatch_pressure_stalled_seconds",
+    "Time every non-idle task of the workload was stalled on the resource at once (cpu, memory, io): PSI 'full' "
+    "of its cgroup, as cAdvisor's container_pressure_*_stalled_seconds_total.",
+    (*WORKLOAD_LABELS, "resource"),
+)
+NODE_PRESSURE_WAITING_SECONDS = CounterSpec(
+    "schedwatch_node_pressure_waiting_seconds",
+    "Time at least one task of the node was stalled waiting for the resource (cpu, memory, io): /proc/pressure 'some'.",
+    ("resource",),
+)
+NODE_PRESSURE_STALLED_SECONDS = CounterSpec(
+    "schedwatch_node_pressure_stalled_seconds",
+    "Time every non-idle task of the node was stalled on the resource at once: /proc/pressure 'full'.",
+    ("resource",),
+)
+
 # --- diagnosis: the rules run on the agent's own series -----------------------------------------
 FINDING = GaugeSpec(
     "schedwatch_finding",

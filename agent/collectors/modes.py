@@ -44,13 +44,13 @@ class ModeChoice:
 
 def factories(mode: str) -> list[CollectorFactory]:
     """The collectors of *mode*, in the order they start."""
-    from agent.collectors import cgroup_cpu, perf_syscalls, sched, schedstat, syscalls
+    from agent.collectors import cgroup_cpu, perf_syscalls, pressure, sched, schedstat, syscalls
 
     if mode == BPF:
-        return [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY]
+        return [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     if mode == PERF:
-        return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY]
-    return [schedstat.FACTORY, cgroup_cpu.FACTORY]
+        return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+    return [schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
 
 
 def bpf_availability(facts: MachineFacts) -> Availability:

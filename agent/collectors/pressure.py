@@ -1,0 +1,146 @@
+"""The pressure collector: the kernel's own stall accounting (PSI) per workload and for the node, in every mode.
+
+Per workload, each cgroup2 directory's ``cpu.pressure``, ``memory.pressure`` and ``io.pressure``; for the node,
+``/proc/pressure/*``. No BPF, no perf: it runs wherever the kernel has PSI, including hosts where no probe can. A
+kernel without PSI gets no series at all (never zeros), and `check` says why.
+
+Totals include a cgroup's descendants, so of one workload's cgroups only the outermost are read (as for CPU used);
+a cgroup that never stalled (every total 0) is not exported, which keeps empty cgroups out of the series. The
+files are read every scrape (a stall can grow while a cgroup runs nothing), through descriptors held open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+from prometheus_client.core import Metric
+
+from agent import metrics
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.identity.workload import workload_for_cgroup
+from agent.machine.facts import MachineFacts
+from agent.machine.held_files import HeldFiles
+from agent.machine.pressure import PROC_PRESSURE, RESOURCES, node_pressure_available, parse_pressure
+from agent.model import CounterTable, Labels
+
+NAME = "pressure"
+FILES_PER_CGROUP = len(RESOURCES)
+NO_FULL = -1  # a `full` total the kernel does not give (the node's CPU before Linux 5.13)
+
+
+def check(facts: MachineFacts) -> Availability:
+    """Needs PSI in the kernel; per workload, a cgroup2 tree too (the node's totals need only /proc/pressure)."""
+    if not node_pressure_available():
+        return Availability(
+            False,
+            "the kernel accounts no pressure (/proc/pressure/cpu is missing: built without CONFIG_PSI, or psi=0)",
+            "boot with psi=1 on the kernel command line (kernels built with CONFIG_PSI_DEFAULT_DISABLED)",
+        )
+    return Availability(True)
+
+
+class PressureCollector:
+    """Reads every outermost cgroup2 directory's pressure files, and the node's, once per scrape."""
+
+    name = NAME
+
+    def __init__(self, context: CollectorContext, node_root: Path = PROC_PRESSURE) -> None:
+        self._root = context.facts.cgroup_root
+        self._resolver = context.resolver
+        self._identities = context.identities
+        self._node_root = node_root
+        self._max_cgroups = context.settings.max_cgroups
+        width = 2 * len(RESOURCES)
+        self._table = CounterTable(width=width, grace_seconds=context.settings.series_grace_seconds)
+        roots = [str(self._root)] if self._root is not None else []
+        self._files = HeldFiles(FILES_PER_CGROUP * context.settings.max_cgroups, roots)
+        self._stalled: set[int] = set()  # cgroups seen with a stall: exported from then on
+
+    def collect(self) -> list[Metric]:
+        """Read the pressure files and build the families."""
+        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        if self._root is not None:
+            paths = self._resolver.snapshot(this_round=True)
+            by_labels: dict[Labels, list[tuple[str, int]]] = {}
+            for cgroup_id, path in paths.items():
+                if path == "/":
+                    continue  # the root's totals are the node's
+                labels = workload_for_cgroup(path, self._identities).labels()
+                by_labels.setdefault(labels, []).append((path, cgroup_id))
+            for workload, cgroups in by_labels.items():
+                for path, cgroup_id in _outermost(cgroups):
+                    totals = self._read(path, cgroup_id)
+                    if totals is not None:
+                        live[cgroup_id] = (workload, totals)
+            self._stalled &= set(paths)
+            self._files.end_round()
+        self._table.update(live)
+        return self._families()
+
+    def close(self) -> None:
+        """Close the files held open."""
+        self._files.close()
+
+    def _read(self, path: str, cgroup_id: int) -> list[int] | None:
+        """Some and full totals (microseconds) of each resource; None for a cgroup not to export (yet)."""
+        totals: list[int] = []
+        for resource in RESOURCES:
+            text = self._files.read(f"{self._root}{path}/{resource}.pressure")
+            pressure = None if text is None else parse_pressure(text)
+            if pressure is None:
+                return None  # gone, or not a cgroup2 directory with PSI files
+            totals += [pressure.some_us, NO_FULL if pressure.full_us is None else pressure.full_us]
+        if cgroup_id not in self._stalled:
+            if not any(total > 0 for total in totals) or len(self._stalled) >= self._max_cgroups:
+                return None
+            self._stalled.add(cgroup_id)
+        return totals
+
+    def _families(self) -> list[Metric]:
+        waiting = metrics.PRESSURE_WAITING_SECONDS.family()
+        stalled = metrics.PRESSURE_STALLED_SECONDS.family()
+        for labels, totals in self._table.rows():
+            for index, resource in enumerate(RESOURCES):
+                some, full = totals[2 * index], totals[2 * index + 1]
+                waiting.add_metric([*labels, resource], some / 1e6)
+                if full >= 0:
+                    stalled.add_metric([*labels, resource], full / 1e6)
+        node_waiting = metrics.NODE_PRESSURE_WAITING_SECONDS.family()
+        node_stalled = metrics.NODE_PRESSURE_STALLED_SECONDS.family()
+        for resource in RESOURCES:
+            try:
+                pressure = parse_pressure((self._node_root / resource).read_text())
+            except OSError:
+                continue
+            if pressure is None:
+                continue
+            node_waiting.add_metric([resource], pressure.some_us / 1e6)
+            if pressure.full_us is not None:
+                node_stalled.add_metric([resource], pressure.full_us / 1e6)
+        tracked = metrics.TRACKED_SERIES.family()
+        tracked.add_metric([NAME], len(self._stalled))
+        return [waiting, stalled, node_waiting, node_stalled, tracked]
+
+
+def _outermost(cgroups: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The cgroups with no ancestor among *cgroups* (their totals already include the ones below them)."""
+    paths = {path for path, _cgroup_id in cgroups}
+    kept = []
+    for path, cgroup_id in cgroups:
+        parts = path.split("/")
+        if not any("/".join(parts[:depth]) in paths for depth in range(2, len(parts))):
+            kept.append((path, cgroup_id))
+    return kept
+
+
+def _start(context: CollectorContext) -> Collector:
+    return PressureCollector(context)
+
+
+FACTORY = CollectorFactory(
+    name=NAME,
+    description="CPU, memory and I/O pressure (PSI) per workload and for the node (cgroup2 *.pressure, /proc/pressure)",
+    check=check,
+    start=_start,
+)
