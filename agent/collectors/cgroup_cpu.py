@@ -90,7 +90,8 @@ class CgroupCpuCollector:
 
     name = NAME
 
-    def __init__(self, context: CollectorContext) -> None:
+    def __init__(self, context: CollectorContext, online_cpus: Callable[[], int] = online_cpu_count) -> None:
+        """*online_cpus*: how many CPUs a cgroup without quota or cpuset may use (tests pin a fixture machine's)."""
         self._identities = context.identities
         self._layout: CgroupLayout = context.facts.cgroups
         if context.facts.cgroup_root is not None:
@@ -104,7 +105,7 @@ class CgroupCpuCollector:
             self._threads_file = "tasks"
             self._v2_cpu = False
         self._proc = ProcFS()
-        self._cpus = online_cpu_count()
+        self._cpus = online_cpus()
         self._max_cgroups = context.settings.max_cgroups
         self._tracked: set[int] = set()
         self._v1_paths: dict[int, tuple[str, str]] = {}

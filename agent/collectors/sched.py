@@ -42,8 +42,11 @@ class SchedCollector(BpfCollector):
     name = NAME
     vector_width = _BUCKETS_END + _MISSED
 
-    def __init__(self, context: CollectorContext) -> None:
-        super().__init__(context, SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs))
+    def __init__(self, context: CollectorContext, probe: SchedProbe | None = None) -> None:
+        """*probe*: read instead of loading the program (tests hand fixture snapshots in)."""
+        if probe is None:
+            probe = SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs)
+        super().__init__(context, probe)
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind."""

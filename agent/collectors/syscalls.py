@@ -38,8 +38,11 @@ class SyscallsCollector(BpfCollector):
     name = NAME
     vector_width = 1 + _OPS + 1 + len(_BUCKETS)
 
-    def __init__(self, context: CollectorContext) -> None:
-        super().__init__(context, SyscallProbe(probe_limits(context.settings, context.keys), context.facts.tracefs))
+    def __init__(self, context: CollectorContext, probe: SyscallProbe | None = None) -> None:
+        """*probe*: read instead of loading the program (tests hand fixture snapshots in)."""
+        if probe is None:
+            probe = SyscallProbe(probe_limits(context.settings, context.keys), context.facts.tracefs)
+        super().__init__(context, probe)
 
     def cgroup_vector(self, stats: CgroupSyscalls) -> Sequence[int]:
         """Yields, futex calls by op, wait ns, wait histogram buckets."""

@@ -10,7 +10,9 @@ and the cgroup CPU files (cpu.stat, cpu.max, cpu.cfs_*, cpuset lists, cgroup.pro
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -19,13 +21,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from prometheus_client.core import CounterMetricFamily
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
+from agent import metrics
 from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import CgroupCpuCollector
 from agent.config import Settings
+from agent.exposition.text import TextWriter
+from agent.identity.labels import SampleGuard
 from agent.identity.paths import container_id_from_path
 from agent.identity.resolver import IdentityResolver
 from agent.identity.runtimes import ContainerInfo, RuntimeAnswerInvalid, RuntimeUnavailable, protowire
@@ -46,6 +49,7 @@ from agent.machine.facts import MachineFacts
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 FILES = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 CONTAINER_ID = "3f1c0e4b6f0d2a9c8b7e6d5c4b3a29181706f5e4d3c2b1a0f9e8d7c6b5a49382"
 
 
@@ -82,21 +86,23 @@ def any_text(seeds: list[bytes]) -> st.SearchStrategy[str]:
     return st.one_of(st.text(), st.binary().map(agent_text), mutated(seeds).map(agent_text))
 
 
-class _Families(Collector):
-    def __init__(self, labels: tuple[str, ...]) -> None:
-        self.labels = labels
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily("fuzz_total", "fuzz", labels=["container_id", "container", "pod", "ns", "cg"])
-        family.add_metric(list(self.labels), 1)
-        yield family
+WAIT_BUCKETS = (("1e-05", 1), ("0.001", 4), ("+Inf", 7))  # cumulative, as the syscalls collector writes them
 
 
-def exposition_of(labels: tuple[str, ...]) -> bytes:
-    """The labels rendered by prometheus_client exactly as the agent's /metrics renders them."""
-    registry = CollectorRegistry()
-    registry.register(_Families(labels))
-    return generate_latest(registry)
+def exposition_of(labels: tuple[str, ...]) -> str:
+    """A workload's series with these label values, written by the agent's own text writer (agent.exposition.text)
+    into the families the syscalls collector fills: a counter and a histogram. Decoded strictly: the text must be
+    UTF-8."""
+    calls = metrics.SCHED_YIELD_CALLS.family()
+    calls.add_metric(labels, 12345678901)
+    waits = metrics.FUTEX_WAIT_DURATION.family()
+    waits.add_metric(labels, WAIT_BUCKETS, 0.125)
+    return TextWriter().write([calls, waits]).decode("utf-8")
+
+
+def parsed_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample, as prometheus_client's text parser reads them back."""
+    return [(s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples]
 
 
 # --- cgroup paths -> container id and workload labels ------------------------------------------------------------
@@ -126,8 +132,39 @@ def test_workload_labels_of_any_path_are_bounded(path: str | None) -> None:
 @FAST
 @given(cgroup_paths())
 @example("/system.slice/bars\udcffbad")
-def test_workload_labels_of_any_path_render_in_the_exposition(path: str) -> None:
-    assert exposition_of(workload_for_cgroup(path).labels()).startswith(b"# HELP")
+def test_workload_labels_of_any_path_read_back_exactly_from_the_agents_exposition(path: str) -> None:
+    labels = workload_for_cgroup(path).labels()
+    assert SampleGuard().keep_valid_rows([labels]) == [True], "the exporter would drop this workload's series"
+    named = dict(zip(metrics.WORKLOAD_LABELS, labels, strict=True))
+    expected = [("schedwatch_sched_yield_calls_total", named, 12345678901.0)]
+    expected += [("schedwatch_futex_wait_duration_seconds_bucket", {**named, "le": le}, n) for le, n in WAIT_BUCKETS]
+    expected += [
+        ("schedwatch_futex_wait_duration_seconds_count", named, 7.0),
+        ("schedwatch_futex_wait_duration_seconds_sum", named, 0.125),
+    ]
+    assert parsed_samples(exposition_of(labels)) == expected
+
+
+@settings(max_examples=25, deadline=None, database=None)
+@given(st.lists(cgroup_paths(), min_size=1, max_size=40, unique=True))
+@example(["/system.slice/bars\udcffbad", '/a"b\\c\nd', "/kubepods/pod\u2028x/" + CONTAINER_ID])
+def test_workload_labels_of_any_paths_pass_promtool(paths: list[str]) -> None:
+    """promtool (Prometheus' own Go parser and linter) accepts the agent's text for any cgroup paths; one promtool
+    run per example of 40 workloads keeps it cheap."""
+    calls = metrics.SCHED_YIELD_CALLS.family()
+    waits = metrics.FUTEX_WAIT_DURATION.family()
+    seen = set()
+    for index, path in enumerate(paths):
+        labels = workload_for_cgroup(path).labels()
+        if labels in seen:  # two paths may name one workload (both unnamed): one series each, as the model keeps
+            continue
+        seen.add(labels)
+        calls.add_metric(labels, index)
+        waits.add_metric(labels, WAIT_BUCKETS, 0.125 * index)
+    checked = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=TextWriter().write([calls, waits]), capture_output=True, check=False
+    )
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
 
 
 # --- /proc/PID/cgroup ---------------------------------------------------------------------------------------------

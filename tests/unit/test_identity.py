@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent.identity.resolver import (
+    FORGET_SECONDS,
     RETRY_ERROR_SECONDS,
     RETRY_NOT_FOUND_FIRST_SECONDS,
     RETRY_NOT_FOUND_SECONDS,
@@ -118,8 +119,15 @@ def test_a_new_unknown_id_is_asked_again_soon_then_less_and_less_often() -> None
 
 def test_entries_nobody_wants_are_forgotten() -> None:
     clock = Clock()
-    resolver = IdentityResolver([ScriptedRuntime()], clock=clock)
+    runtime = ScriptedRuntime()
+    runtime.answers = {"gone": ContainerInfo("old"), "wanted": ContainerInfo("app")}
+    resolver = IdentityResolver([runtime], clock=clock)
     resolver.resolve_now("gone")
-    clock.now = 10_000
+    resolver.resolve_now("wanted")
+    clock.now = FORGET_SECONDS
+    assert resolver.get("wanted") == Identity("app")  # asked for: wanted again from now on
+    clock.now = FORGET_SECONDS + 1
     resolver.forget_unwanted()
-    assert resolver._cache == {}
+    assert resolver.get("wanted") == Identity("app"), "an entry asked for within FORGET_SECONDS is kept"
+    assert resolver.get("gone") is None, "an entry nobody asked for is forgotten: a new lookup is queued"
+    assert runtime.asked == ["gone", "wanted"], "the answers were the cached ones, no runtime was asked again"
