@@ -18,8 +18,9 @@ AGENT = Path(__file__).resolve().parents[2] / "agent"
 
 # The wings of agent/, top floor first. "agent" is the package itself (agent/__init__.py: the version).
 FLOORS = {
-    **dict.fromkeys(("__main__", "cli", "commands", "assembly"), 5),
-    **dict.fromkeys(("exporter", "web", "verification", "diagnosis"), 4),
+    **dict.fromkeys(("__main__", "cli", "commands"), 5),
+    # assembly: the wiring the commands and verify share (it starts collectors; nothing below imports it)
+    **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
     "collectors": 3,
     **dict.fromkeys(("bpf", "counters", "identity"), 2),
     **dict.fromkeys(("exposition", "metrics", "model"), 1),
