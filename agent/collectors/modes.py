@@ -1,6 +1,6 @@
 """Which source the collectors use: BPF, counting perf events, or /proc alone (--mode), and what each lacks.
 
-Collector names stay the same in every mode (syscalls, sched, cgroup_cpu), so --no-collector.NAME and
+Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu), so --no-collector.NAME and
 schedwatch_source_up mean the same everywhere; only where their counts come from changes.
 """
 
@@ -44,10 +44,10 @@ class ModeChoice:
 
 def factories(mode: str) -> list[CollectorFactory]:
     """The collectors of *mode*, in the order they start."""
-    from agent.collectors import cgroup_cpu, perf_syscalls, sched, schedstat, syscalls
+    from agent.collectors import cgroup_cpu, families, perf_syscalls, sched, schedstat, syscalls
 
     if mode == BPF:
-        return [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY]
+        return [syscalls.FACTORY, sched.FACTORY, families.FACTORY, cgroup_cpu.FACTORY]
     if mode == PERF:
         return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY]
     return [schedstat.FACTORY, cgroup_cpu.FACTORY]
