@@ -57,6 +57,7 @@ class Settings:
     mode: str = "auto"
     syscall_time: str = "watched"
     syscall_timed_workloads: int = 8
+    perf_syscall_families: bool = False
 
 
 # Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
@@ -290,6 +291,15 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         "0: none (default 8)",
     )
     parser.add_argument(
+        "--perf-syscall-families",
+        dest="perf_syscall_families",
+        action=argparse.BooleanOptionalAction,
+        default=_env_default("PERF_SYSCALL_FAMILIES", False, boolean),
+        help="in perf mode, count the system calls of the families yield, futex, clock, sleep, poll, memory and "
+        "process too (schedwatch_syscalls_total): 37 instead of 10 counters per cgroup and CPU, so within the same "
+        "file-descriptor budget fewer cgroups get counters of their own (default off)",
+    )
+    parser.add_argument(
         "--series-grace",
         type=_series_grace,
         default=_env_default("SERIES_GRACE", 300.0, _series_grace),
@@ -445,6 +455,7 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         mode=args.mode,
         syscall_time=args.syscall_time,
         syscall_timed_workloads=args.syscall_timed_workloads,
+        perf_syscall_families=args.perf_syscall_families,
     )
 
 

@@ -22,12 +22,16 @@ MISSING = {
         "schedwatch_offcpu_seconds_total); run-queue wait and CPU time come from /proc "
         "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
         "per-process series (--process-top-k)",
+        "the system calls of the families file, network and other, and the time inside every family "
+        "(schedwatch_syscalls_total for those, schedwatch_syscall_seconds_total); the families yield, futex, "
+        "clock, sleep, poll, memory and process are counted with --perf-syscall-families",
     ),
     PROCFS: (
         "sched_yield and futex counts (schedwatch_sched_yield_calls_total, schedwatch_futex_*)",
         "the run-queue latency histogram and off-CPU time; run-queue wait and CPU time come from /proc "
         "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
         "per-process series (--process-top-k)",
+        "system calls by family and the time inside them (schedwatch_syscalls_total, schedwatch_syscall_seconds_total)",
     ),
 }
 

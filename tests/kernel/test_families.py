@@ -97,9 +97,13 @@ def run(
     calls: Calls,
     wrap: Callable[[Path], list[str]] | None = None,
     output: Path | None = None,
+    prepare: Callable[[], object] | None = None,
 ) -> Run:
-    """Run the workload to its end in a new cgroup, under the tool *wrap* gives for *output* if any."""
+    """Run the workload to its end in a new cgroup (after *prepare*, once the cgroup is made), under the tool *wrap*
+    gives for *output* if any."""
     group = cgroups.make("families")
+    if prepare is not None:
+        prepare()
     if wrap is None:
         return Run(Workload(syscaller, *calls.argv(group), hold=False).truth, cgroups.relative(group), None)
     assert output is not None
@@ -276,3 +280,48 @@ def test_every_listed_syscall_is_one_this_kernel_traces() -> None:
     assert sorted(listed & here - traced) == []
     # Every syscall this kernel traces has its number in the table: none is counted as OTHER for want of one.
     assert sorted(traced - here) == []
+
+
+@pytest.fixture(scope="module")
+def perf_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    """An agent in perf mode (counting perf events, no BPF) with only its syscalls collector, counting families."""
+    state = tmp_path_factory.mktemp("families-perf-agent")
+    process = AgentProcess(
+        state / "agent.log",
+        "--mode",
+        "perf",
+        "--perf-syscall-families",
+        "--no-collector.sched",
+        "--no-collector.cgroup_cpu",
+        "--state-dir",
+        str(state),
+    )
+    process.wait_ready()
+    yield process
+    code = process.stop()
+    assert code == 0, f"agent exited with {code} on SIGTERM:\n{process.log()}"
+
+
+def test_perf_mode_counts_the_families_it_can_exactly(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path
+) -> None:
+    """Without BPF the agent counts the calls of yield, futex, clock, sleep, poll, memory and process exactly, and
+    exports nothing for the families it cannot count (file, network, other) nor any time. A cgroup's counters open
+    at the first scrape that sees it."""
+    empty = run(syscaller, cgroups, Calls(), prepare=perf_agent.scrape)
+    calls = Calls(clock_gettime=4_000, nanosleep=3, mmap=700, forks=15, getppid=9_000)
+    measured = run(syscaller, cgroups, calls, prepare=perf_agent.scrape)
+    scrape = perf_agent.scrape()
+    assert scrape.value("schedwatch_mode", mode="perf") == 1
+    counted = difference(
+        exported(scrape, "schedwatch_syscalls_total", measured.cgroup),
+        exported(scrape, "schedwatch_syscalls_total", empty.cgroup),
+    )
+    expected = made(measured.truth)
+    uncounted = {syscall_families.FILE, syscall_families.NETWORK, syscall_families.OTHER}
+    assert {family: counted[family] for family in FAMILIES if family not in uncounted} == {
+        family: expected[family] for family in FAMILIES if family not in uncounted
+    }
+    for cgroup in (measured.cgroup, empty.cgroup):
+        assert set(exported(scrape, "schedwatch_syscalls_total", cgroup)) & uncounted == set()
+    assert scrape.find("schedwatch_syscall_seconds_total") == {}
