@@ -10,8 +10,9 @@
  * workload it also notes when the call began, in the calling thread's slot of calls_in_progress; sys_exit adds
  * the time to the workload the call began in. Which workloads are timed is the agent's choice (timed_workloads,
  * a small set), read again by a workload's entry only when the agent changed the set (timing.generation), so an
- * untimed workload pays one array lookup for it. sys_exit does nothing while no workload is timed (timing.epoch
- * 0). With TIME_ALL every workload is timed and neither map exists.
+ * untimed workload pays one array lookup for it at entry, and one at return (pending: whether any thread whose
+ * id shares the last 14 bits has a timed call in progress). sys_exit does nothing more while no workload is timed
+ * (timing.epoch 0). With TIME_ALL every workload is timed and none of these maps exists.
  *
  * Compile-time options (set by agent/bpf/probes/families.py): MAX_CGROUPS, MAX_THREADS, MAX_TIMED, TIME_ALL,
  * HAVE_GROUP_DEAD, PIDNS_DEV/PIDNS_INO in sidecar mode, KEY_BY_PROCESS and PLACE_HIERARCHY (see schedwatch.h).
@@ -63,6 +64,12 @@ struct timing_state {
 BPF_ARRAY(family_of, u8, SYSCALL_SLOTS);
 BPF_HASH(cgroups, u64, struct workload_syscalls, MAX_CGROUPS);
 BPF_HASH(calls_in_progress, u32, struct call_in_progress, MAX_THREADS);
+/* How many threads whose id ends in each bit pattern have a timed call in progress (start_ns set in their slot):
+ * sys_exit of a thread whose bucket is 0 returns after this array lookup, without looking for its slot. */
+#ifndef TIME_ALL
+#define PENDING_BUCKETS 16384
+BPF_ARRAY(pending, u32, PENDING_BUCKETS);
+#endif
 #ifndef TIME_ALL
 BPF_ARRAY(timing, struct timing_state, 1);
 BPF_HASH(timed_workloads, u64, u8, MAX_TIMED);
@@ -134,16 +141,31 @@ static __always_inline u32 timing_epoch(struct workload_syscalls *stats, u64 key
 #endif
 }
 
+static __always_inline void count_pending(u32 tid, int change)
+{
+#ifndef TIME_ALL /* every thread's exit looks for its slot anyway */
+    u32 bucket = tid & (PENDING_BUCKETS - 1);
+    u32 *count = pending.lookup(&bucket);
+    if (count)
+        __sync_fetch_and_add(count, change);
+#endif
+}
+
 static __always_inline void begin_timed_call(u64 key, u32 family, u32 epoch)
 {
     u32 tid = bpf_get_current_pid_tgid();
     struct call_in_progress call = {.start_ns = bpf_ktime_get_ns(), .key = key, .family = family, .epoch = epoch};
     /* A thread keeps its slot until it exits: writing in place is much cheaper than an update on every call. */
     struct call_in_progress *slot = calls_in_progress.lookup(&tid);
-    if (slot)
+    if (slot) {
+        if (slot->start_ns == 0) /* else the last call's return went unseen: it is still counted as pending */
+            count_pending(tid, 1);
         *slot = call;
-    else if (calls_in_progress.update(&tid, &call))
+    } else if (calls_in_progress.update(&tid, &call) == 0) {
+        count_pending(tid, 1);
+    } else {
         count_drop(DROP_THREAD_MAP);
+    }
 }
 
 RAW_TRACEPOINT_PROBE(sys_enter)
@@ -181,6 +203,12 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     u32 epoch = state->epoch;
 #endif
     u32 tid = bpf_get_current_pid_tgid();
+#ifndef TIME_ALL
+    u32 bucket = tid & (PENDING_BUCKETS - 1);
+    u32 *pending_here = pending.lookup(&bucket);
+    if (!pending_here || *pending_here == 0)
+        return KEEP_EVENT;
+#endif
     struct call_in_progress *call = calls_in_progress.lookup(&tid);
     if (!call || call->start_ns == 0)
         return KEEP_EVENT;
@@ -190,6 +218,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     u64 key = call->key;
     bool current = call->epoch == epoch;
     call->start_ns = 0;
+    count_pending(tid, -1);
     if (!current || family >= FAMILIES)
         return KEEP_EVENT;
     struct workload_syscalls *stats = cgroups.lookup(&key);
@@ -201,7 +230,12 @@ RAW_TRACEPOINT_PROBE(sys_exit)
 TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
-    calls_in_progress.delete(&tid);
+    struct call_in_progress *call = calls_in_progress.lookup(&tid);
+    if (call) {
+        if (call->start_ns) /* exit_group, or a call whose return went unseen */
+            count_pending(tid, -1);
+        calls_in_progress.delete(&tid);
+    }
 #ifdef KEY_BY_PROCESS
 #ifdef HAVE_GROUP_DEAD
     bool last_thread = args->group_dead;
