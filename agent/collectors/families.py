@@ -22,10 +22,12 @@ from agent.collectors import Availability, Collector, CollectorContext, Collecto
 from agent.collectors.common import BpfCollector, bpf_availability, probe_limits, self_families
 from agent.exposition.family import RowFamily
 from agent.identity.workload import workload_for_cgroup
+from agent.log import get_logger
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
 
 NAME = "syscall_families"
+log = get_logger(NAME)
 FAMILIES = syscall_families.FAMILIES
 # A workload is timed only while it makes at least this many calls per second (between two scrapes); once timed, it
 # stays timed while it makes at least half as many and is among the busiest.
@@ -99,6 +101,7 @@ class FamiliesCollector(BpfCollector):
         super().__init__(context, probe)
         self._families_probe = probe
         self._chooser = TimedChooser(settings.syscall_timed_workloads)
+        self._warned = False
 
     def collect(self) -> list[Metric]:
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
@@ -109,7 +112,18 @@ class FamiliesCollector(BpfCollector):
         timed = self._timed_labels()
         if not self._time_all:
             live = {key: sum(stats.calls) for key, stats in snapshot.cgroups.items() if key < EXITED_KEY_FLAG}
-            self._families_probe.set_timed(self._chooser.choose(live))
+            chosen = self._chooser.choose(live)
+            try:
+                self._families_probe.set_timed(chosen)
+            except OSError as error:  # the counts go on; only the timed set stays as it was
+                if not self._warned:
+                    self._warned = True
+                    log.warning(
+                        "syscall_timing_not_changed",
+                        error=f"writing a BPF map: {error}",
+                        fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) and 3 (BPF_MAP_DELETE_ELEM) in the "
+                        "agent's seccomp profile; the counts are unaffected",
+                    )
         return [
             *self._workload_families(),
             self._timed_family(timed),
