@@ -325,3 +325,49 @@ def test_perf_mode_counts_the_families_it_can_exactly(
     for cgroup in (measured.cgroup, empty.cgroup):
         assert set(exported(scrape, "schedwatch_syscalls_total", cgroup)) & uncounted == set()
     assert scrape.find("schedwatch_syscall_seconds_total") == {}
+
+
+@pytest.fixture(scope="module")
+def by_process_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    """An agent keying the kernel's totals by process (as on hosts without cgroup2), timing every call."""
+    state = tmp_path_factory.mktemp("families-by-process-agent")
+    process = AgentProcess(
+        state / "agent.log",
+        "--workloads-by",
+        "process",
+        "--syscall-time",
+        "all",
+        "--no-collector.syscalls",
+        "--no-collector.sched",
+        "--no-collector.cgroup_cpu",
+        "--state-dir",
+        str(state),
+    )
+    process.wait_ready()
+    yield process
+    code = process.stop()
+    assert code == 0, f"agent exited with {code} on SIGTERM:\n{process.log()}"
+
+
+def test_keyed_by_process_the_counts_are_the_same(
+    by_process_agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path
+) -> None:
+    """Keyed by process, each process (the workload and its short-lived children) is placed in its cgroup, and the
+    families add up as keyed by cgroup: the children's exit_group and the parent's clone and wait4 included."""
+    empty = run(syscaller, cgroups, Calls())
+    measured = run(syscaller, cgroups, Calls(clock_gettime=2_000, nanosleep=2, mmap=300, forks=25, getppid=4_000))
+    assert agent_difference(by_process_agent, measured, empty) == made(measured.truth)
+    seconds = exported(by_process_agent.scrape(), "schedwatch_syscall_seconds_total", measured.cgroup)
+    assert seconds[syscall_families.SLEEP] >= 2 * Calls().sleep_ns / 1e9
+
+
+def test_promtool_accepts_the_families_series(
+    timing_agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path
+) -> None:
+    run(syscaller, cgroups, Calls(clock_gettime=10, nanosleep=1, mmap=1, forks=1, getppid=1))
+    text = timing_agent.scrape().text
+    assert "schedwatch_syscall_seconds_total{" in text and "schedwatch_syscall_timed{" in text
+    done = subprocess.run(
+        [tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
