@@ -140,8 +140,8 @@ def _start(context: CollectorContext) -> Collector:
 
 FACTORY = CollectorFactory(
     name=NAME,
-    description="sched_yield and futex calls by op, and with --perf-syscall-families the syscall families yield to "
-    "process (counting perf events per cgroup and CPU; no BPF)",
+    description="sched_yield and futex calls by op (counting perf events per cgroup and CPU; no BPF), and with "
+    "--perf-syscall-families the system-call families yield to process",
     check=check,
     start=_start,
 )
