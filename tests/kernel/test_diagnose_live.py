@@ -214,7 +214,10 @@ def test_a_query_prometheus_refuses_is_its_own_one_line_error(prometheus: Promet
 @pytest.mark.parametrize(
     ("privileges", "said"),
     [
-        (("--bounding-set", "-bpf,-perfmon,-sys_admin"), "the BPF programs cannot be loaded here (syscalls, sched: "),
+        (
+            ("--bounding-set", "-bpf,-perfmon,-sys_admin"),
+            "the BPF programs cannot be loaded here (syscalls, sched, syscall_families: ",
+        ),
         (("--reuid=65534", "--regid=65534", "--clear-groups"), "cannot inspect this machine for the BPF programs"),
     ],
 )
