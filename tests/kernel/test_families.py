@@ -371,3 +371,37 @@ def test_promtool_accepts_the_families_series(
         [tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+PERF_TRACE_OWN_LOSS = 0.05  # perf trace loses some events by itself here (tests/kernel/test_coexistence.py)
+
+
+def perf_trace_families(summary: Path) -> Counts:
+    """Calls by family in `perf trace -s` output, summed over its per-process tables."""
+    counts = dict.fromkeys(FAMILIES, 0)
+    for line in summary.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[1].isdigit() and fields[2].isdigit() and not fields[0].startswith("-"):
+            counts[syscall_families.family_of(syscall_families.tracefs_name(fields[0]))] += int(fields[1])
+    return counts
+
+
+def test_perf_trace_sees_the_calls_while_the_programs_run(
+    timing_agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path, tmp_path: Path
+) -> None:
+    """perf trace -s on both runs while every call is timed: by family, what it counts is what the workload made
+    (less what perf trace loses by itself), and the agent counts exactly."""
+
+    def under_perf_trace(output: Path) -> list[str]:
+        return [tool("perf"), "trace", "-s", "-o", str(output), "--"]
+
+    calls = Calls(clock_gettime=3_000, nanosleep=2, mmap=200, forks=5, getppid=5_000)
+    empty = run(syscaller, cgroups, Calls(), under_perf_trace, tmp_path / "empty.txt")
+    measured = run(syscaller, cgroups, calls, under_perf_trace, tmp_path / "measured.txt")
+    assert empty.output is not None and measured.output is not None
+    expected = made(measured.truth)
+    traced_measured, traced_empty = perf_trace_families(measured.output), perf_trace_families(empty.output)
+    for family in (syscall_families.CLOCK, syscall_families.MEMORY, syscall_families.OTHER):
+        traced = traced_measured[family] - traced_empty[family]
+        assert (1 - PERF_TRACE_OWN_LOSS) * expected[family] <= traced <= expected[family], (family, traced)
+    assert agent_difference(timing_agent, measured, empty) == expected
