@@ -173,6 +173,10 @@ def test_calls_by_family_are_exact(agent: AgentProcess, cgroups: CgroupSandbox, 
     assert expected[syscall_families.MEMORY] == 2 * calls.mmap
     assert expected[syscall_families.PROCESS] == 2 * calls.forks
     assert agent_difference(agent, measured, empty) == expected
+    scrape = agent.scrape()
+    for run_ in (empty, measured):  # a family without calls has no series, rather than a 0
+        assert 0 not in exported(scrape, "schedwatch_syscalls_total", run_.cgroup).values()
+    assert syscall_families.NETWORK not in exported(scrape, "schedwatch_syscalls_total", measured.cgroup)
 
 
 def test_sleeps_land_in_sleep_seconds(timing_agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path) -> None:
