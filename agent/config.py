@@ -19,6 +19,8 @@ DEFAULT_WEB_MAX_CONNECTIONS = 64
 DEFAULT_WEB_TIMEOUT = 10.0  # Prometheus' default scrape timeout: a scraper would have given up by then
 WORKLOADS_BY = ("auto", "cgroup", "process")
 MODES = ("auto", "bpf", "perf", "procfs")  # where counts come from (docs/modes.md)
+SYSCALL_TIME = ("watched", "all")  # which workloads' system calls are timed (syscall_families collector)
+MAX_TIMED_WORKLOADS = 1024
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,25 @@ class Settings:
     log_level: str = "info"
     log_format: str = "auto"
     mode: str = "auto"
+    syscall_time: str = "watched"
+    syscall_timed_workloads: int = 8
+    perf_syscall_families: bool = False
 
 
 # Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
 # maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
 # reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 128 B) 200 B +
-# sched `cgroups` (u64 -> struct cgroup_sched, 120 B) 192 B. Per process: struct process_stats (72 B) 144 B +
-# struct process_sched (40 B) 112 B. Per thread: sched `threads` (struct thread_state, 40 B) 112 B + syscalls
-# `futex_start` (u64) 80 B.
-BYTES_PER_CGROUP = 392
+# sched `cgroups` (u64 -> struct cgroup_sched, 120 B) 192 B + families `cgroups` (u64 -> struct workload_syscalls,
+# 168 B) 240 B. Per process: struct process_stats (72 B) 144 B + struct process_sched (40 B) 112 B. Per thread:
+# sched `threads` (struct thread_state, 40 B) 112 B + syscalls `futex_start` (u64) 80 B + families
+# `calls_in_progress` (struct call_in_progress, 24 B) 96 B. Per timed workload: families `timed_workloads` (u8) 80 B.
+BYTES_PER_CGROUP = 632
 BYTES_PER_PROCESS = 256
-BYTES_PER_THREAD = 192
-MAX_CGROUPS_LIMIT = 1 << 19  # 196 MiB of kernel memory
+BYTES_PER_THREAD = 288
+BYTES_PER_TIMED_WORKLOAD = 80
+MAX_CGROUPS_LIMIT = 1 << 19  # 316 MiB of kernel memory
 MAX_PROCESSES_LIMIT = 1 << 20  # 256 MiB
-MAX_THREADS_LIMIT = 1 << 20  # 192 MiB
+MAX_THREADS_LIMIT = 1 << 20  # 288 MiB
 MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open
 BOOLEAN_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(("0", "false", "no", "off"), False)
 
@@ -179,10 +186,11 @@ def choice(options: Sequence[str]) -> Callable[[str], str]:
     return convert
 
 
-_max_cgroups = count(1, MAX_CGROUPS_LIMIT, BYTES_PER_CGROUP, "cgroup in the syscalls and sched maps")
+_max_cgroups = count(1, MAX_CGROUPS_LIMIT, BYTES_PER_CGROUP, "cgroup in the syscalls, sched and families maps")
 _max_processes = count(0, MAX_PROCESSES_LIMIT, BYTES_PER_PROCESS, "process in the syscalls and sched maps")
-_max_threads = count(1, MAX_THREADS_LIMIT, BYTES_PER_THREAD, "thread in the sched and syscalls maps")
+_max_threads = count(1, MAX_THREADS_LIMIT, BYTES_PER_THREAD, "thread in the sched, syscalls and families maps")
 _process_top_k = count(0, MAX_PROCESSES_LIMIT)
+_syscall_timed_workloads = count(0, MAX_TIMED_WORKLOADS, BYTES_PER_TIMED_WORKLOAD, "timed workload")
 _series_grace = seconds(86400, why=", so a removed workload's series would stay for more than a day")
 _runtime_timeout = seconds(60, zero_allowed=False, why=", so a stuck runtime could hold back names that long")
 _web_max_connections = count(
@@ -264,6 +272,32 @@ def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -
         default=_env_default("PROCESS_TOP_K", 0, _process_top_k),
         help="export per-process series for the K most active processes, at most --max-processes; costs one more "
         "hash lookup per event in the kernel (default 0: per-workload series only)",
+    )
+    parser.add_argument(
+        "--syscall-time",
+        dest="syscall_time",
+        choices=SYSCALL_TIME,
+        default=_env_default("SYSCALL_TIME", "watched", choice(SYSCALL_TIME)),
+        help="whose system calls are timed by family (schedwatch_syscall_seconds_total; every workload's are "
+        "counted): watched, the --syscall-timed-workloads making the most calls; all, every workload's (costs "
+        "each system call more; docs/benchmarks.md) (default watched)",
+    )
+    parser.add_argument(
+        "--syscall-timed-workloads",
+        dest="syscall_timed_workloads",
+        type=_syscall_timed_workloads,
+        default=_env_default("SYSCALL_TIMED_WORKLOADS", 8, _syscall_timed_workloads),
+        help=f"with --syscall-time watched, how many workloads are timed at once, at most {MAX_TIMED_WORKLOADS}; "
+        "0: none (default 8)",
+    )
+    parser.add_argument(
+        "--perf-syscall-families",
+        dest="perf_syscall_families",
+        action=argparse.BooleanOptionalAction,
+        default=_env_default("PERF_SYSCALL_FAMILIES", False, boolean),
+        help="in perf mode, count the system calls of the families yield, futex, clock, sleep, poll, memory and "
+        "process too (schedwatch_syscalls_total): 37 instead of 10 counters per cgroup and CPU, so within the same "
+        "file-descriptor budget fewer cgroups get counters of their own (default off)",
     )
     parser.add_argument(
         "--series-grace",
@@ -419,6 +453,9 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         log_level=args.log_level,
         log_format=args.log_format,
         mode=args.mode,
+        syscall_time=args.syscall_time,
+        syscall_timed_workloads=args.syscall_timed_workloads,
+        perf_syscall_families=args.perf_syscall_families,
     )
 
 

@@ -85,6 +85,29 @@ PROCESS_FUTEX_WAIT_SECONDS = CounterSpec(
     PROCESS_LABELS,
 )
 
+# --- syscall_families collector: system calls by family (agent/machine/syscall_families.py) ----------------
+SYSCALLS = CounterSpec(
+    "schedwatch_syscalls",
+    "System calls made by threads of the workload, by family (yield, futex, clock, sleep, poll, memory, process, "
+    "file, network, other; docs/syscall-families.md lists each family's calls), counted at entry in the kernel. "
+    "Exported for families with calls only.",
+    (*WORKLOAD_LABELS, "family"),
+)
+SYSCALL_SECONDS = CounterSpec(
+    "schedwatch_syscall_seconds",
+    "Time from entry to return of the workload's system calls, by family, sleeping and waiting inside the call "
+    "included, counted when each call returns and only while the workload is timed "
+    "(schedwatch_syscall_timed). Exported for families with time only.",
+    (*WORKLOAD_LABELS, "family"),
+)
+SYSCALL_TIMED = GaugeSpec(
+    "schedwatch_syscall_timed",
+    "1 while the workload's system calls are timed (schedwatch_syscall_seconds_total grows), 0 while only "
+    "counted: by default the --syscall-timed-workloads workloads making the most calls per second are timed; "
+    "with --syscall-time all, every workload.",
+    WORKLOAD_LABELS,
+)
+
 # --- sched collector: off-CPU time and run-queue latency --------------------------------------
 OFFCPU_SECONDS = CounterSpec(
     "schedwatch_offcpu_seconds",

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from bench import modes, processes, sched, scrape, switch_cost, syscalls
+from bench import families, modes, processes, sched, scrape, switch_cost, syscalls
 from bench.common import BENCH
 
 SUITES = {
@@ -16,6 +16,7 @@ SUITES = {
     "processes": processes,
     "switch_cost": switch_cost,
     "scrape": scrape,
+    "families": families,
 }
 
 

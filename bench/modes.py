@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import Agent, Background, Config, Workload, build, measure, median, report_table, require
 from bench.syscalls import floor
 
-SYSCALLS_ONLY = ("--no-collector.sched", "--no-collector.cgroup_cpu")
+SYSCALLS_ONLY = ("--no-collector.sched", "--no-collector.syscall_families", "--no-collector.cgroup_cpu")
 SCRAPES = 5
 EXTRA_CGROUPS = 500
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.common import Agent, Config, build, loop, measure, median, per_event_ns, report_table, require
 
-SCHED_ONLY = ("--no-collector.syscalls", "--no-collector.cgroup_cpu")
+SCHED_ONLY = ("--no-collector.syscalls", "--no-collector.syscall_families", "--no-collector.cgroup_cpu")
 BY_PROCESS = ("--workloads-by", "process")
 PROGRAMS = ("sched/sched_process_fork", "syscalls/sched_process_fork")
 

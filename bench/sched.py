@@ -31,7 +31,7 @@ from bench.common import (
 from bench.syscalls import bcc_tool
 
 PROGRAMS = ("sched/sched_switch", "sched/sched_wakeup", "sched/sched_wakeup_new")
-SCHED_ONLY = ("--no-collector.syscalls", "--no-collector.cgroup_cpu")
+SCHED_ONLY = ("--no-collector.syscalls", "--no-collector.syscall_families", "--no-collector.cgroup_cpu")
 
 
 def pipe_workload() -> Workload:

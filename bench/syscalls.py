@@ -29,7 +29,7 @@ from bench.common import (
 )
 
 PROGRAMS = ("syscalls/sys_enter_sched_yield", "syscalls/sys_enter_futex", "syscalls/sys_exit_futex")
-SYSCALLS_ONLY = ("--no-collector.sched", "--no-collector.cgroup_cpu")
+SYSCALLS_ONLY = ("--no-collector.sched", "--no-collector.syscall_families", "--no-collector.cgroup_cpu")
 
 
 def floor() -> Background:

@@ -23,7 +23,7 @@ from agent.bpf import BpfUnavailable, syscall
 from agent.bpf.compile import compile_program, import_bcc
 from agent.bpf.maps import MapSpec
 
-ATTACHMENT_INODES = ("anon_inode:[perf_event]", "anon_inode:bpf-link")
+ATTACHMENT_INODES = ("anon_inode:[perf_event]", "anon_inode:bpf-link", "anon_inode:bpf_link")
 _PR_SET_PDEATHSIG = 1
 
 

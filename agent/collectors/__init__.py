@@ -63,7 +63,7 @@ class CollectorFactory:
 
 def registry() -> dict[str, CollectorFactory]:
     """Every known collector, by name."""
-    from agent.collectors import cgroup_cpu, pressure, sched, syscalls
+    from agent.collectors import cgroup_cpu, families, pressure, sched, syscalls
 
-    factories = [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+    factories = [syscalls.FACTORY, sched.FACTORY, families.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     return {factory.name: factory for factory in factories}

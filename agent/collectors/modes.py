@@ -1,6 +1,6 @@
 """Which source the collectors use: BPF, counting perf events, or /proc alone (--mode), and what each lacks.
 
-Collector names stay the same in every mode (syscalls, sched, cgroup_cpu), so --no-collector.NAME and
+Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu), so --no-collector.NAME and
 schedwatch_source_up mean the same everywhere; only where their counts come from changes.
 """
 
@@ -22,12 +22,16 @@ MISSING = {
         "schedwatch_offcpu_seconds_total); run-queue wait and CPU time come from /proc "
         "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
         "per-process series (--process-top-k)",
+        "the system calls of the families file, network and other, and the time inside every family "
+        "(schedwatch_syscalls_total for those, schedwatch_syscall_seconds_total); the families yield, futex, "
+        "clock, sleep, poll, memory and process are counted with --perf-syscall-families",
     ),
     PROCFS: (
         "sched_yield and futex counts (schedwatch_sched_yield_calls_total, schedwatch_futex_*)",
         "the run-queue latency histogram and off-CPU time; run-queue wait and CPU time come from /proc "
         "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
         "per-process series (--process-top-k)",
+        "system calls by family and the time inside them (schedwatch_syscalls_total, schedwatch_syscall_seconds_total)",
     ),
 }
 
@@ -44,10 +48,10 @@ class ModeChoice:
 
 def factories(mode: str) -> list[CollectorFactory]:
     """The collectors of *mode*, in the order they start."""
-    from agent.collectors import cgroup_cpu, perf_syscalls, pressure, sched, schedstat, syscalls
+    from agent.collectors import cgroup_cpu, families, perf_syscalls, pressure, sched, schedstat, syscalls
 
     if mode == BPF:
-        return [syscalls.FACTORY, sched.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+        return [syscalls.FACTORY, sched.FACTORY, families.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     if mode == PERF:
         return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     return [schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]

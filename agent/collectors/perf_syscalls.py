@@ -1,7 +1,10 @@
 """The syscalls collector in perf mode: sched_yield and futex calls by op per workload from counting perf events.
 
 Same metric names and meaning as the BPF syscalls collector; futex wait time, its histogram and per-process
-series need per-call timing, which counting events do not give: they are not exported in this mode.
+series need per-call timing, which counting events do not give: they are not exported in this mode. With
+--perf-syscall-families (and the syscall_families collector on) it also counts the system-call families it can
+count exactly (schedwatch_syscalls_total for yield, futex and agent.counters.perf_syscalls.COUNTED_FAMILIES), the
+BPF syscall_families collector's job in bpf mode.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from agent.collectors import Availability, Collector, CollectorContext, Collecto
 from agent.counters import SourceUnavailable, perf_events
 from agent.counters.cgroup_tree import perf_counts_hierarchically, perf_event_tree
 from agent.counters.cgroup_watch import CgroupWatcher
-from agent.counters.perf_syscalls import REQUIRED_EVENTS, VECTOR_WIDTH, PerfSyscallCounters
+from agent.counters.perf_syscalls import COUNTED_FAMILIES, FAMILY_SLOTS, REQUIRED_EVENTS, PerfSyscallCounters
 from agent.identity.workload import REMOVED, workload_for_cgroup
 from agent.log import get_logger
+from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
 from agent.model import CounterTable
 
 NAME = "syscalls"
+FAMILIES_COLLECTOR = "syscall_families"  # agent.collectors.families.NAME: off, no family is counted in perf mode
 log = get_logger("perf_syscalls")
 
 
@@ -59,11 +64,17 @@ class PerfSyscallsCollector:
         tree = perf_event_tree(facts.cgroups)
         assert tree is not None and facts.tracefs is not None  # check() said so
         self._identities = context.identities
+        settings = context.settings
+        self._families = settings.perf_syscall_families and FAMILIES_COLLECTOR in settings.collectors
         self._counters = PerfSyscallCounters(
-            tree, facts.tracefs, perf_counts_hierarchically(facts.release), context.settings.max_cgroups
+            tree,
+            facts.tracefs,
+            perf_counts_hierarchically(facts.release),
+            context.settings.max_cgroups,
+            families=self._families,
         )
         self._table = CounterTable(
-            VECTOR_WIDTH, context.settings.series_grace_seconds, keep_forever=frozenset({REMOVED.labels()})
+            self._counters.width, context.settings.series_grace_seconds, keep_forever=frozenset({REMOVED.labels()})
         )
         self._watcher: CgroupWatcher | None = None
         try:
@@ -86,10 +97,15 @@ class PerfSyscallsCollector:
         )
         yields = metrics.SCHED_YIELD_CALLS.family()
         futex = metrics.FUTEX_CALLS.family()
+        by_family = metrics.SYSCALLS.family()
         for labels, row in self._table.rows():
             yields.add_metric(labels, row[0])
             for index, op in enumerate(FUTEX_OPS):
                 futex.add_metric([*labels, op], row[1 + index])
+            if self._families:
+                for family, calls in family_counts(row).items():
+                    if calls:
+                        by_family.add_metric([*labels, family], calls)
         health = snapshot.health
         opened = metrics.PERF_COUNTERS_OPEN.family()
         opened.add_metric([], health.counters_open)
@@ -100,13 +116,20 @@ class PerfSyscallsCollector:
             failures.add_metric([reason], number)
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(self._table))
-        return [yields, futex, opened, uncounted, failures, tracked]
+        return [yields, futex, *([by_family] if self._families else []), opened, uncounted, failures, tracked]
 
     def close(self) -> None:
         """Stop watching for new cgroups and close every counter."""
         if self._watcher is not None:
             self._watcher.close()
         self._counters.close()
+
+
+def family_counts(row: tuple[int, ...]) -> dict[str, int]:
+    """The families a counter vector with family slots holds: yields, futex calls (every op), COUNTED_FAMILIES."""
+    counts = {syscall_families.YIELD: row[0], syscall_families.FUTEX: sum(row[1 : 1 + len(FUTEX_OPS)])}
+    counts.update({family: row[FAMILY_SLOTS[family]] for family in COUNTED_FAMILIES})
+    return counts
 
 
 def _start(context: CollectorContext) -> Collector:
@@ -118,7 +141,8 @@ def _start(context: CollectorContext) -> Collector:
 
 FACTORY = CollectorFactory(
     name=NAME,
-    description="sched_yield and futex calls by op (counting perf events per cgroup and CPU; no BPF)",
+    description="sched_yield and futex calls by op (counting perf events per cgroup and CPU; no BPF), and with "
+    "--perf-syscall-families the system-call families yield to process",
     check=check,
     start=_start,
 )

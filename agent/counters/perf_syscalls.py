@@ -17,13 +17,14 @@ import errno
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.counters import perf_events
 from agent.counters.cgroup_tree import parent_path
 from agent.log import get_logger
+from agent.machine import syscall_families
 from agent.machine.cgroups import CgroupPathResolver
 from agent.machine.cpus import online_cpus
 from agent.machine.fdlimit import raise_fd_limit
@@ -37,6 +38,18 @@ FUTEX_COMMANDS = {
     "lock_pi": (6, 7, 8, 13),  # FUTEX_LOCK_PI, FUTEX_UNLOCK_PI, FUTEX_TRYLOCK_PI, FUTEX_LOCK_PI2
 }
 VECTOR_WIDTH = 1 + len(FUTEX_OPS)  # yields, then futex calls by FUTEX_OPS
+# System-call families counted with families=True, each by the tracepoints of all of its calls, in slots after
+# the futex ones; with yields and futex calls these are exact. The other families (file, network, other) would
+# take a counter per syscall per cgroup per CPU (~200 tracepoints): not counted in perf mode.
+COUNTED_FAMILIES = (
+    syscall_families.CLOCK,
+    syscall_families.SLEEP,
+    syscall_families.POLL,
+    syscall_families.MEMORY,
+    syscall_families.PROCESS,
+)
+FAMILY_SLOTS = {family: VECTOR_WIDTH + index for index, family in enumerate(COUNTED_FAMILIES)}
+FAMILIES_VECTOR_WIDTH = VECTOR_WIDTH + len(COUNTED_FAMILIES)
 RESERVED_FDS = 1024  # left for the web server, /proc and cgroup files, runtime sockets
 # Each counter holds about 2 KB of kernel memory (perf_event slab, file, filter; measured here): at most ~64 MB.
 MAX_COUNTERS = 32768
@@ -56,8 +69,9 @@ def _commands(ops: Iterable[int]) -> tuple[int, ...]:
     return tuple(command | flags for command in ops for flags in FUTEX_FLAG_COMBINATIONS)
 
 
-def counted_events(tracefs: Path) -> list[tuple[CountedEvent, int]]:
-    """(event, tracepoint id) of every event counted here; futex2 events only where the kernel has them."""
+def counted_events(tracefs: Path, families: bool = False) -> list[tuple[CountedEvent, int]]:
+    """(event, tracepoint id) of every event counted here; futex2 events only where the kernel has them; with
+    *families*, the calls of COUNTED_FAMILIES too (those this kernel has: fork and vfork, say, are x86_64's only)."""
     slot = {op: 1 + index for index, op in enumerate(FUTEX_OPS)}
     known = _commands(command for commands in FUTEX_COMMANDS.values() for command in commands)
     wanted = [
@@ -72,6 +86,12 @@ def counted_events(tracefs: Path) -> list[tuple[CountedEvent, int]]:
         CountedEvent(slot["wake"], "sys_enter_futex_wake"),
         CountedEvent(slot["requeue"], "sys_enter_futex_requeue"),
     ]
+    if families:
+        wanted += [
+            CountedEvent(FAMILY_SLOTS[family], f"sys_enter_{name}")
+            for family in COUNTED_FAMILIES
+            for name in syscall_families.FAMILY_SYSCALLS[family]
+        ]
     found = []
     for event in wanted:
         tracepoint = perf_events.tracepoint_id(tracefs, "syscalls", event.event)
@@ -88,7 +108,7 @@ class _Cgroup:
     path: str
     fds: list[list[int]]  # per CPU, one group: per counted event, the leader first
     exported: list[int]  # never goes backwards
-    removed_below: list[int] = field(default_factory=lambda: [0] * VECTOR_WIDTH)
+    removed_below: list[int]
 
 
 @dataclass(frozen=True)
@@ -102,18 +122,21 @@ class CounterHealth:
 
 @dataclass(frozen=True)
 class PerfSnapshot:
-    """Per cgroup id: (path, counts of tasks in that very cgroup: yields, futex calls by FUTEX_OPS)."""
+    """Per cgroup id: (path, counts of tasks in that very cgroup: yields, futex calls by FUTEX_OPS, and calls of each
+    of COUNTED_FAMILIES when counted)."""
 
     cgroups: dict[int, tuple[str, list[int]]]
     health: CounterHealth
 
 
 class PerfSyscallCounters:
-    """Counting perf events per cgroup of the *tree*, opened and closed as cgroups come and go."""
+    """Counting perf events per cgroup of the *tree*, opened and closed as cgroups come and go. Each cgroup's
+    vector: yields, futex calls by FUTEX_OPS, and with *families* the calls of each of COUNTED_FAMILIES."""
 
-    def __init__(self, tree: Path, tracefs: Path, hierarchical: bool, max_cgroups: int) -> None:
+    def __init__(self, tree: Path, tracefs: Path, hierarchical: bool, max_cgroups: int, families: bool = False) -> None:
         self._resolver = CgroupPathResolver(tree)
-        self._events = counted_events(tracefs)
+        self._events = counted_events(tracefs, families)
+        self.width = FAMILIES_VECTOR_WIDTH if families else VECTOR_WIDTH
         missing = set(REQUIRED_EVENTS) - {event.event for event, _ in self._events}
         if missing:
             raise perf_events.PerfEventError(errno.ENOENT, f"kernel lacks tracepoints {', '.join(sorted(missing))}")
@@ -155,7 +178,7 @@ class PerfSyscallCounters:
             if fds is None:
                 self._refused.add(cgroup_id)
             else:
-                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * VECTOR_WIDTH)
+                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * self.width, [0] * self.width)
 
     def _read(self) -> PerfSnapshot:
         paths = self._resolver.snapshot()
@@ -214,7 +237,7 @@ class PerfSyscallCounters:
             if fds is None:
                 self._refused.add(cgroup_id)
             else:
-                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * VECTOR_WIDTH)
+                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * self.width, [0] * self.width)
 
     def _populated(self, path: str) -> bool:
         try:
@@ -258,7 +281,7 @@ class PerfSyscallCounters:
 
     def _own(self, cgroup: _Cgroup) -> list[int]:
         """The cgroup's counts, its descendants' included where counting is hierarchical."""
-        vector = [0] * VECTOR_WIDTH
+        vector = [0] * self.width
         for group in cgroup.fds:
             counts = perf_events.read_group(group[0], len(self._events))
             for (event, _tracepoint), count in zip(self._events, counts, strict=True):

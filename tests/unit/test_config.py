@@ -147,8 +147,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
     [
         (
             ["--max-cgroups", "1000000"],
-            "argument --max-cgroups: 1000000 would preallocate about 374 MiB of kernel memory (392 bytes per cgroup "
-            "in the syscalls and sched maps); give at most 524288 (196 MiB)",
+            "argument --max-cgroups: 1000000 would preallocate about 603 MiB of kernel memory (632 bytes per cgroup "
+            "in the syscalls, sched and families maps); give at most 524288 (316 MiB)",
         ),
         (
             ["--max-processes", "2000000"],
@@ -157,8 +157,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
         ),
         (
             ["--max-threads", "5000000"],
-            "argument --max-threads: 5000000 would preallocate about 916 MiB of kernel memory (192 bytes per thread "
-            "in the sched and syscalls maps); give at most 1048576 (192 MiB)",
+            "argument --max-threads: 5000000 would preallocate about 1,373 MiB of kernel memory (288 bytes per "
+            "thread in the sched, syscalls and families maps); give at most 1048576 (288 MiB)",
         ),
         (["--max-threads", "0"], "argument --max-threads: '0' must be at least 1"),
         (["--max-processes", "-5"], "argument --max-processes: '-5' is not a whole number >= 0"),
@@ -271,7 +271,7 @@ def test_check_names_a_bad_variable_too() -> None:
 def _map_costs_from_the_bpf_sources() -> dict[str, int]:
     """Kernel bytes per unit of each MAX_* bound, from the BPF_HASH declarations and structs in bpf/*.bpf.c:
     a 48-byte element header, key and value rounded up to 8 bytes, and a 16-byte bucket (one per entry)."""
-    sizes = {"u64": 8, "u32": 4}
+    sizes = {"u64": 8, "u32": 4, "u8": 1}
     costs: dict[str, int] = {}
     for source in sorted((REPO / "bpf").glob("*.bpf.c")):
         text = source.read_text()
@@ -296,4 +296,5 @@ def test_the_kernel_memory_in_the_messages_follows_the_bpf_maps() -> None:
         "MAX_CGROUPS": config.BYTES_PER_CGROUP,
         "MAX_PROCESSES": config.BYTES_PER_PROCESS,
         "MAX_THREADS": config.BYTES_PER_THREAD,
+        "MAX_TIMED": config.BYTES_PER_TIMED_WORKLOAD,
     }
