@@ -238,7 +238,6 @@ def to_text(report: CheckReport) -> str:
         False: "off (sysctl -w kernel.task_delayacct=1 to cross-check run-queue wait)",
         None: "not in this kernel",
     }[report.delay_accounting]
-    width = max(12, *(len(check.name) for check in report.collectors))
     lines = [
         f"schedwatch {report.version} check",
         f"  kernel       {facts.release} (BTF {_yes(facts.btf)})",
@@ -254,7 +253,7 @@ def to_text(report: CheckReport) -> str:
         *(f"  runtime      {path}: {state}" for path, state in report.runtimes.items()),
         *_mode_lines(report),
         "collectors",
-        *(_collector_line(check, f"  {check.name:<{width}} ", "ok    ") for check in report.collectors),
+        *(_collector_line(check, f"  {check.name:<12} ", "ok    ") for check in report.collectors),
     ]
     return "\n".join(lines)
 
