@@ -24,6 +24,7 @@ from typing import Any
 
 from agent import log
 from agent.commands import Command
+from agent.commands.agent_flags import add_state_dir_argument, state_dir_from
 from agent.verification.fix import Recommendation, recommend
 from agent.verification.runner import Cgroups, Counters, Run, VerifyError, median_run, run_once
 from agent.verification.verdict import Verdict, fold, judge
@@ -64,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run each side N times, alternating, and compare the runs of median wall time (a noisy machine)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the command's output to stderr)")
-    parser.add_argument("--state-dir", type=Path, default=Path("/run/schedwatch"), help="where kernel headers are kept")
+    add_state_dir_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
 
 
@@ -79,7 +80,7 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
         print(f"schedwatch verify: {problem}", file=sys.stderr)
         return USAGE
     try:
-        report = verify(command, args.duration_limit, args.cpus, args.state_dir, args.json, args.repeat)
+        report = verify(command, args.duration_limit, args.cpus, state_dir_from(args), args.json, args.repeat)
     except VerifyError as error:
         print(f"schedwatch verify: {error}", file=sys.stderr)
         return UNMEASURED
