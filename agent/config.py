@@ -1,4 +1,10 @@
-"""One typed settings object, filled from flags and SCHEDWATCH_* environment variables, validated once."""
+"""One typed settings object, filled from flags and SCHEDWATCH_* environment variables, validated once.
+
+Every flag is declared once, as a :class:`Flag` in :data:`FLAGS`; its environment variable follows from its name by
+one rule (:func:`variable_of`: ``--web.tls-cert-file`` -> ``SCHEDWATCH_WEB_TLS_CERT_FILE``). A flag on the command
+line wins over its variable, the variable over a deprecated older name, and that over the default.
+docs/configuration.md lists them all.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from agent import log
 
@@ -88,25 +94,6 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print '<prog>: error: <message>' and exit 2."""
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-@dataclass(frozen=True)
-class _FromEnvironment:
-    """A flag's default taken from SCHEDWATCH_<NAME>, converted (and checked) only once the flags are parsed."""
-
-    variable: str
-    text: str
-    convert: Callable[[str], object]
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(f"SCHEDWATCH_{name}", default)
-
-
-def _env_default(name: str, default: object, convert: Callable[[str], object]) -> object:
-    """*default*, or SCHEDWATCH_<NAME> when it is set (converted by :func:`from_args`, which names the variable)."""
-    text = os.environ.get(f"SCHEDWATCH_{name}")
-    return default if text is None else _FromEnvironment(f"SCHEDWATCH_{name}", text, convert)
 
 
 def boolean(text: str) -> bool:
@@ -199,274 +186,572 @@ _web_max_connections = count(
 _web_timeout = seconds(300, zero_allowed=False, why=", so a stalled client could hold a connection that long")
 
 
-def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -> None:
-    """Flags shared by `run` and `check`. Every flag's default comes from SCHEDWATCH_<NAME>."""
-    parser.add_argument(
-        "--listen",
-        type=listen_address,
-        default=_env_default("LISTEN", listen_address(DEFAULT_LISTEN), listen_address),
-        help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; env SCHEDWATCH_LISTEN)",
-    )
-    for name in collector_names:
-        parser.add_argument(
-            f"--collector.{name}",
-            dest=f"collector_{name}",
-            action=argparse.BooleanOptionalAction,
-            default=_env_default(f"COLLECTOR_{name.upper()}", True, boolean),
-            help=f"enable the {name} collector (default on; env SCHEDWATCH_COLLECTOR_{name.upper()})",
-        )
-    parser.add_argument(
-        "--cgroup-root",
-        type=Path,
-        default=os.environ.get("SCHEDWATCH_CGROUP_ROOT"),
-        help="the host's cgroup mount, e.g. its /sys/fs/cgroup mounted into the agent's container at "
-        "/host/sys/fs/cgroup (cgroup2; hybrid, v1 controllers and unified/; or v1 controllers alone); "
-        "default: this process's mounts",
-    )
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        default=Path(_env("STATE_DIR", "/run/schedwatch")),
-        help="where the agent keeps its own files, e.g. a merged kernel-headers tree (default /run/schedwatch)",
-    )
-    parser.add_argument(
-        "--workloads-by",
-        dest="workloads_by",
-        choices=WORKLOADS_BY,
-        default=_env_default("WORKLOADS_BY", "auto", choice(WORKLOADS_BY)),
-        help="what the kernel maps are keyed by: cgroup (cgroup2 id) or process (placed by /proc/PID/cgroup, for "
-        "hosts without cgroup2); auto: cgroup where cgroup2 is mounted, else process (default auto)",
-    )
-    parser.add_argument(
+def optional_path(text: str) -> Path | None:
+    """A file or directory flag; empty means none (so that an empty variable unsets it)."""
+    return Path(text) if text.strip() else None
+
+
+# The groups of flags, by what reads them; each subcommand takes the groups it uses (agent/commands/agent_flags.py).
+COLLECTION = "collection"  # what is counted and how: run, check and diagnose load the collectors with these
+RUNTIME = "runtime"  # the container runtimes asked for names: run, check, diagnose
+EXPORT = "export"  # per-process series, how long removed series stay, BPF run-time accounting: what /metrics carries
+SERVING = "serving"  # where and how /metrics is served: run (check validates them)
+LOGGING = "logging"
+CLIENT = "client"  # how diagnose --from reaches an agent or a Prometheus behind TLS and basic auth
+GROUPS = (COLLECTION, RUNTIME, EXPORT, SERVING, LOGGING, CLIENT)
+
+PREFIX = "SCHEDWATCH_"
+
+
+def variable_of(flag_name: str) -> str:
+    """The environment variable of a flag: SCHEDWATCH_ + its name without the leading dashes, upper-cased, with
+    '.' and '-' as '_' (--web.tls-cert-file -> SCHEDWATCH_WEB_TLS_CERT_FILE). The one rule for every flag."""
+    return PREFIX + flag_name.removeprefix("--").upper().replace(".", "_").replace("-", "_")
+
+
+def dest_of(flag_name: str) -> str:
+    """The attribute a flag is parsed into: its name without the leading dashes, '.' and '-' as '_'."""
+    return flag_name.removeprefix("--").replace(".", "_").replace("-", "_")
+
+
+class _NotGiven:
+    """The parsed value of a flag that was not on the command line (its variable or default is taken later)."""
+
+    def __repr__(self) -> str:
+        return "(not given)"
+
+
+NOT_GIVEN: object = _NotGiven()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag, declared once: its environment variable follows from its name (:func:`variable_of`)."""
+
+    name: str  # "--web.tls-cert-file"
+    group: str
+    help: str
+    default: object = None  # the value when neither the flag nor its variable is given
+    convert: Callable[[str], object] = str  # text of the flag or of its variable -> value; raises ArgumentTypeError
+    switch: bool = False  # --NAME / --no-NAME; the variable takes 1/0, true/false, yes/no, on/off
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    shown_default: str | None = None  # how --help and docs/configuration.md show the default
+    deprecated: tuple[str, ...] = ()  # older variable names, still read, with a warning at start
+
+    @property
+    def variable(self) -> str:
+        """SCHEDWATCH_<NAME>."""
+        return variable_of(self.name)
+
+    @property
+    def dest(self) -> str:
+        """Where argparse puts the value."""
+        return dest_of(self.name)
+
+    @property
+    def default_text(self) -> str:
+        """The default as --help and the documentation show it."""
+        if self.shown_default is not None:
+            return self.shown_default
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        if self.default is None or self.default == "":
+            return "none"
+        return str(self.default)
+
+    def from_text(self, text: str) -> object:
+        """The value of *text* given in the flag's variable; raises ArgumentTypeError."""
+        if self.switch:
+            return boolean(text)
+        if self.choices:
+            return choice(self.choices)(text)
+        return self.convert(text)
+
+    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+        """Add the flag; its value stays NOT_GIVEN when it is not on the command line (see :func:`resolve`)."""
+        keywords: dict[str, Any] = {
+            "dest": self.dest,
+            "default": NOT_GIVEN,
+            "help": f"{self.help} (default {self.default_text}; env {self.variable})".replace("%", "%%"),
+        }
+        if self.switch:
+            keywords["action"] = argparse.BooleanOptionalAction
+        elif self.choices:
+            keywords["choices"] = self.choices
+        else:
+            keywords["type"] = self.convert
+            keywords["metavar"] = self.metavar
+        parser.add_argument(self.name, **keywords)
+
+
+def collector_flag(name: str) -> Flag:
+    """--collector.NAME / --no-collector.NAME for one registered collector."""
+    return Flag(f"--collector.{name}", COLLECTION, f"turn the {name} collector on or off", True, switch=True)
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag(
         "--mode",
+        COLLECTION,
+        "where counts come from: bpf (programs in the kernel), perf (counting perf events for sched_yield and futex, "
+        "/proc schedstat for run-queue wait), procfs (/proc and cgroup files alone); auto: bpf when it loads, else "
+        "perf, else procfs; docs/modes.md",
+        "auto",
         choices=MODES,
-        default=_env_default("MODE", "auto", choice(MODES)),
-        help="where counts come from: bpf (programs in the kernel), perf (counting perf events for sched_yield and "
-        "futex, /proc schedstat for run-queue wait), procfs (/proc and cgroup files alone); auto: bpf when it "
-        "loads, else perf, else procfs (default auto; env SCHEDWATCH_MODE; docs/modes.md)",
-    )
-    parser.add_argument(
-        "--max-cgroups",
-        type=_max_cgroups,
-        default=_env_default("MAX_CGROUPS", 4096, _max_cgroups),
-        help=f"capacity of the per-cgroup BPF maps, {BYTES_PER_CGROUP} bytes of kernel memory each, at most "
-        f"{MAX_CGROUPS_LIMIT} (default 4096; at least 16384 when keyed by process)",
-    )
-    parser.add_argument(
-        "--max-processes",
-        type=_max_processes,
-        default=_env_default("MAX_PROCESSES", 16384, _max_processes),
-        help=f"capacity of the per-process BPF maps, {BYTES_PER_PROCESS} bytes of kernel memory each, at most "
-        f"{MAX_PROCESSES_LIMIT}; 0 turns per-process accounting off (default 16384)",
-    )
-    parser.add_argument(
-        "--max-threads",
-        type=_max_threads,
-        default=_env_default("MAX_THREADS", 65536, _max_threads),
-        help=f"capacity of the per-thread BPF maps, e.g. futex calls in progress, {BYTES_PER_THREAD} bytes of "
-        f"kernel memory each, at most {MAX_THREADS_LIMIT} (default 65536)",
-    )
-    parser.add_argument(
-        "--process-top-k",
-        type=_process_top_k,
-        default=_env_default("PROCESS_TOP_K", 0, _process_top_k),
-        help="export per-process series for the K most active processes, at most --max-processes; costs one more "
-        "hash lookup per event in the kernel (default 0: per-workload series only)",
-    )
-    parser.add_argument(
+    ),
+    Flag(
+        "--cgroup-root",
+        COLLECTION,
+        "the host's cgroup mount, e.g. its /sys/fs/cgroup mounted into the agent's container at /host/sys/fs/cgroup "
+        "(cgroup2; hybrid, v1 controllers and unified/; or v1 controllers alone)",
+        None,
+        optional_path,
+        metavar="DIR",
+        shown_default="this process's mounts",
+    ),
+    Flag(
+        "--workloads-by",
+        COLLECTION,
+        "what the kernel maps are keyed by: cgroup (cgroup2 id) or process (placed by /proc/PID/cgroup, for hosts "
+        "without cgroup2); auto: cgroup where cgroup2 is mounted, else process",
+        "auto",
+        choices=WORKLOADS_BY,
+    ),
+    Flag(
         "--syscall-time",
-        dest="syscall_time",
+        COLLECTION,
+        "whose system calls are timed by family (schedwatch_syscall_seconds_total; every workload's are counted): "
+        "watched, the --syscall-timed-workloads making the most calls; all, every workload's (costs each system call "
+        "more; docs/benchmarks.md)",
+        "watched",
         choices=SYSCALL_TIME,
-        default=_env_default("SYSCALL_TIME", "watched", choice(SYSCALL_TIME)),
-        help="whose system calls are timed by family (schedwatch_syscall_seconds_total; every workload's are "
-        "counted): watched, the --syscall-timed-workloads making the most calls; all, every workload's (costs "
-        "each system call more; docs/benchmarks.md) (default watched)",
-    )
-    parser.add_argument(
+    ),
+    Flag(
         "--syscall-timed-workloads",
-        dest="syscall_timed_workloads",
-        type=_syscall_timed_workloads,
-        default=_env_default("SYSCALL_TIMED_WORKLOADS", 8, _syscall_timed_workloads),
-        help=f"with --syscall-time watched, how many workloads are timed at once, at most {MAX_TIMED_WORKLOADS}; "
-        "0: none (default 8)",
-    )
-    parser.add_argument(
+        COLLECTION,
+        f"with --syscall-time watched, how many workloads are timed at once, at most {MAX_TIMED_WORKLOADS}; 0: none",
+        8,
+        _syscall_timed_workloads,
+        metavar="K",
+    ),
+    Flag(
         "--perf-syscall-families",
-        dest="perf_syscall_families",
-        action=argparse.BooleanOptionalAction,
-        default=_env_default("PERF_SYSCALL_FAMILIES", False, boolean),
-        help="in perf mode, count the system calls of the families yield, futex, clock, sleep, poll, memory and "
-        "process too (schedwatch_syscalls_total): 37 instead of 10 counters per cgroup and CPU, so within the same "
-        "file-descriptor budget fewer cgroups get counters of their own (default off)",
-    )
-    parser.add_argument(
-        "--series-grace",
-        type=_series_grace,
-        default=_env_default("SERIES_GRACE", 300.0, _series_grace),
-        help="seconds a removed workload's series stay exported, at most 86400 (default 300)",
-    )
-    parser.add_argument(
-        "--bpf-stats",
-        action=argparse.BooleanOptionalAction,
-        default=_env_default("BPF_STATS", False, boolean),
-        help="turn on the kernel's BPF run-time accounting while the agent runs, for the "
-        "schedwatch_bpf_program_* metrics (costs every BPF program ~20 ns per run)",
-    )
-    parser.add_argument(
-        "--runtime.docker-sockets",
-        dest="docker_sockets",
-        default=_env("DOCKER_SOCKETS", "/var/run/docker.sock,/run/podman/podman.sock"),
-        help="Docker-API sockets to ask for container names, comma-separated; Podman serves the same API "
-        "(default /var/run/docker.sock,/run/podman/podman.sock; empty: none)",
-    )
-    parser.add_argument(
-        "--runtime.kubelet-docker-sockets",
-        dest="kubelet_docker_sockets",
-        default=_env("KUBELET_DOCKER_SOCKETS", ""),
-        help="Docker-API sockets of the kubelet's own runtime (cri-dockerd), comma-separated: only on these are "
-        "the io.kubernetes.* labels trusted as pod and namespace names, since any user of a Docker or Podman "
-        "socket can set them (default: none)",
-    )
-    parser.add_argument(
-        "--runtime.cri-sockets",
-        dest="cri_sockets",
-        default=_env("CRI_SOCKETS", "/run/containerd/containerd.sock,/run/crio/crio.sock"),
-        help="CRI sockets (containerd, CRI-O) to ask for the kubelet's container, pod and namespace names, "
-        "comma-separated (default /run/containerd/containerd.sock,/run/crio/crio.sock; empty: none)",
-    )
-    parser.add_argument(
-        "--runtime.containerd-socket",
-        dest="containerd_socket",
-        default=_env("CONTAINERD_SOCKET", "/run/containerd/containerd.sock"),
-        help="containerd's socket, asked through containerd's own API for containers the CRI does not know "
-        "(created with ctr or nerdctl) (empty: none)",
-    )
-    parser.add_argument(
-        "--runtime.containerd-namespaces",
-        dest="containerd_namespaces",
-        default=_env("CONTAINERD_NAMESPACES", "k8s.io,moby,default"),
-        help="containerd namespaces to search, in order (default k8s.io,moby,default)",
-    )
-    parser.add_argument(
-        "--runtime.timeout",
-        dest="runtime_timeout",
-        type=_runtime_timeout,
-        default=_env_default("RUNTIME_TIMEOUT", 1.0, _runtime_timeout),
-        help="seconds one runtime lookup may take, more than 0 and at most 60; lookups run in the background, "
-        "never in a scrape (default 1)",
-    )
-    parser.add_argument(
-        "--web.tls-cert-file",
-        dest="tls_cert_file",
-        type=Path,
-        default=os.environ.get("SCHEDWATCH_TLS_CERT_FILE"),
-        help="serve /metrics over TLS with this certificate (PEM), together with --web.tls-key-file",
-    )
-    parser.add_argument(
-        "--web.tls-key-file",
-        dest="tls_key_file",
-        type=Path,
-        default=os.environ.get("SCHEDWATCH_TLS_KEY_FILE"),
-        help="the TLS certificate's private key (PEM)",
-    )
-    parser.add_argument(
-        "--web.basic-auth-user",
-        dest="basic_auth_user",
-        default=_env("BASIC_AUTH_USER", ""),
-        help="require HTTP basic auth with this user, and the password in --web.basic-auth-password-file",
-    )
-    parser.add_argument(
-        "--web.basic-auth-password-file",
-        dest="basic_auth_password_file",
-        type=Path,
-        default=os.environ.get("SCHEDWATCH_BASIC_AUTH_PASSWORD_FILE"),
-        help="file holding the basic-auth password (a file, so that it never shows in `ps`)",
-    )
-    parser.add_argument(
-        "--web.max-connections",
-        dest="web_max_connections",
-        type=_web_max_connections,
-        default=_env_default("WEB_MAX_CONNECTIONS", DEFAULT_WEB_MAX_CONNECTIONS, _web_max_connections),
-        help="connections to /metrics open at once, at most 1024; at the bound a new connection takes the slot of "
-        "the oldest one still sending its request, or is closed when all are being answered "
-        f"(default {DEFAULT_WEB_MAX_CONNECTIONS}; env SCHEDWATCH_WEB_MAX_CONNECTIONS)",
-    )
-    parser.add_argument(
-        "--web.timeout",
-        dest="web_timeout",
-        type=_web_timeout,
-        default=_env_default("WEB_TIMEOUT", DEFAULT_WEB_TIMEOUT, _web_timeout),
-        help="seconds a connection has to deliver its request, TLS handshake included, and that any read or write "
-        f"may stall; more than 0, at most 300 (default {DEFAULT_WEB_TIMEOUT:g}; env SCHEDWATCH_WEB_TIMEOUT)",
-    )
-    parser.add_argument(
+        COLLECTION,
+        "in perf mode, count the system calls of the families yield, futex, clock, sleep, poll, memory and process "
+        "too (schedwatch_syscalls_total): 37 instead of 10 counters per cgroup and CPU, so within the same "
+        "file-descriptor budget fewer cgroups get counters of their own",
+        False,
+        switch=True,
+    ),
+    Flag(
+        "--state-dir",
+        COLLECTION,
+        "where the agent keeps its own files, e.g. a merged kernel-headers tree",
+        Path("/run/schedwatch"),
+        Path,
+        metavar="DIR",
+    ),
+    Flag(
+        "--max-cgroups",
+        COLLECTION,
+        f"capacity of the per-cgroup BPF maps, {BYTES_PER_CGROUP} bytes of kernel memory each, at most "
+        f"{MAX_CGROUPS_LIMIT}; at least 16384 when keyed by process",
+        4096,
+        _max_cgroups,
+        metavar="N",
+    ),
+    Flag(
+        "--max-threads",
+        COLLECTION,
+        f"capacity of the per-thread BPF maps, e.g. futex calls in progress, {BYTES_PER_THREAD} bytes of kernel "
+        f"memory each, at most {MAX_THREADS_LIMIT}",
+        65536,
+        _max_threads,
+        metavar="N",
+    ),
+    Flag(
         "--sidecar",
-        action=argparse.BooleanOptionalAction,
-        default=_env_default("SIDECAR", False, boolean),
-        help="watch only the processes of the agent's own pid namespace (a pod with shareProcessNamespace); "
-        "per-process series then carry the pod's pids",
-    )
-    parser.add_argument(
-        "--log-level", choices=log.LEVELS, default=_env_default("LOG_LEVEL", "info", choice(log.LEVELS))
-    )
-    parser.add_argument(
-        "--log-format", choices=log.FORMATS, default=_env_default("LOG_FORMAT", "auto", choice(log.FORMATS))
-    )
+        COLLECTION,
+        "watch only the processes of the agent's own pid namespace (a pod with shareProcessNamespace); per-process "
+        "series then carry the pod's pids",
+        False,
+        switch=True,
+    ),
+    Flag(
+        "--runtime.docker-sockets",
+        RUNTIME,
+        "Docker-API sockets to ask for container names, comma-separated; Podman serves the same API; empty: none",
+        "/var/run/docker.sock,/run/podman/podman.sock",
+        metavar="LIST",
+        deprecated=("SCHEDWATCH_DOCKER_SOCKETS",),
+    ),
+    Flag(
+        "--runtime.kubelet-docker-sockets",
+        RUNTIME,
+        "Docker-API sockets of the kubelet's own runtime (cri-dockerd), comma-separated: only on these are the "
+        "io.kubernetes.* labels trusted as pod and namespace names, since any user of a Docker or Podman socket can "
+        "set them",
+        "",
+        metavar="LIST",
+        deprecated=("SCHEDWATCH_KUBELET_DOCKER_SOCKETS",),
+    ),
+    Flag(
+        "--runtime.cri-sockets",
+        RUNTIME,
+        "CRI sockets (containerd, CRI-O) to ask for the kubelet's container, pod and namespace names, "
+        "comma-separated; empty: none",
+        "/run/containerd/containerd.sock,/run/crio/crio.sock",
+        metavar="LIST",
+        deprecated=("SCHEDWATCH_CRI_SOCKETS",),
+    ),
+    Flag(
+        "--runtime.containerd-socket",
+        RUNTIME,
+        "containerd's socket, asked through containerd's own API for containers the CRI does not know (created "
+        "with ctr or nerdctl); empty: none",
+        "/run/containerd/containerd.sock",
+        metavar="PATH",
+        deprecated=("SCHEDWATCH_CONTAINERD_SOCKET",),
+    ),
+    Flag(
+        "--runtime.containerd-namespaces",
+        RUNTIME,
+        "containerd namespaces to search, in order, comma-separated",
+        "k8s.io,moby,default",
+        metavar="LIST",
+        deprecated=("SCHEDWATCH_CONTAINERD_NAMESPACES",),
+    ),
+    Flag(
+        "--runtime.timeout",
+        RUNTIME,
+        "seconds one runtime lookup may take, more than 0 and at most 60; lookups run in the background, never in "
+        "a scrape",
+        1.0,
+        _runtime_timeout,
+        metavar="S",
+        shown_default="1",
+    ),
+    Flag(
+        "--process-top-k",
+        EXPORT,
+        "export per-process series for the K most active processes, at most --max-processes; costs one more hash "
+        "lookup per event in the kernel (0: per-workload series only)",
+        0,
+        _process_top_k,
+        metavar="K",
+    ),
+    Flag(
+        "--max-processes",
+        EXPORT,
+        f"capacity of the per-process BPF maps, {BYTES_PER_PROCESS} bytes of kernel memory each, at most "
+        f"{MAX_PROCESSES_LIMIT}; used only with --process-top-k, 0 turns per-process accounting off",
+        16384,
+        _max_processes,
+        metavar="N",
+    ),
+    Flag(
+        "--series-grace",
+        EXPORT,
+        "seconds a removed workload's series stay exported, at most 86400",
+        300.0,
+        _series_grace,
+        metavar="S",
+        shown_default="300",
+    ),
+    Flag(
+        "--bpf-stats",
+        EXPORT,
+        "turn on the kernel's BPF run-time accounting while the agent runs, for the schedwatch_bpf_program_* "
+        "metrics (costs every BPF program ~20 ns per run; needs CAP_SYS_ADMIN)",
+        False,
+        switch=True,
+    ),
+    Flag(
+        "--listen",
+        SERVING,
+        "address to serve /metrics on, HOST:PORT ([::1]:PORT for IPv6)",
+        listen_address(DEFAULT_LISTEN),
+        listen_address,
+        metavar="HOST:PORT",
+        shown_default=DEFAULT_LISTEN,
+    ),
+    Flag(
+        "--web.tls-cert-file",
+        SERVING,
+        "serve /metrics over TLS (1.2 or later) with this certificate (PEM), together with --web.tls-key-file",
+        None,
+        optional_path,
+        metavar="FILE",
+        deprecated=("SCHEDWATCH_TLS_CERT_FILE",),
+    ),
+    Flag(
+        "--web.tls-key-file",
+        SERVING,
+        "the TLS certificate's private key (PEM)",
+        None,
+        optional_path,
+        metavar="FILE",
+        deprecated=("SCHEDWATCH_TLS_KEY_FILE",),
+    ),
+    Flag(
+        "--web.basic-auth-user",
+        SERVING,
+        "require HTTP basic auth with this user, and the password in --web.basic-auth-password-file",
+        "",
+        metavar="USER",
+        deprecated=("SCHEDWATCH_BASIC_AUTH_USER",),
+    ),
+    Flag(
+        "--web.basic-auth-password-file",
+        SERVING,
+        "file holding the basic-auth password (a file, so that it never shows in `ps`)",
+        None,
+        optional_path,
+        metavar="FILE",
+        deprecated=("SCHEDWATCH_BASIC_AUTH_PASSWORD_FILE",),
+    ),
+    Flag(
+        "--web.max-connections",
+        SERVING,
+        f"connections to /metrics open at once, at most {MAX_WEB_CONNECTIONS_LIMIT}; at the bound a new connection "
+        "takes the slot of the oldest one still sending its request, or is closed when all are being answered",
+        DEFAULT_WEB_MAX_CONNECTIONS,
+        _web_max_connections,
+        metavar="N",
+    ),
+    Flag(
+        "--web.timeout",
+        SERVING,
+        "seconds a connection has to deliver its request, TLS handshake included, and that any read or write may "
+        "stall; more than 0, at most 300",
+        DEFAULT_WEB_TIMEOUT,
+        _web_timeout,
+        metavar="S",
+        shown_default=f"{DEFAULT_WEB_TIMEOUT:g}",
+    ),
+    Flag("--log-level", LOGGING, "the least severe log lines written (to stderr)", "info", choices=log.LEVELS),
+    Flag(
+        "--log-format",
+        LOGGING,
+        "json: one JSON object a line; console: for a person; auto: console on a terminal, else json",
+        "auto",
+        choices=log.FORMATS,
+    ),
+    Flag(
+        "--from.tls-ca-file",
+        CLIENT,
+        "with --from https://...: the CA certificates (PEM) the server's certificate must be signed by",
+        None,
+        optional_path,
+        metavar="FILE",
+        shown_default="the system's CAs",
+    ),
+    Flag(
+        "--from.tls-cert-file",
+        CLIENT,
+        "with --from https://...: a client certificate (PEM) to give a server that asks for one (mutual TLS), "
+        "together with --from.tls-key-file",
+        None,
+        optional_path,
+        metavar="FILE",
+    ),
+    Flag(
+        "--from.tls-key-file",
+        CLIENT,
+        "the client certificate's private key (PEM)",
+        None,
+        optional_path,
+        metavar="FILE",
+    ),
+    Flag(
+        "--from.tls-server-name",
+        CLIENT,
+        "the name the server's certificate must carry, when it is not the host in --from (e.g. the certificate "
+        "names schedwatch and --from is https://127.0.0.1:17953)",
+        "",
+        metavar="NAME",
+        shown_default="the host in --from",
+    ),
+    Flag(
+        "--from.basic-auth-user",
+        CLIENT,
+        "log in to the agent or the Prometheus with HTTP basic auth as this user, with the password in "
+        "--from.basic-auth-password-file",
+        "",
+        metavar="USER",
+    ),
+    Flag(
+        "--from.basic-auth-password-file",
+        CLIENT,
+        "file holding the basic-auth password (a file, so that it never shows in `ps` or the shell's history)",
+        None,
+        optional_path,
+        metavar="FILE",
+    ),
+)
+
+
+def flags_of(groups: Sequence[str], collector_names: Sequence[str] = ()) -> list[Flag]:
+    """The flags of *groups*, in declaration order; COLLECTION begins with one --collector.NAME per collector."""
+    collectors = [collector_flag(name) for name in collector_names] if COLLECTION in groups else []
+    return collectors + [flag for flag in FLAGS if flag.group in groups]
+
+
+def add_flags(parser: argparse.ArgumentParser, groups: Sequence[str], collector_names: Sequence[str] = ()) -> None:
+    """Add the flags of *groups* to *parser*, each under its group's heading in --help."""
+    for group in GROUPS:
+        if group in groups:
+            section = parser.add_argument_group(f"{group} flags")
+            for flag in flags_of([group], collector_names):
+                flag.add_to(section)
+
+
+AGENT_GROUPS = (COLLECTION, RUNTIME, EXPORT, SERVING, LOGGING)  # `schedwatch run`'s (and check's)
+
+
+def add_arguments(parser: argparse.ArgumentParser, collector_names: list[str]) -> None:
+    """The flags of `schedwatch run`: every group but the client's."""
+    add_flags(parser, AGENT_GROUPS, collector_names)
+
+
+def given(args: argparse.Namespace, flags: Sequence[Flag]) -> list[Flag]:
+    """The *flags* that were on the command line (not those taken from a variable or their default)."""
+    return [flag for flag in flags if getattr(args, flag.dest, NOT_GIVEN) is not NOT_GIVEN]
+
+
+def resolve(args: argparse.Namespace, flags: Sequence[Flag]) -> dict[str, Any]:
+    """Each flag's value by its dest: from the command line, else its variable, else a deprecated variable, else
+    its default. A flag the parser does not have takes its default (its variable belongs to another command).
+    Raises ConfigError naming the variable whose text is bad."""
+    values: dict[str, Any] = {}
+    for flag in flags:
+        value = getattr(args, flag.dest) if hasattr(args, flag.dest) else flag.default
+        if value is NOT_GIVEN:
+            value = flag.default
+            for variable in (flag.variable, *flag.deprecated):
+                text = os.environ.get(variable)
+                if text is not None:
+                    try:
+                        value = flag.from_text(text)
+                    except argparse.ArgumentTypeError as error:
+                        raise ConfigError(f"environment variable {variable}: {error}") from None
+                    break
+        values[flag.dest] = value
+    return values
+
+
+@dataclass(frozen=True)
+class DeprecatedVariable:
+    """An old variable name found in the environment."""
+
+    variable: str
+    replaced_by: str
+    ignored: bool  # the new variable is set too, and wins
+
+    @property
+    def message(self) -> str:
+        """One line: what the old name is, which name to use, and which value counts."""
+        if self.ignored:
+            return (
+                f"{self.variable} is deprecated and ignored: {self.replaced_by} is set too and wins; "
+                f"unset {self.variable}"
+            )
+        return f"{self.variable} is deprecated: rename it {self.replaced_by} (the old name still works for now)"
+
+
+def deprecated_variables(args: argparse.Namespace) -> list[DeprecatedVariable]:
+    """The deprecated variables set in the environment, of the flags this command's parser has."""
+    found = []
+    for flag in FLAGS:
+        if hasattr(args, flag.dest):
+            for old in flag.deprecated:
+                if old in os.environ:
+                    found.append(DeprecatedVariable(old, flag.variable, ignored=flag.variable in os.environ))
+    return found
 
 
 def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
-    """Build the settings from parsed flags, converting defaults taken from the environment; raises ConfigError."""
-    _convert_environment(args)
-    if args.process_top_k > args.max_processes:
+    """Build the settings from parsed flags and the environment; raises ConfigError. Flags of groups the command
+    does not take keep their defaults."""
+    value = resolve(args, flags_of(GROUPS, collector_names))
+    if value["process_top_k"] > value["max_processes"]:
         raise ConfigError(
-            f"--process-top-k {args.process_top_k} is more than --max-processes {args.max_processes}, the processes "
-            "the kernel keeps: raise --max-processes or lower --process-top-k"
+            f"--process-top-k {value['process_top_k']} is more than --max-processes {value['max_processes']}, the "
+            "processes the kernel keeps: raise --max-processes or lower --process-top-k"
         )
-    host, port = args.listen
-    enabled = frozenset(name for name in collector_names if getattr(args, f"collector_{name}"))
+    host, port = value["listen"]
+    containerd_socket = value["runtime_containerd_socket"].strip()
     return Settings(
         listen_host=host,
         listen_port=port,
-        collectors=enabled,
-        cgroup_root=args.cgroup_root,
-        state_dir=args.state_dir,
-        max_cgroups=args.max_cgroups,
-        max_processes=args.max_processes if args.process_top_k > 0 else 0,
-        max_threads=args.max_threads,
-        process_top_k=args.process_top_k,
-        series_grace_seconds=args.series_grace,
-        bpf_stats=args.bpf_stats,
-        docker_sockets=tuple(Path(p) for p in _items(args.docker_sockets)),
-        kubelet_docker_sockets=tuple(Path(p) for p in _items(args.kubelet_docker_sockets)),
-        cri_sockets=tuple(Path(p) for p in _items(args.cri_sockets)),
-        containerd_socket=Path(args.containerd_socket.strip()) if args.containerd_socket.strip() else None,
-        containerd_namespaces=_items(args.containerd_namespaces),
-        runtime_timeout=args.runtime_timeout,
-        sidecar=args.sidecar,
-        workloads_by=args.workloads_by,
-        tls_cert_file=args.tls_cert_file,
-        tls_key_file=args.tls_key_file,
-        basic_auth_user=args.basic_auth_user,
-        basic_auth_password_file=args.basic_auth_password_file,
-        web_max_connections=args.web_max_connections,
-        web_timeout=args.web_timeout,
-        log_level=args.log_level,
-        log_format=args.log_format,
-        mode=args.mode,
-        syscall_time=args.syscall_time,
-        syscall_timed_workloads=args.syscall_timed_workloads,
-        perf_syscall_families=args.perf_syscall_families,
+        collectors=frozenset(name for name in collector_names if value[f"collector_{name}"]),
+        cgroup_root=value["cgroup_root"],
+        state_dir=value["state_dir"],
+        max_cgroups=value["max_cgroups"],
+        max_processes=value["max_processes"] if value["process_top_k"] > 0 else 0,
+        max_threads=value["max_threads"],
+        process_top_k=value["process_top_k"],
+        series_grace_seconds=value["series_grace"],
+        bpf_stats=value["bpf_stats"],
+        docker_sockets=tuple(Path(p) for p in _items(value["runtime_docker_sockets"])),
+        kubelet_docker_sockets=tuple(Path(p) for p in _items(value["runtime_kubelet_docker_sockets"])),
+        cri_sockets=tuple(Path(p) for p in _items(value["runtime_cri_sockets"])),
+        containerd_socket=Path(containerd_socket) if containerd_socket else None,
+        containerd_namespaces=_items(value["runtime_containerd_namespaces"]),
+        runtime_timeout=value["runtime_timeout"],
+        sidecar=value["sidecar"],
+        workloads_by=value["workloads_by"],
+        tls_cert_file=value["web_tls_cert_file"],
+        tls_key_file=value["web_tls_key_file"],
+        basic_auth_user=value["web_basic_auth_user"],
+        basic_auth_password_file=value["web_basic_auth_password_file"],
+        web_max_connections=value["web_max_connections"],
+        web_timeout=value["web_timeout"],
+        log_level=value["log_level"],
+        log_format=value["log_format"],
+        mode=value["mode"],
+        syscall_time=value["syscall_time"],
+        syscall_timed_workloads=value["syscall_timed_workloads"],
+        perf_syscall_families=value["perf_syscall_families"],
     )
 
 
-def _convert_environment(args: argparse.Namespace) -> None:
-    """Replace every default taken from the environment by its value; a bad one is an error naming the variable."""
-    for name, value in vars(args).items():
-        if isinstance(value, _FromEnvironment):
-            try:
-                setattr(args, name, value.convert(value.text))
-            except argparse.ArgumentTypeError as error:
-                raise ConfigError(f"environment variable {value.variable}: {error}") from None
+@dataclass(frozen=True)
+class ClientSettings:
+    """How diagnose reaches the agent or the Prometheus named by --from: TLS and basic auth (the CLIENT flags)."""
+
+    tls_ca_file: Path | None = None  # None: the system's CAs
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_server_name: str = ""  # "": the host in the URL
+    basic_auth_user: str = ""
+    basic_auth_password_file: Path | None = None
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether any TLS option is set (they mean nothing to an http:// URL)."""
+        return any((self.tls_ca_file, self.tls_cert_file, self.tls_key_file, self.tls_server_name))
+
+
+def client_from_args(args: argparse.Namespace) -> ClientSettings:
+    """The client settings from the CLIENT flags and their variables; raises ConfigError when they do not fit."""
+    value = resolve(args, flags_of([CLIENT]))
+    client = ClientSettings(
+        tls_ca_file=value["from_tls_ca_file"],
+        tls_cert_file=value["from_tls_cert_file"],
+        tls_key_file=value["from_tls_key_file"],
+        tls_server_name=value["from_tls_server_name"].strip(),
+        basic_auth_user=value["from_basic_auth_user"],
+        basic_auth_password_file=value["from_basic_auth_password_file"],
+    )
+    if (client.tls_cert_file is None) != (client.tls_key_file is None):
+        raise ConfigError("--from.tls-cert-file and --from.tls-key-file go together: give both or neither")
+    if bool(client.basic_auth_user) != (client.basic_auth_password_file is not None):
+        raise ConfigError(
+            "--from.basic-auth-user and --from.basic-auth-password-file go together: give both or neither"
+        )
+    return client
 
 
 def _items(text: str) -> tuple[str, ...]:

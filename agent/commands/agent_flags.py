@@ -1,23 +1,124 @@
-"""The flags of the commands that load the agent's collectors (run, check, diagnose), and the settings from them."""
+"""The configuration flags of each subcommand, by group (agent.config), and the settings from them.
+
+Each command takes only the groups it reads: `run` and `check` every group of the agent's (`check` validates the
+serving flags as `run` would); `diagnose` the collection, runtime and logging flags (it loads the collectors itself)
+and the client flags of ``--from``; `verify` only --state-dir and --mode; `analyze` and `compare` none.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from agent import config, log
 from agent.collectors import registry
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every agent flag (each with its SCHEDWATCH_* variable), one --collector.NAME per registered collector."""
-    config.add_arguments(parser, list(registry()))
+    """`schedwatch run`'s flags: collection, runtime, export, serving and logging."""
+    config.add_flags(parser, config.AGENT_GROUPS, list(registry()))
+
+
+def add_collection_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is counted and how (one --collector.NAME per registered collector, --mode, --cgroup-root, map sizes,
+    ...) and the runtimes asked for names: the flags of a command that loads the collectors."""
+    config.add_flags(parser, (config.COLLECTION, config.RUNTIME), list(registry()))
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+    """--log-level and --log-format."""
+    config.add_flags(parser, (config.LOGGING,))
+
+
+def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+    """How diagnose --from reaches a server behind TLS (CA, client certificate, server name) and basic auth."""
+    config.add_flags(parser, (config.CLIENT,))
+
+
+VERIFY_FLAGS = ("--state-dir", "--mode")  # where kernel headers are kept, and where counts come from
+
+
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    """--state-dir and --mode alone (verify loads the collectors of a mode for its runs), with their variables."""
+    for flag in _verify_flags():
+        flag.add_to(parser)
+
+
+def verify_settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[Path, str]:
+    """(--state-dir, --mode), each else its variable, else its default; a bad variable is the one-line error."""
+    try:
+        values = config.resolve(args, _verify_flags())
+    except config.ConfigError as error:
+        parser.error(str(error))
+    return values["state_dir"], values["mode"]
+
+
+def _verify_flags() -> list[config.Flag]:
+    return [flag for flag in config.FLAGS if flag.name in VERIFY_FLAGS]
 
 
 def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> config.Settings:
-    """The validated settings, logging configured from them; a bad value exits with the parser's one-line error."""
+    """The validated settings, logging configured from them, then one warning per deprecated variable set; a bad
+    value exits with the parser's one-line error."""
     try:
         settings = config.from_args(args, list(registry()))
     except config.ConfigError as error:
         parser.error(str(error))
     log.configure(settings.log_level, settings.log_format)
+    logger = log.get_logger("config")
+    for old in config.deprecated_variables(args):
+        logger.warning("deprecated_variable", variable=old.variable, use=old.replaced_by, message=old.message)
     return settings
+
+
+def client_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> config.ClientSettings:
+    """The validated client settings of --from; a bad value exits with the parser's one-line error."""
+    try:
+        return config.client_from_args(args)
+    except config.ConfigError as error:
+        parser.error(str(error))
+
+
+def refuse_given(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, flags: list[config.Flag], when: str, fix: str
+) -> None:
+    """Exit with a one-line error naming those of *flags* on the command line: they would do nothing *when*; *fix*
+    says what to do instead of leaving them out. Their variables are not refused: the environment serves every
+    command."""
+    named = [flag.name for flag in config.given(args, flags)]
+    if named:
+        it = "it" if len(named) == 1 else "them"
+        parser.error(f"{', '.join(named)} would do nothing {when}: {fix}, or leave {it} out")
+
+
+class _Refused(argparse.Action):
+    """A flag another command takes: given here, it is a one-line error saying why it would do nothing."""
+
+    def __init__(self, option_strings: list[str], dest: str, why: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.why = why
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(f"{option_string} would do nothing here: {self.why}")
+
+
+def refuse_groups(parser: argparse.ArgumentParser, groups: tuple[str, ...], why: str) -> None:
+    """Make the flags of *groups* one-line errors saying *why* (not in --help, not accepted): `run`'s flags a user
+    may carry over to a command that would ignore them."""
+    for flag in config.flags_of(groups):
+        names = [flag.name, flag.name.replace("--", "--no-", 1)] if flag.switch else [flag.name]
+        parser.add_argument(
+            *names,
+            action=_Refused,
+            nargs=0 if flag.switch else None,
+            dest=f"refused_{flag.dest}",
+            default=argparse.SUPPRESS,
+            why=why,
+        )

@@ -1,9 +1,11 @@
 """`schedwatch check`: what this machine allows and which collectors can run, gathered into one report first, then
 written as text or JSON (both say the same things; JSON is what a bug report should carry).
 
-Exit status: 0 when every enabled collector of the judged mode can run, 1 when one cannot. In auto and bpf modes the
-collectors judged are the BPF ones (exit 1 when BPF cannot run, whatever auto falls back to); in perf and procfs
-modes, that mode's own. Run without root, it reports what it can see and marks what it could not check, and why.
+Exit status: 0 when every enabled collector of the judged mode can run and `run` would accept the serving flags, 1
+otherwise. In auto and bpf modes the collectors judged are the BPF ones (exit 1 when BPF cannot run, whatever auto
+falls back to); in perf and procfs modes, that mode's own. It takes every flag of `run` and checks them as `run`
+would (the TLS files are loaded, basic auth must be complete). Run without root, it reports what it can see and
+marks what it could not check, and why.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import ssl
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from agent.identity.resolver import IdentityResolver
 from agent.identity.runtimes import socket_absent
 from agent.machine import kernel, taskstats
 from agent.machine.facts import MachineFacts
+from agent.web import tls_context
 
 SCHEMA = "schedwatch.check/v1"
 FUTEX2_SYSCALLS = ("futex_waitv", "futex_wait", "futex_wake", "futex_requeue")
@@ -39,6 +43,18 @@ class CollectorCheck:
     ok: bool
     reason: str = ""
     fix: str = ""
+
+
+@dataclass(frozen=True)
+class WebCheck:
+    """How `run` would serve /metrics with these flags, or why it would refuse them."""
+
+    listen: str  # HOST:PORT
+    tls: bool
+    basic_auth_user: str  # "": no basic auth
+    max_connections: int
+    timeout_seconds: float
+    problem: str = ""  # why `run` would stop at start with these settings; "" when none
 
 
 @dataclass(frozen=True)
@@ -58,12 +74,13 @@ class CheckReport:
     collectors: tuple[CollectorCheck, ...]  # of the judged mode (BPF in auto and bpf modes)
     mode_collectors: tuple[CollectorCheck, ...]  # of the mode auto would use, when it is not the judged one
     loaded: bool  # the collectors were compiled and loaded once (not --no-load)
+    web: WebCheck
     not_checked: dict[str, str] = field(default_factory=dict)  # what could not be looked at, and why
 
     @property
     def ok(self) -> bool:
-        """Every enabled collector of the judged mode can run."""
-        return all(collector.ok for collector in self.collectors)
+        """Every enabled collector of the judged mode can run, and `run` would accept the serving flags."""
+        return all(collector.ok for collector in self.collectors) and not self.web.problem
 
 
 def gather_report(settings: config.Settings, load: bool) -> CheckReport:
@@ -102,7 +119,37 @@ def gather_report(settings: config.Settings, load: bool) -> CheckReport:
         collectors=_collector_checks(judged, settings, checked.unavailable),
         mode_collectors=fallback,
         loaded=load,
+        web=web_check(settings),
         not_checked=not_checked,
+    )
+
+
+def web_check(settings: config.Settings) -> WebCheck:
+    """The serving flags checked as `run` checks them before it listens: TLS files that load, basic auth complete."""
+    host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
+    problem = ""
+    tls = False
+    try:
+        tls_files, _auth = config.web_security(settings)
+        if tls_files is not None:
+            tls_context(*tls_files)
+            tls = True
+    except config.ConfigError as error:
+        problem = str(error)
+    except ssl.SSLError as error:
+        problem = (
+            f"the TLS certificate and key do not load ({error.reason or error}): give a PEM certificate in "
+            "--web.tls-cert-file and its key in --web.tls-key-file"
+        )
+    except OSError as error:
+        problem = f"cannot read {error.filename}: {error.strerror}"
+    return WebCheck(
+        f"{host}:{settings.listen_port}",
+        tls,
+        settings.basic_auth_user,
+        settings.web_max_connections,
+        settings.web_timeout,
+        problem,
     )
 
 
@@ -180,6 +227,7 @@ def to_json(report: CheckReport) -> dict[str, Any]:
         "collectors": {check.name: asdict(check) for check in report.collectors},
         "mode_collectors": {check.name: asdict(check) for check in report.mode_collectors},
         "loaded": report.loaded,
+        "web": asdict(report.web),
         "not_checked": report.not_checked,
         "ok": report.ok,
     }
@@ -251,11 +299,22 @@ def to_text(report: CheckReport) -> str:
         f"  sched_switch {prev_state}",
         f"  delayacct    {delayacct}",
         *(f"  runtime      {path}: {state}" for path, state in report.runtimes.items()),
+        f"  web          {_web_text(report.web)}",
         *_mode_lines(report),
         "collectors",
         *(_collector_line(check, f"  {check.name:<12} ", "ok    ") for check in report.collectors),
     ]
     return "\n".join(lines)
+
+
+def _web_text(web: WebCheck) -> str:
+    if web.problem:
+        return f"CANNOT SERVE: {web.problem}"
+    auth = f"basic auth as {web.basic_auth_user}" if web.basic_auth_user else "no basic auth"
+    return (
+        f"{'https' if web.tls else 'http'} on {web.listen}{' (its certificate and key load)' if web.tls else ''}, "
+        f"{auth}, at most {web.max_connections} connections, {web.timeout_seconds:g} s timeout"
+    )
 
 
 def _mode_lines(report: CheckReport) -> list[str]:

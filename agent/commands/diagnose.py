@@ -17,10 +17,20 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from agent import assembly, config, log
+from agent.collectors import registry
 from agent.commands import Command
-from agent.commands.agent_flags import add_agent_arguments, settings_from
+from agent.commands.agent_flags import (
+    add_client_arguments,
+    add_collection_arguments,
+    add_logging_arguments,
+    client_from,
+    refuse_given,
+    refuse_groups,
+    settings_from,
+)
 from agent.commands.output import print_json, to_stdout
 from agent.diagnosis.findings import Diagnosis
+from agent.diagnosis.inputs.live import fetch
 from agent.diagnosis.inputs.live.fleet import NodeWindow, PrometheusSource, is_prometheus
 from agent.diagnosis.inputs.live.gather import NothingMatches, facts_from_window, ranked, sample_live
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
@@ -60,8 +70,8 @@ def pid_number(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The agent's flags (for the collectors diagnose loads itself), and what to diagnose, for how long, from where."""
-    add_agent_arguments(parser)
+    """What to diagnose, for how long, from where; the collection, runtime and logging flags (for the collectors
+    diagnose loads itself) and the client flags of --from (TLS, basic auth)."""
     parser.add_argument(
         "--duration",
         type=duration,
@@ -80,27 +90,71 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="source",
         default="",
         metavar="URL",
-        help="read a running agent (http://HOST:PORT) or a Prometheus server (prometheus+http://HOST:9090) "
-        "instead of loading the collectors here",
+        help="read a running agent (http://HOST:PORT or https://) or a Prometheus server "
+        "(prometheus+http://HOST:9090 or prometheus+https://) instead of loading the collectors here; behind TLS or "
+        "basic auth, with the client flags below",
     )
     parser.add_argument("--node", default="", help="with a Prometheus: the node (instance label) to diagnose")
+    add_collection_arguments(parser)
+    add_logging_arguments(parser)
+    add_client_arguments(parser)
+    refuse_groups(parser, (config.SERVING,), "diagnose serves nothing; it is `schedwatch run`'s flag")
+    refuse_groups(
+        parser, (config.EXPORT,), "it shapes what `schedwatch run` exports and keeps, which diagnose does not read"
+    )
+
+
+def source_client(args: argparse.Namespace, parser: argparse.ArgumentParser) -> fetch.Client:
+    """How to reach the --from server; a one-line usage error for a flag that would do nothing with this --from
+    (collection flags beside --from, client flags without it) or a client file that cannot be used."""
+    client_flags = config.flags_of([config.CLIENT])
+    if not args.source:
+        refuse_given(args, parser, client_flags, "without --from", "add --from https://HOST:PORT")
+        return fetch.Client()  # their variables serve another command: not even read
+    if args.source.startswith(("http://", "prometheus+http://")):
+        tls_flags = [flag for flag in client_flags if flag.name.startswith("--from.tls-")]
+        refuse_given(args, parser, tls_flags, "with an http:// --from", "use https://")
+    # A local agent's cgroups are read for details, from --cgroup-root; nothing else here measures.
+    keep = () if is_prometheus(args.source) else ("--cgroup-root",)
+    loading = config.flags_of([config.COLLECTION, config.RUNTIME], list(registry()))
+    refuse_given(
+        args,
+        parser,
+        [flag for flag in loading if flag.name not in keep],
+        "with --from (the agent measured with its own flags)",
+        "to measure in this process instead, drop --from",
+    )
+    settings = client_from(args, parser)
+    tls = args.source.startswith(("https://", "prometheus+https://"))  # else TLS variables have nothing to do
+    try:
+        return fetch.make_client(
+            settings.tls_ca_file if tls else None,
+            settings.tls_cert_file if tls else None,
+            settings.tls_key_file if tls else None,
+            settings.tls_server_name if tls else "",
+            settings.basic_auth_user,
+            settings.basic_auth_password_file,
+        )
+    except fetch.ClientError as error:
+        parser.error(str(error))
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Diagnose and print; 0 when a diagnosis was printed, 2 with a one-line error otherwise."""
     settings = settings_from(args, parser)
+    client = source_client(args, parser)
     wanted = Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid)
     try:
         if args.node and not is_prometheus(args.source):
             raise SourceError("--node needs --from prometheus+http://HOST:9090 (a node's own agent is its node)")
         if is_prometheus(args.source):
-            return _fleet(args, wanted)
+            return _fleet(args, wanted, client)
         procfs = ProcFS()
         wanted = filter_for_pid(procfs, wanted)
         seconds = args.duration or DEFAULT_SECONDS
         tree = cgroup_tree(settings.cgroup_root)
         if args.source:
-            facts = sample_live(AgentSource(args.source), seconds, wanted, procfs, tree)
+            facts = sample_live(AgentSource(args.source, client=client), seconds, wanted, procfs, tree)
         else:
             with loaded_collectors(settings) as source:
                 facts = sample_live(source, seconds, wanted, procfs, tree)
@@ -162,11 +216,11 @@ def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> int:
     return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
 
 
-def _fleet(args: argparse.Namespace, wanted: Filter) -> int:
+def _fleet(args: argparse.Namespace, wanted: Filter, client: fetch.Client) -> int:
     """The Prometheus path: rank every node's workloads, or diagnose one node."""
     if wanted.pid is not None:
         raise SourceError("--pid names a process of this machine: run diagnose on its node, without a Prometheus")
-    source = PrometheusSource(args.source)
+    source = PrometheusSource(args.source, client=client)
     seconds = args.duration or DEFAULT_FLEET_SECONDS
     windows = source.node_windows(seconds, args.node or None)
     if args.node:

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import config, log
+from agent import log
 from agent.commands import Command
+from agent.commands.agent_flags import add_verify_arguments, verify_settings_from
 from agent.verification.fix import Recommendation, recommend
 from agent.verification.runner import Cgroups, Counters, Run, VerifyError, median_run, run_once
 from agent.verification.verdict import Verdict, fold, judge
@@ -66,18 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run each side N times, alternating, and compare the runs of median wall time (a noisy machine)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the command's output to stderr)")
-    parser.add_argument("--state-dir", type=Path, default=Path("/run/schedwatch"), help="where kernel headers are kept")
-    parser.add_argument(
-        "--mode",
-        choices=config.MODES,
-        default="auto",
-        help="where counts come from, as for `schedwatch run`: bpf, perf (counting perf events), procfs; auto: bpf "
-        "when it loads, else perf, else procfs (default auto; docs/modes.md)",
-    )
+    add_verify_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
 
 
-def main(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Run `schedwatch verify`; returns the exit status."""
     log.configure("warning", "auto")  # the command's output and the report are what a person reads
     command = list(args.command)
@@ -88,7 +82,8 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
         print(f"schedwatch verify: {problem}", file=sys.stderr)
         return USAGE
     try:
-        report = verify(command, args.duration_limit, args.cpus, args.state_dir, args.json, args.repeat, args.mode)
+        state_dir, mode = verify_settings_from(args, parser)
+        report = verify(command, args.duration_limit, args.cpus, state_dir, args.json, args.repeat, mode)
     except VerifyError as error:
         print(f"schedwatch verify: {error}", file=sys.stderr)
         return UNMEASURED

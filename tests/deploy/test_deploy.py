@@ -237,6 +237,40 @@ def test_tls_auth_overlay_serves_tls_with_basic_auth_and_the_podmonitor_follows(
     assert endpoint["basicAuth"]["username"] == {"name": "schedwatch-basic-auth", "key": "username"}
 
 
+def container_environment(documents: list[dict[str, Any]]) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in agent_container(documents).get("env", [])}
+
+
+@pytest.mark.parametrize("overlay", ["(base)", *OVERLAY_NAMES])
+def test_every_variable_a_manifest_sets_is_a_flags_variable(overlay: str) -> None:
+    """The one naming rule (docs/configuration.md): no deprecated name, no name the agent does not read."""
+    documents = render(KUBERNETES if overlay == "(base)" else OVERLAYS / overlay)
+    variables = {flag.variable for flag in config.flags_of(config.GROUPS, list(registry()))}
+    set_here = {name for name in container_environment(documents) if name.startswith("SCHEDWATCH_")}
+    assert set_here and set_here <= variables, set_here - variables
+
+
+def test_tls_auth_overlay_lets_diagnose_in_the_pod_read_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kubectl exec ds/schedwatch -- schedwatch diagnose --from https://127.0.0.1:17953` finds the CA, the server
+    name the PodMonitor checks, and the agent's own user and password file in its environment."""
+    documents = render(OVERLAYS / "tls-auth")
+    container = agent_container(documents)
+    agent = parse_agent_args(container["args"])
+    for name, value in container_environment(documents).items():
+        monkeypatch.setenv(name, value)
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    config.add_flags(parser, (config.CLIENT,))
+    client = config.client_from_args(parser.parse_args([]))
+    tls_mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")
+    assert client.tls_ca_file == Path(tls_mount["mountPath"]) / "ca.crt"  # the PodMonitor's CA, same Secret
+    endpoint = by_kind(documents, "PodMonitor")["spec"]["podMetricsEndpoints"][0]
+    assert client.tls_server_name == endpoint["tlsConfig"]["serverName"]
+    assert (client.basic_auth_user, client.basic_auth_password_file) == (
+        agent.basic_auth_user,
+        agent.basic_auth_password_file,
+    )
+
+
 def test_networkpolicy_lets_only_the_scraper_in_and_nothing_out() -> None:
     documents = render(KUBERNETES)
     policy = by_kind(documents, "NetworkPolicy")["spec"]

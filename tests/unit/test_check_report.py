@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.collectors.modes import MISSING, PERF, PROCFS, ModeChoice
-from agent.commands.check import CheckReport, CollectorCheck, to_json, to_text
+from agent.commands.check import CheckReport, CollectorCheck, WebCheck, to_json, to_text
 from agent.machine.cgroups import CgroupLayout
 from agent.machine.facts import MachineFacts
 from agent.machine.kernel import HeadersChoice
@@ -75,6 +75,7 @@ def root_report() -> CheckReport:
         collectors=COLLECTORS,
         mode_collectors=(),
         loaded=True,
+        web=WebCheck("0.0.0.0:17953", True, "prometheus", 64, 10.0),
     )
 
 
@@ -118,6 +119,14 @@ def unprivileged_report() -> CheckReport:
             COLLECTORS[2],
         ),
         loaded=True,
+        web=WebCheck(
+            "127.0.0.1:17953",
+            False,
+            "prometheus",
+            64,
+            10.0,
+            "--web.basic-auth-user and --web.basic-auth-password-file go together: give both or neither",
+        ),
         not_checked={"futex2": needs_root, "sched_switch": needs_root},
     )
 
@@ -176,6 +185,13 @@ def test_the_json_carries_every_fact_the_text_states(name: str) -> None:
                 assert collector["description"] in text
             else:
                 assert f"CANNOT RUN: {collector['reason']} — fix: {collector['fix']}" in text
+    web = document["web"]
+    if web["problem"]:
+        assert f"web          CANNOT SERVE: {web['problem']}" in text
+    else:
+        assert f"{'https' if web['tls'] else 'http'} on {web['listen']}" in text
+        assert f"at most {web['max_connections']} connections, {web['timeout_seconds']:g} s timeout" in text
+        assert (f"basic auth as {web['basic_auth_user']}" if web["basic_auth_user"] else "no basic auth") in text
     assert document["ok"] == report.ok == (name == "root")
     assert document["schema"] == "schedwatch.check/v1"
 

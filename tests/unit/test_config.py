@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -298,3 +299,232 @@ def test_the_kernel_memory_in_the_messages_follows_the_bpf_maps() -> None:
         "MAX_THREADS": config.BYTES_PER_THREAD,
         "MAX_TIMED": config.BYTES_PER_TIMED_WORKLOAD,
     }
+
+
+# One naming scheme: every flag's variable follows from its name, declared once (agent.config.FLAGS).
+
+
+def the_rule(flag_name: str) -> str:
+    """The documented rule, written out here on its own: SCHEDWATCH_ + the name, upper-cased, '.' and '-' as '_'."""
+    return "SCHEDWATCH_" + re.sub(r"[.-]", "_", flag_name[2:].upper())
+
+
+def command_parser(name: str) -> config.ArgumentParser:
+    """`schedwatch NAME`'s own parser, built as agent.cli builds it."""
+    from agent.commands import registry
+
+    (command,) = [command for command in registry() if command.name == name]
+    parser = config.ArgumentParser(prog=f"schedwatch {name}")
+    command.add_arguments(parser)
+    return parser
+
+
+COMMANDS = ("run", "check", "diagnose", "verify", "analyze", "compare")
+EVERY_FLAG = config.flags_of(config.GROUPS, COLLECTORS)
+
+# A valid text for each flag's variable that is not its default (switches and choices are derived).
+SAMPLES = {
+    "--cgroup-root": "/host/sys/fs/cgroup",
+    "--state-dir": "/var/lib/schedwatch",
+    "--max-cgroups": "100",
+    "--max-threads": "200",
+    "--syscall-timed-workloads": "3",
+    "--runtime.docker-sockets": "/a.sock",
+    "--runtime.kubelet-docker-sockets": "/b.sock",
+    "--runtime.cri-sockets": "/c.sock",
+    "--runtime.containerd-socket": "/d.sock",
+    "--runtime.containerd-namespaces": "k8s.io",
+    "--runtime.timeout": "2.5",
+    "--process-top-k": "5",
+    "--max-processes": "300",
+    "--series-grace": "30",
+    "--listen": "0.0.0.0:9",
+    "--web.tls-cert-file": "/tls/tls.crt",
+    "--web.tls-key-file": "/tls/tls.key",
+    "--web.basic-auth-user": "prometheus",
+    "--web.basic-auth-password-file": "/auth/password",
+    "--web.max-connections": "8",
+    "--web.timeout": "3",
+    "--from.tls-ca-file": "/tls/ca.crt",
+    "--from.tls-cert-file": "/tls/client.crt",
+    "--from.tls-key-file": "/tls/client.key",
+    "--from.tls-server-name": "schedwatch",
+    "--from.basic-auth-user": "prometheus",
+    "--from.basic-auth-password-file": "/auth/password",
+}
+
+
+def sample(flag: config.Flag) -> tuple[str, object]:
+    """A text for the flag's variable and the value it must give."""
+    if flag.switch:
+        return ("0", False) if flag.default else ("1", True)
+    if flag.choices:
+        return flag.choices[-1], flag.choices[-1]
+    text = SAMPLES[flag.name]
+    return text, flag.from_text(text)
+
+
+def test_every_flag_in_every_parser_names_the_variable_the_rule_gives() -> None:
+    """Read back from the parsers themselves: each configuration flag's help names SCHEDWATCH_<rule>, and each
+    flag of the table is taken by at least one command."""
+    declared = {flag.name for flag in EVERY_FLAG if not flag.name.startswith("--collector.")}
+    seen: set[str] = set()
+    for name in COMMANDS:
+        for action in command_parser(name)._actions:
+            named = re.search(r"env (SCHEDWATCH_\w+)\)$", action.help or "")
+            if named is None:
+                continue
+            (flag_name, *_negation) = action.option_strings
+            assert named.group(1) == the_rule(flag_name), (name, flag_name)
+            seen.add(flag_name)
+    assert declared <= seen, declared - seen
+    assert {flag.variable for flag in EVERY_FLAG} == {the_rule(flag.name) for flag in EVERY_FLAG}
+
+
+@pytest.mark.parametrize("flag", EVERY_FLAG, ids=lambda flag: flag.name)
+def test_each_variable_is_read_by_its_name(monkeypatch: pytest.MonkeyPatch, flag: config.Flag) -> None:
+    command = "diagnose" if flag.group == config.CLIENT else "run"
+    parser = command_parser(command)
+    text, expected = sample(flag)
+    assert expected != flag.default, "the sample must differ from the default, or the test proves nothing"
+    assert config.resolve(parser.parse_args([]), [flag])[flag.dest] == flag.default
+    monkeypatch.setenv(the_rule(flag.name), text)
+    assert config.resolve(parser.parse_args([]), [flag])[flag.dest] == expected
+
+
+def test_the_variables_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, text in {
+        "SCHEDWATCH_RUNTIME_DOCKER_SOCKETS": "/a.sock,/b.sock",
+        "SCHEDWATCH_RUNTIME_CONTAINERD_SOCKET": "",
+        "SCHEDWATCH_WEB_TLS_CERT_FILE": "/tls/tls.crt",
+        "SCHEDWATCH_WEB_BASIC_AUTH_USER": "prometheus",
+        "SCHEDWATCH_PROCESS_TOP_K": "5",
+    }.items():
+        monkeypatch.setenv(name, text)
+    made = settings()
+    assert made.docker_sockets == (Path("/a.sock"), Path("/b.sock"))
+    assert made.containerd_socket is None
+    assert made.tls_cert_file == Path("/tls/tls.crt") and made.basic_auth_user == "prometheus"
+    assert (made.process_top_k, made.max_processes) == (5, 16384)
+
+
+DEPRECATED = {old: flag for flag in config.FLAGS for old in flag.deprecated}
+
+
+def test_the_deprecated_names_are_the_old_ones_that_broke_the_rule() -> None:
+    assert {old: flag.variable for old, flag in DEPRECATED.items()} == {
+        "SCHEDWATCH_DOCKER_SOCKETS": "SCHEDWATCH_RUNTIME_DOCKER_SOCKETS",
+        "SCHEDWATCH_KUBELET_DOCKER_SOCKETS": "SCHEDWATCH_RUNTIME_KUBELET_DOCKER_SOCKETS",
+        "SCHEDWATCH_CRI_SOCKETS": "SCHEDWATCH_RUNTIME_CRI_SOCKETS",
+        "SCHEDWATCH_CONTAINERD_SOCKET": "SCHEDWATCH_RUNTIME_CONTAINERD_SOCKET",
+        "SCHEDWATCH_CONTAINERD_NAMESPACES": "SCHEDWATCH_RUNTIME_CONTAINERD_NAMESPACES",
+        "SCHEDWATCH_TLS_CERT_FILE": "SCHEDWATCH_WEB_TLS_CERT_FILE",
+        "SCHEDWATCH_TLS_KEY_FILE": "SCHEDWATCH_WEB_TLS_KEY_FILE",
+        "SCHEDWATCH_BASIC_AUTH_USER": "SCHEDWATCH_WEB_BASIC_AUTH_USER",
+        "SCHEDWATCH_BASIC_AUTH_PASSWORD_FILE": "SCHEDWATCH_WEB_BASIC_AUTH_PASSWORD_FILE",
+    }
+
+
+@pytest.mark.parametrize("old", sorted(DEPRECATED))
+def test_an_old_name_still_works_and_warns(monkeypatch: pytest.MonkeyPatch, old: str) -> None:
+    flag = DEPRECATED[old]
+    parser = command_parser("run")
+    text, expected = sample(flag)
+    monkeypatch.setenv(old, text)
+    args = parser.parse_args([])
+    assert config.resolve(args, [flag])[flag.dest] == expected
+    (warning,) = config.deprecated_variables(args)
+    assert warning.message == f"{old} is deprecated: rename it {flag.variable} (the old name still works for now)"
+    # Both set: the new name wins, and the warning says the old one is ignored.
+    monkeypatch.setenv(flag.variable, "/new" if text.startswith("/") else "new")
+    args = parser.parse_args([])
+    assert config.resolve(args, [flag])[flag.dest] == flag.from_text(os.environ[flag.variable])
+    (warning,) = config.deprecated_variables(args)
+    assert warning.message == (f"{old} is deprecated and ignored: {flag.variable} is set too and wins; unset {old}")
+
+
+def test_the_old_names_work_end_to_end_with_one_warning_each(tmp_path: Path) -> None:
+    """`schedwatch check` with every old name set: what each says is in the report, and each is one warning line
+    (a JSON log line, written after logging is configured) naming the new variable."""
+    from tests.support.tls import issue, make_ca
+
+    server = issue(make_ca(tmp_path), tmp_path, "server", "IP:127.0.0.1")
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    old = {
+        "SCHEDWATCH_DOCKER_SOCKETS": str(tmp_path / "docker.sock"),
+        "SCHEDWATCH_KUBELET_DOCKER_SOCKETS": str(tmp_path / "kubelet-docker.sock"),
+        "SCHEDWATCH_CRI_SOCKETS": str(tmp_path / "cri.sock"),
+        "SCHEDWATCH_CONTAINERD_SOCKET": str(tmp_path / "containerd.sock"),
+        "SCHEDWATCH_CONTAINERD_NAMESPACES": "k8s.io",
+        "SCHEDWATCH_TLS_CERT_FILE": str(server.cert),
+        "SCHEDWATCH_TLS_KEY_FILE": str(server.key),
+        "SCHEDWATCH_BASIC_AUTH_USER": "prometheus",
+        "SCHEDWATCH_BASIC_AUTH_PASSWORD_FILE": str(password),
+    }
+    environment = {**os.environ, **old, "SCHEDWATCH_RUNTIME_CRI_SOCKETS": str(tmp_path / "new-cri.sock")}
+    result = run_cli("check", "--no-load", "--format", "json", "--log-format", "json", env=environment)
+    report = json.loads(result.stdout)
+    assert set(report["runtimes"]) == {
+        str(tmp_path / name) for name in ("docker.sock", "kubelet-docker.sock", "new-cri.sock", "containerd.sock")
+    }
+    assert report["web"] | {"problem": ""} == {
+        "listen": "127.0.0.1:17953",
+        "tls": True,
+        "basic_auth_user": "prometheus",
+        "max_connections": 64,
+        "timeout_seconds": 10.0,
+        "problem": "",
+    }
+    assert report["web"]["problem"] == ""
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    warnings = {line["variable"]: line for line in lines if line["event"] == "deprecated_variable"}
+    assert set(warnings) == set(old) and len(lines) == len(old)
+    for variable, line in warnings.items():
+        assert line["level"] == "warning" and line["use"] == DEPRECATED[variable].variable
+        assert line["message"].startswith(f"{variable} is deprecated")
+        assert DEPRECATED[variable].variable in line["message"]
+    assert "is set too and wins" in warnings["SCHEDWATCH_CRI_SOCKETS"]["message"]
+
+
+def test_an_empty_path_variable_means_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCHEDWATCH_CGROUP_ROOT", "")
+    monkeypatch.setenv("SCHEDWATCH_WEB_TLS_CERT_FILE", "")
+    made = settings()
+    assert made.cgroup_root is None and made.tls_cert_file is None
+
+
+# docs/configuration.md: the one table of the flags, their variables and defaults, and the deprecated names.
+
+CONFIGURATION_DOC = REPO / "docs" / "configuration.md"
+
+
+def doc_rows() -> list[list[str]]:
+    rows = []
+    for line in CONFIGURATION_DOC.read_text().splitlines():
+        if line.startswith("| `-") or line.startswith("| `SCHEDWATCH_"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_the_configuration_doc_lists_every_flag_with_its_variable_and_default() -> None:
+    documented = {row[0]: row for row in doc_rows() if row[0].startswith("`-")}
+    expected = {f"`{flag.name}`": flag for flag in config.FLAGS}
+    expected["`--collector.NAME`"] = config.collector_flag("NAME")
+    assert sorted(documented) == sorted(expected)
+    for name, flag in expected.items():
+        row = documented[name]
+        assert row[1] == f"`{flag.variable}`", name
+        assert row[2] == flag.default_text, name
+        assert row[3], f"{name} has no meaning in the table"
+
+
+def test_the_configuration_doc_lists_every_deprecated_name() -> None:
+    documented = {row[0]: row[1] for row in doc_rows() if row[0].startswith("`SCHEDWATCH_")}
+    assert documented == {f"`{old}`": f"`{flag.variable}`" for old, flag in DEPRECATED.items()}
+
+
+def test_the_configuration_doc_states_which_command_takes_which_group() -> None:
+    text = CONFIGURATION_DOC.read_text()
+    for group in config.GROUPS:
+        assert f"## {group.capitalize()} flags" in text

@@ -45,7 +45,7 @@ class NodeWindow:
 class PrometheusSource:
     """Queries a Prometheus server's HTTP API."""
 
-    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT) -> None:
+    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT, client: fetch.Client | None = None) -> None:
         base = url[len(SCHEME) :] if url.startswith(SCHEME) else url
         parts = urllib.parse.urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -53,13 +53,17 @@ class PrometheusSource:
         self.base = base.rstrip("/")
         self.name = f"prometheus {self.base}"
         self._timeout = timeout
+        self._client = client or fetch.Client()
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's vector; SourceError when the server cannot be asked or refuses the query."""
         url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
         try:
-            document = json.loads(fetch.get(url, self._timeout, MAX_BODY_BYTES))
+            document = json.loads(fetch.get(url, self._timeout, MAX_BODY_BYTES, client=self._client))
         except urllib.error.HTTPError as error:
+            advice = fetch.refusal(error.code, self._client)
+            if advice is not None:
+                raise SourceError(f"{self.base} answered HTTP {error.code} {error.reason}: {advice}") from None
             detail = error.read(4096).decode("utf-8", "replace")
             with contextlib.suppress(ValueError, AttributeError):
                 detail = str(json.loads(detail).get("error", detail))
@@ -69,7 +73,10 @@ class PrometheusSource:
                 f"{self.base} did not answer a query within {self._timeout:g} s: "
                 "ask for a shorter --duration, or a single --node"
             ) from None
-        except OSError as error:  # URLError and socket timeouts are OSErrors
+        except OSError as error:  # URLError, TLS errors and socket timeouts are OSErrors
+            problem = fetch.tls_problem(error, self._client)
+            if problem is not None:
+                raise SourceError(f"Prometheus at {self.base}: {problem}") from None
             reason = getattr(error, "reason", error)
             raise SourceError(
                 f"cannot reach Prometheus at {self.base}: {reason}; check the address (as a browser would use it)"

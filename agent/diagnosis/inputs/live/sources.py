@@ -77,12 +77,19 @@ def is_loopback(url: str) -> bool:
 class AgentSource:
     """A running agent's /metrics, read over HTTP and parsed by prometheus_client's parser."""
 
-    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic, timeout: float = AGENT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        url: str,
+        clock: Callable[[], float] = time.monotonic,
+        timeout: float = AGENT_TIMEOUT,
+        client: fetch.Client | None = None,
+    ) -> None:
         self.url = metrics_url(url)
         self.name = f"agent {self.url}"
         self.local = is_loopback(self.url)
         self._clock = clock
         self._timeout = timeout
+        self._client = client or fetch.Client()
 
     def read(self) -> Reading:
         """GET /metrics and parse it."""
@@ -101,20 +108,28 @@ class AgentSource:
 
     def _get(self) -> str:
         try:
-            body = fetch.get(self.url, self._timeout, MAX_METRICS_BYTES, {"Accept": "text/plain; version=0.0.4"})
+            body = fetch.get(
+                self.url, self._timeout, MAX_METRICS_BYTES, {"Accept": "text/plain; version=0.0.4"}, self._client
+            )
         except urllib.error.HTTPError as error:
-            raise SourceError(
-                f"{self.url} answered HTTP {error.code} {error.reason}: is this the agent's metrics port?"
-            ) from None
+            advice = fetch.refusal(error.code, self._client) or "is this the agent's metrics port?"
+            raise SourceError(f"{self.url} answered HTTP {error.code} {error.reason}: {advice}") from None
         except fetch.DeadlinePassed:
             raise SourceError(
                 f"{self.url} sent no whole /metrics within {self._timeout:g} s: check that the agent is not "
                 "overloaded (its schedwatch_collector_duration_seconds) and that nothing between holds the answer"
             ) from None
-        except OSError as error:  # URLError and socket timeouts are OSErrors
-            reason = getattr(error, "reason", error)
-            raise SourceError(
-                f"cannot reach {self.url}: {reason}; is the agent running there? "
-                "(in Kubernetes: kubectl exec ds/schedwatch -- schedwatch diagnose --from http://127.0.0.1:17953)"
-            ) from None
+        except OSError as error:  # URLError, TLS errors and socket timeouts are OSErrors
+            problem = fetch.tls_problem(error, self._client)
+            if problem is not None:
+                raise SourceError(f"{self.url}: {problem}") from None
+            reason = error.reason if isinstance(error, urllib.error.URLError) else error
+            if self.url.startswith("http://") and isinstance(reason, ConnectionResetError):
+                hint = "if the agent serves TLS (its --web.tls-cert-file), use https://"
+            else:
+                hint = (
+                    "is the agent running there? (in Kubernetes: kubectl exec ds/schedwatch -- schedwatch diagnose "
+                    "--from http://127.0.0.1:17953)"
+                )
+            raise SourceError(f"cannot reach {self.url}: {reason}; {hint}") from None
         return body.decode("utf-8", errors="replace")
