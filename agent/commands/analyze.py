@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Read the files, diagnose them, and print (and write) the report."""
-    from agent.diagnosis.inputs.offline import OfflineError, read_environment
+    from agent.diagnosis.inputs.artifacts import OfflineError, read_environment
     from agent.diagnosis.render.html_page import diagnosis_page
     from agent.diagnosis.render.json_report import to_json
     from agent.diagnosis.render.text import make_console, render_text

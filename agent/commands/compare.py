@@ -47,7 +47,7 @@ def _name(paths: list[Path], given: str | None, fallback: str) -> str:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Read both sides, diagnose each, compare, print (and write) the report."""
     from agent.diagnosis.comparison import compare
-    from agent.diagnosis.inputs.offline import OfflineError, read_environment
+    from agent.diagnosis.inputs.artifacts import OfflineError, read_environment
     from agent.diagnosis.render.html_page import comparison_page
     from agent.diagnosis.render.json_report import comparison_to_json
     from agent.diagnosis.render.text import make_console, render_comparison_text

@@ -14,21 +14,16 @@ from pathlib import Path
 import pytest
 
 from agent.diagnosis.inputs import artifacts
-from agent.diagnosis.inputs.artifacts import detect, mpstat, perf_trace, pidstat, strace, top, vmstat
-from agent.diagnosis.inputs.artifacts.detect import detect_format
+from agent.diagnosis.inputs.artifacts import load, mpstat, perf_trace, pidstat, strace, top, vmstat
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
-from agent.diagnosis.inputs.artifacts.results import (
-    CpuStates,
-    MpstatReport,
-    PerfTraceSummary,
-    PidstatReport,
-    StraceSummary,
-    TaskCounts,
-    TopReport,
-    TopRow,
-    VmstatReport,
-)
+from agent.diagnosis.inputs.artifacts.formats import detect_format
+from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
+from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
+from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
+from agent.diagnosis.inputs.artifacts.strace import StraceSummary
 from agent.diagnosis.inputs.artifacts.text import docstring_sample
+from agent.diagnosis.inputs.artifacts.top import CpuStates, TaskCounts, TopReport, TopRow
+from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat)
@@ -785,7 +780,7 @@ def test_unreadable_files_say_why_in_one_line(tmp_path: Path) -> None:
         assert str(unreadable.value).startswith(f"{path}: cannot read it") and why in str(unreadable.value)
     big = tmp_path / "big.txt"
     with big.open("wb") as file:
-        file.truncate(detect.MAX_BYTES + 1)
+        file.truncate(load.MAX_BYTES + 1)
     with pytest.raises(artifacts.Unreadable, match="larger than 64 MiB"):
         artifacts.parse_file(big)
     unknown = tmp_path / "notes.txt"

@@ -9,7 +9,7 @@ import pytest
 
 from agent.diagnosis.comparison import Comparison, compare
 from agent.diagnosis.findings import Cause, Mechanism
-from agent.diagnosis.inputs.offline import read_environment
+from agent.diagnosis.inputs.artifacts import read_environment
 from agent.diagnosis.rules import diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"

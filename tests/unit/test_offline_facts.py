@@ -1,4 +1,4 @@
-"""Saved artifacts -> the facts the rules read (agent/diagnosis/inputs/offline): each tool alone, several merged
+"""Saved artifacts -> the facts the rules read (agent/diagnosis/inputs/artifacts): each tool alone, several merged
 into one environment, a saved diagnose report read back, and the one-line errors.
 
 Expected values are read off the fixture files (tests/unit/fixtures/artifacts/, sources in its README); sums over
@@ -17,11 +17,11 @@ import pytest
 
 from agent.diagnosis.facts import CpuShares, Facts, ThreadView, WorkloadView
 from agent.diagnosis.findings import SCHEMA, Diagnosis
-from agent.diagnosis.inputs.offline import OfflineError, read_environment
-from agent.diagnosis.inputs.offline.known import mean_known, seconds_by_call, sum_known
-from agent.diagnosis.inputs.offline.load import GIVE_WHOLE, RUN_AGAIN
-from agent.diagnosis.inputs.offline.merge import first_known
-from agent.diagnosis.inputs.offline.report import SAVE_AGAIN
+from agent.diagnosis.inputs.artifacts import OfflineError, read_environment
+from agent.diagnosis.inputs.artifacts.errors import GIVE_WHOLE, RUN_AGAIN
+from agent.diagnosis.inputs.artifacts.known import mean_known, seconds_by_call, sum_known
+from agent.diagnosis.inputs.artifacts.merge import first_known
+from agent.diagnosis.inputs.artifacts.saved_report import SAVE_AGAIN
 from agent.diagnosis.render.json_report import to_json
 from tests.unit.report_samples import sample_diagnosis
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.diagnosis.findings import Cause, Diagnosis, Mechanism
-from agent.diagnosis.inputs.offline import OfflineError, read_environment
+from agent.diagnosis.inputs.artifacts import OfflineError, read_environment
 from agent.diagnosis.rules import diagnose
 
 FIXTURE_DIRS = (Path(__file__).parent / "fixtures" / "artifacts", Path(__file__).parent / "fixtures" / "analyze")

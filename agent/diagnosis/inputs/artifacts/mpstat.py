@@ -15,22 +15,64 @@ recorded on this project's sick workload (sysstat 12.6, ``mpstat -P ALL 1 3``, r
 >>> report = parse(docstring_sample(__doc__))
 >>> [(row.cpu, row.usr, row.sys, row.idle) for row in report.rows]
 [('all', 87.68, 12.32, 0.0), ('0', 88.24, 11.76, 0.0), ('1', 87.13, 12.87, 0.0)]
+
+Facts (:func:`to_facts`): node facts only, since mpstat is machine-wide (every process on the host is in it).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from agent.diagnosis.facts import CpuShares, NodeView
 from agent.diagnosis.inputs.artifacts import table
 from agent.diagnosis.inputs.artifacts.errors import Malformed
+from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
-from agent.diagnosis.inputs.artifacts.results import MpstatReport, MpstatRow, SystemLine
-from agent.diagnosis.inputs.artifacts.sysstat import is_row, stamp, system_line
+from agent.diagnosis.inputs.artifacts.part import MACHINE_WIDE, Part
+from agent.diagnosis.inputs.artifacts.sysstat import SystemLine, is_row, stamp, system_line
 from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
 
-__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+__all__ = ["FORMAT", "MpstatReport", "MpstatRow", "looks_like", "looks_like_error", "parse", "to_facts"]
 
 FORMAT = "mpstat"
+
+
+# --- the records: what the tool printed, nothing inferred -----------------------------------------
+
+
+@dataclass(frozen=True)
+class MpstatRow:
+    """One CPU's row of ``mpstat -P ALL`` (*cpu* is ``all`` or the CPU number); shares in percent."""
+
+    time: str | None
+    average: bool
+    cpu: str
+    usr: float | None
+    nice: float | None
+    sys: float | None
+    iowait: float | None
+    irq: float | None
+    soft: float | None
+    steal: float | None
+    guest: float | None
+    gnice: float | None
+    idle: float | None
+
+
+@dataclass(frozen=True)
+class MpstatReport:
+    """An ``mpstat`` report: every CPU row, in the order printed."""
+
+    system: SystemLine | None
+    rows: tuple[MpstatRow, ...]
+
+    def averages(self) -> tuple[MpstatRow, ...]:
+        """The ``Average:`` rows."""
+        return tuple(row for row in self.rows if row.average)
+
+
+# --- recognising and parsing ----------------------------------------------------------------------
 
 _ERROR = re.compile(r"(mpstat: |Usage: mpstat\b)")
 _ALIASES = {"%user": "%usr", "%system": "%sys"}
@@ -111,3 +153,32 @@ def _row(line: Line, columns: list[str]) -> MpstatRow:
         gnice=share("%gnice"),
         idle=share("%idle"),
     )
+
+
+# --- facts: what the records tell the rules -------------------------------------------------------
+
+
+def _all_cpus(rows: tuple[MpstatRow, ...]) -> list[MpstatRow]:
+    together = [row for row in rows if row.cpu.lower() == "all"]
+    averages = [row for row in together if row.average]
+    return averages or together
+
+
+def to_facts(report: MpstatReport, source: str) -> Part:
+    """CPU shares of the ``all`` row (the Average when printed, else the mean of the intervals), and the CPUs."""
+    rows = _all_cpus(report.rows)
+    numbered = {row.cpu for row in report.rows if row.cpu.isdigit()}
+    cpus = report.system.cpus if report.system and report.system.cpus else (len(numbered) or None)
+    shares = None
+    if rows:
+        shares = CpuShares(
+            user=mean_known([row.usr for row in rows]),
+            nice=mean_known([row.nice for row in rows]),
+            system=mean_known([row.sys for row in rows]),
+            idle=mean_known([row.idle for row in rows]),
+            iowait=mean_known([row.iowait for row in rows]),
+            irq=mean_known([row.irq for row in rows]),
+            softirq=mean_known([row.soft for row in rows]),
+            steal=mean_known([row.steal for row in rows]),
+        )
+    return Part(FORMAT, source, NodeView(cpus=cpus, cpu=shares), notes=(MACHINE_WIDE.format(tool=FORMAT),))

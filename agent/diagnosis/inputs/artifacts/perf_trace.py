@@ -29,20 +29,67 @@ paste, a long row may be wrapped, and perf may cut the first letter of a thread'
 (5119771, 63387.192, 0.002, 0.012, 98.5, 0.6, None)
 >>> summary.errors_column
 False
+
+Facts (:func:`to_facts`): one thread view per thread block, the workload's totals summed over them.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
 from agent.diagnosis.inputs.artifacts.errors import CommandFailed, Malformed, NotThisFormat
-from agent.diagnosis.inputs.artifacts.results import PerfTraceSummary, SyscallStat, ThreadSyscalls
+from agent.diagnosis.inputs.artifacts.known import seconds_by_call, sum_known
+from agent.diagnosis.inputs.artifacts.part import Part
+from agent.diagnosis.inputs.artifacts.syscalls import SyscallStat
 from agent.diagnosis.inputs.artifacts.text import Line, lines, meaningful, trimmed
 
-__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+__all__ = ["FORMAT", "PerfTraceSummary", "ThreadSyscalls", "looks_like", "looks_like_error", "parse", "to_facts"]
 
 FORMAT = "perf trace -s"
+
+
+# --- the records: what the tool printed, nothing inferred -----------------------------------------
+
+
+@dataclass(frozen=True)
+class ThreadSyscalls:
+    """One thread's block of a ``perf trace -s`` summary (``python (2847), 10240661 events, 6.0%``).
+
+    *comm* is the name exactly as printed (perf may print it cut, e.g. ``ython``); None for a summary without
+    per-thread blocks.
+    """
+
+    comm: str | None
+    tid: int | None
+    events: int | None
+    events_percent: float | None
+    syscalls: tuple[SyscallStat, ...]
+    majfaults: int | None = None  # printed with perf trace -F
+    minfaults: int | None = None
+    runtime_ms: float | None = None  # printed with perf trace --sched
+
+    def syscall(self, name: str) -> SyscallStat | None:
+        """The row for system call *name*, None when this thread made none."""
+        return next((stat for stat in self.syscalls if stat.name == name), None)
+
+
+@dataclass(frozen=True)
+class PerfTraceSummary:
+    """A ``perf trace -s`` summary: one block per thread, in the order printed."""
+
+    threads: tuple[ThreadSyscalls, ...]
+    errors_column: bool  # newer perf prints an errors column; the seed's older perf does not
+    lost_events: int  # sum of the "LOST N events!" lines: perf dropped that many events, its counts are low
+
+    def thread(self, tid: int) -> ThreadSyscalls | None:
+        """The block of thread *tid*, None if absent."""
+        return next((thread for thread in self.threads if thread.tid == tid), None)
+
+
+# --- recognising and parsing ----------------------------------------------------------------------
 
 _THREAD = re.compile(
     r"(?P<comm>.*?) ?\((?P<tid>\d+)\), (?P<events>\d+) events, (?P<percent>\d+(?:[.,]\d+)?)%"
@@ -215,3 +262,66 @@ class _Reader:
 def _optional_int(header: re.Match[str] | None, group: str) -> int | None:
     value = header[group] if header else None
     return int(value) if value else None
+
+
+# --- facts: what the records tell the rules -------------------------------------------------------
+
+NO_CLOCK = "perf trace -s does not say how long it ran: rates (calls per second) are unknown, only counts and times"
+SLOWED = (
+    "perf trace slows the loops it traces: a sched_yield storm shows 10-30x fewer calls than it makes untraced, "
+    "so its counts are a floor"
+)
+NO_OPS = (
+    "perf trace -s does not split futex calls by operation (wait, wake); their time is mostly time waiting, "
+    "and it names threads, not the processes they belong to"
+)
+
+
+def _seconds(milliseconds: float) -> float:
+    return milliseconds / 1000.0
+
+
+def thread_view(block: ThreadSyscalls) -> ThreadView:
+    """One thread's block: a thread that made no such call made 0 (perf trace sees every system call of a thread);
+    a block whose table is empty (perf 6.1 with ``-F``) tells no counts at all."""
+    if not block.syscalls:
+        return ThreadView(tid=block.tid, comm=block.comm)
+    yields = block.syscall("sched_yield")
+    futex = block.syscall("futex")
+    return ThreadView(
+        tid=block.tid,
+        comm=block.comm,
+        sched_yield_calls=yields.calls if yields else 0,
+        sched_yield_seconds=_seconds(yields.total_ms) if yields else 0.0,
+        futex_calls=futex.calls if futex else 0,
+        futex_seconds=_seconds(futex.total_ms) if futex else 0.0,
+        futex_max_seconds=None if futex is None or futex.max_ms is None else _seconds(futex.max_ms),
+        syscall_seconds=_seconds(sum(stat.total_ms for stat in block.syscalls)),
+    )
+
+
+def to_facts(summary: PerfTraceSummary, source: str) -> Part:
+    """The workload that perf traced: its threads and their sums."""
+    threads = tuple(thread_view(block) for block in summary.threads)
+    yields = sum_known(thread.sched_yield_calls for thread in threads)
+    workload = WorkloadView(
+        ref=Workload(),
+        threads=len(threads),
+        sched_yield_calls=yields,
+        futex_wait_seconds=sum_known(thread.futex_seconds for thread in threads),
+        syscall_seconds=seconds_by_call(
+            (stat.name, _seconds(stat.total_ms)) for block in summary.threads for stat in block.syscalls
+        ),
+        thread_views=threads,
+    )
+    notes = [NO_CLOCK, NO_OPS]
+    if yields:
+        notes.append(SLOWED)
+    if summary.lost_events:
+        notes.append(
+            f"perf trace lost {summary.lost_events:,} events (its buffer was full): its counts are lower still; "
+            "`perf trace -m 64M` gives it a larger buffer"
+        )
+    if any(thread.sched_yield_calls is None for thread in threads):
+        notes.append("some perf trace blocks have an empty table (perf with -F): their calls are unknown")
+    return Part(FORMAT, source, NodeView(), workload, tuple(notes), untimed_counts=True)

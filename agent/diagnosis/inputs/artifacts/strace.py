@@ -29,20 +29,62 @@ skipped. A sample, posted in a public issue (strace/strace#95, ``strace -f -c sl
 (3, 3, 0.012, 0.004, 2.52)
 >>> (table.total.calls, table.total.errors, table.total.total_ms)
 (32, 3, 0.476)
+
+Facts (:func:`to_facts`): the workload's totals (strace sums every traced thread into one table).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table as columns
 from agent.diagnosis.inputs.artifacts.errors import CommandFailed, Malformed, NotThisFormat
-from agent.diagnosis.inputs.artifacts.results import StraceSummary, StraceTable, SyscallStat
+from agent.diagnosis.inputs.artifacts.known import seconds_by_call
+from agent.diagnosis.inputs.artifacts.part import Part
+from agent.diagnosis.inputs.artifacts.syscalls import SyscallStat
 from agent.diagnosis.inputs.artifacts.text import Line, lines, meaningful
 
-__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+__all__ = ["FORMAT", "StraceSummary", "StraceTable", "looks_like", "looks_like_error", "parse", "to_facts"]
 
 FORMAT = "strace -c"
+
+
+# --- the records: what the tool printed, nothing inferred -----------------------------------------
+
+
+@dataclass(frozen=True)
+class StraceTable:
+    """One ``strace -c`` table; strace prints one per personality (``System call usage summary for 32 bit mode``).
+
+    ``strace -c -w`` prints the same table with wall-clock instead of system CPU time; the table does not say
+    which, so :attr:`total` and the rows cannot tell either.
+    """
+
+    personality: str | None
+    syscalls: tuple[SyscallStat, ...]
+    total: SyscallStat | None
+
+    def syscall(self, name: str) -> SyscallStat | None:
+        """The row for system call *name*, None when it was not called."""
+        return next((stat for stat in self.syscalls if stat.name == name), None)
+
+
+@dataclass(frozen=True)
+class StraceSummary:
+    """A ``strace -c`` report (``-f`` sums every traced thread and process into one table)."""
+
+    tables: tuple[StraceTable, ...]
+    attached: tuple[int, ...]  # pids named in "strace: Process N attached" lines (strace -p)
+
+    @property
+    def main(self) -> StraceTable:
+        """The first (for most programs the only) table."""
+        return self.tables[0]
+
+
+# --- recognising and parsing ----------------------------------------------------------------------
 
 _HEADER = re.compile(r"% ?time +seconds +usecs/call +calls +errors +syscall")
 _PERSONALITY = re.compile(r"System call usage summary for (?P<name>.+?) mode:")
@@ -162,3 +204,31 @@ def _total(line: Line, syscalls: list[SyscallStat]) -> SyscallStat:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 6)  # strace prints microsecond resolution
+
+
+# --- facts: what the records tell the rules -------------------------------------------------------
+
+NO_THREADS = (
+    "strace -c sums every traced thread into one table: it cannot say which threads yielded or waited, and "
+    "without -f it follows only the first thread"
+)
+NO_CLOCK = "strace -c does not say how long it ran: rates are unknown, only counts"
+CPU_OR_WALL = (
+    "strace -c prints system CPU time, or wall-clock time with -w, and the table does not say which: "
+    "its times are not read as futex wait time"
+)
+SLOWED = (
+    "strace slows the loops it traces: a sched_yield storm shows about 10x fewer calls than it makes untraced "
+    "(more on a quiet machine), so its counts are a floor"
+)
+
+
+def to_facts(summary: StraceSummary, source: str) -> Part:
+    """The traced workload's sched_yield count (0 when no table lists it: strace -c lists every call it saw)."""
+    yields = sum(row.calls for table in summary.tables for row in table.syscalls if row.name == "sched_yield")
+    per_call = seconds_by_call((row.name, row.total_ms / 1000.0) for table in summary.tables for row in table.syscalls)
+    workload = WorkloadView(ref=Workload(), sched_yield_calls=float(yields), syscall_seconds=per_call)
+    notes = [NO_CLOCK, NO_THREADS, CPU_OR_WALL]
+    if yields:
+        notes.append(SLOWED)
+    return Part(FORMAT, source, NodeView(), workload, tuple(notes), untimed_counts=True)

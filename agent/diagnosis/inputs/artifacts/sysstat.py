@@ -7,9 +7,9 @@ word the locale uses for the averages (``Average:``, ``Durchschn.:``, ``Moyenne 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from agent.diagnosis.inputs.artifacts.results import SystemLine
 from agent.diagnosis.inputs.artifacts.text import Line
 
 _SYSTEM = re.compile(
@@ -17,6 +17,17 @@ _SYSTEM = re.compile(
 )
 _TIME = re.compile(r"(?P<h>\d{1,2})(?::|时)(?P<m>\d\d)(?::|分)(?P<s>\d\d)秒?")  # 14:05:26, or 14时05分26秒 (zh_CN)
 _MERIDIEM = ("AM", "PM")
+
+
+@dataclass(frozen=True)
+class SystemLine:
+    """The first line of sysstat's tools: ``Linux 6.18.44 (vm)  12/01/2026  _x86_64_  (2 CPU)``."""
+
+    kernel: str
+    host: str
+    date: str
+    arch: str
+    cpus: int | None
 
 
 class Stamp(NamedTuple):

@@ -21,21 +21,108 @@ sample, the seed case's ``top`` on the GCP VM (as posted, whitespace collapsed; 
 ((35.1, 12.57, 4.53), 15, 43.1)
 >>> snapshot.rows[0]
 TopRow(pid=2501, user='root', state='R', cpu_percent=380.5, mem_percent=0.6, time='3:24.55', command='python')
+
+Facts (:func:`to_facts`): the node's CPU states, load and running tasks, and the rows shown (processes, or
+threads with ``top -H``).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from agent.diagnosis.facts import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
-from agent.diagnosis.inputs.artifacts.results import CpuStates, TaskCounts, TopReport, TopRow, TopSnapshot
+from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import Line, decimal, lines, trimmed
 
-__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+__all__ = [
+    "FORMAT",
+    "CpuStates",
+    "TaskCounts",
+    "TopReport",
+    "TopRow",
+    "TopSnapshot",
+    "looks_like",
+    "looks_like_error",
+    "parse",
+    "to_facts",
+]
 
 FORMAT = "top"
+
+
+# --- the records: what the tool printed, nothing inferred -----------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuStates:
+    """CPU time shares in percent, as ``top`` prints them (``52.0 us, 43.1 sy, ...``); absent states are None."""
+
+    us: float | None
+    sy: float | None
+    ni: float | None
+    id: float | None
+    wa: float | None
+    hi: float | None
+    si: float | None
+    st: float | None
+
+
+@dataclass(frozen=True)
+class TaskCounts:
+    """``Tasks:`` (or, with ``top -H``, ``Threads:``) line of ``top``; counts it does not print are None.
+
+    Newer procps-ng splits sleeping tasks into ``sleep`` and ``d-sleep`` (uninterruptible).
+    """
+
+    total: int
+    running: int
+    sleeping: int | None
+    stopped: int | None
+    zombie: int | None
+    d_sleep: int | None = None
+
+
+@dataclass(frozen=True)
+class TopRow:
+    """One process (or, with ``top -H``, thread) row. *pid* is the thread id in the thread view."""
+
+    pid: int
+    user: str | None
+    state: str | None
+    cpu_percent: float | None
+    mem_percent: float | None
+    time: str | None
+    command: str | None
+
+
+@dataclass(frozen=True)
+class TopSnapshot:
+    """One refresh of ``top``: its summary area and its rows."""
+
+    time: str | None
+    uptime: str | None
+    users: int | None
+    load_average: tuple[float, float, float] | None
+    tasks: TaskCounts | None
+    threads_view: bool  # "Threads:" instead of "Tasks:": top -H, one row per thread
+    cpu: CpuStates | None
+    per_cpu: tuple[tuple[str, CpuStates], ...]  # "%Cpu0 : ..." lines when top shows each CPU
+    columns: tuple[str, ...]
+    rows: tuple[TopRow, ...]
+
+
+@dataclass(frozen=True)
+class TopReport:
+    """A ``top`` paste: one snapshot per refresh (``top -b -n 2`` gives two; the second is the one over an interval)."""
+
+    snapshots: tuple[TopSnapshot, ...]
+
+
+# --- recognising and parsing ----------------------------------------------------------------------
 
 _FIRST = re.compile(
     r"top - (?P<time>\S+) +up +(?P<uptime>\S.*?),(?: +(?P<users>\d+) users?,)? +load average: "
@@ -197,3 +284,57 @@ def _row(line: Line, columns: tuple[str, ...]) -> TopRow:
         time=values.get(time_column) if time_column else None,
         command=values.get(columns[-1]) if has_command else None,
     )
+
+
+# --- facts: what the records tell the rules -------------------------------------------------------
+
+NO_CAUSE = "top shows where CPU time went, not why: a spinning thread pool and useful work look alike except for sy"
+ROWS = "top's rows are what the screen showed (all processes, or those given with -p): not known to be one workload"
+FIRST_REFRESH = "top printed one refresh: if it was `top -b -n 1`, its CPU line has no interval behind it"
+
+
+def cpu_shares(states: CpuStates) -> CpuShares:
+    """top's ``us sy ni id wa hi si st`` as the view's shares."""
+    return CpuShares(
+        user=states.us,
+        nice=states.ni,
+        system=states.sy,
+        idle=states.id,
+        iowait=states.wa,
+        irq=states.hi,
+        softirq=states.si,
+        steal=states.st,
+    )
+
+
+def _process(row: TopRow) -> ProcessView:
+    return ProcessView(pid=row.pid, comm=row.command, command=row.command, cpu_percent=row.cpu_percent)
+
+
+def _thread(row: TopRow) -> ThreadView:
+    return ThreadView(tid=row.pid, comm=row.command, cpu_percent=row.cpu_percent)
+
+
+def _node(snapshot: TopSnapshot) -> NodeView:
+    return NodeView(
+        cpus=len(snapshot.per_cpu) or None,
+        cpu=None if snapshot.cpu is None else cpu_shares(snapshot.cpu),
+        run_queue=None if snapshot.tasks is None else float(snapshot.tasks.running),
+        load_average=snapshot.load_average,
+    )
+
+
+def to_facts(report: TopReport, source: str) -> Part:
+    """The last refresh: in batch mode the first has no interval behind it."""
+    snapshot = report.snapshots[-1]
+    notes = [NO_CAUSE]
+    workload: WorkloadView | None = None
+    if snapshot.rows:
+        notes.append(ROWS)
+        if snapshot.threads_view:
+            workload = WorkloadView(ref=Workload(), thread_views=tuple(_thread(row) for row in snapshot.rows))
+        else:
+            workload = WorkloadView(ref=Workload(), processes=tuple(_process(row) for row in snapshot.rows))
+    if len(report.snapshots) == 1:
+        notes.append(FIRST_REFRESH)
+    return Part("top", source, _node(snapshot), workload, tuple(notes))

@@ -14,21 +14,60 @@ recorded on this project's sick workload (procps-ng 4.0, ``vmstat 1 5``, rows cu
 >>> rows = parse(docstring_sample(__doc__)).rows
 >>> [(row.since_boot, row.r, row.cs, row.us, row.sy) for row in rows]
 [(True, 10, 3832, 40, 7), (False, 12, 183110, 80, 20)]
+
+Facts (:func:`to_facts`): node facts only, since vmstat is machine-wide (every process on the host is in it).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from agent.diagnosis.facts import CpuShares, NodeView
 from agent.diagnosis.inputs.artifacts import table
 from agent.diagnosis.inputs.artifacts.errors import Malformed
+from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
-from agent.diagnosis.inputs.artifacts.results import VmstatReport, VmstatRow
+from agent.diagnosis.inputs.artifacts.part import MACHINE_WIDE, Part
 from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
 
-__all__ = ["FORMAT", "looks_like", "looks_like_error", "parse"]
+__all__ = ["FORMAT", "VmstatReport", "VmstatRow", "looks_like", "looks_like_error", "parse", "to_facts"]
 
 FORMAT = "vmstat"
+
+
+# --- the records: what the tool printed, nothing inferred -----------------------------------------
+
+
+@dataclass(frozen=True)
+class VmstatRow:
+    """One line of ``vmstat``: run queue, blocked, interrupts and context switches per second, CPU shares.
+
+    The first line vmstat prints averages since boot (*since_boot*); the others cover one interval each.
+    """
+
+    since_boot: bool
+    r: int
+    b: int
+    interrupts: int
+    cs: int
+    us: int
+    sy: int
+    id: int
+    wa: int
+    st: int | None
+    gu: int | None  # guest time, procps-ng 4 and newer
+    timestamp: str | None  # vmstat -t
+
+
+@dataclass(frozen=True)
+class VmstatReport:
+    """A ``vmstat`` report."""
+
+    rows: tuple[VmstatRow, ...]
+
+
+# --- recognising and parsing ----------------------------------------------------------------------
 
 _GROUPS = re.compile(r"-*procs-* +-")  # "procs -----------memory---------- ---swap-- ..."
 _ERROR = re.compile(r"vmstat: (?P<message>.+)")
@@ -111,3 +150,28 @@ def _row(line: Line, header: list[str], since_boot: bool) -> VmstatRow:
         gu=values[17] if guest else None,
         timestamp=" ".join(fields[numbers:]) if stamped else None,
     )
+
+
+# --- facts: what the records tell the rules -------------------------------------------------------
+
+
+def to_facts(report: VmstatReport, source: str) -> Part:
+    """Run queue, context switches and CPU shares: the mean of the intervals (the first line is since boot)."""
+    rows = [row for row in report.rows if not row.since_boot]
+    notes = [MACHINE_WIDE.format(tool=FORMAT)]
+    if not rows:
+        rows = list(report.rows)
+        notes.append("vmstat printed only its first line: averages since boot, not the present")
+    shares = CpuShares(
+        user=mean_known([row.us for row in rows]),
+        system=mean_known([row.sy for row in rows]),
+        idle=mean_known([row.id for row in rows]),
+        iowait=mean_known([row.wa for row in rows]),
+        steal=mean_known([row.st for row in rows]),
+    )
+    node = NodeView(
+        cpu=shares,
+        run_queue=mean_known([row.r for row in rows]),
+        context_switches_per_second=mean_known([row.cs for row in rows]),
+    )
+    return Part(FORMAT, source, node, notes=tuple(notes))

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from agent.diagnosis.facts import Facts, NodeView, ProcessView, ThreadView, Workload, WorkloadView
-from agent.diagnosis.inputs.offline.known import seconds_by_call, sum_known
-from agent.diagnosis.inputs.offline.part import Part
+from agent.diagnosis.inputs.artifacts.known import seconds_by_call, sum_known
+from agent.diagnosis.inputs.artifacts.part import Part
 
 NODE_ORDER = ("mpstat", "vmstat", "top", "pidstat")  # machine-wide averages first, a single screen after
 WORKLOAD_ORDER = ("perf trace -s", "strace -c", "pidstat", "top")  # per-thread counts first

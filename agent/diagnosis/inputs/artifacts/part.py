@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, WorkloadView
 
+MACHINE_WIDE = "{tool} is machine-wide: its CPU shares include every process on the host, not only the workload"
+
 
 @dataclass(frozen=True)
 class Part:
@@ -16,7 +18,7 @@ class Part:
     timed source, the environment then has no window, since its counts would be divided by the wrong one.
     """
 
-    kind: str  # the tool: "perf trace -s", "strace -c", "top", "pidstat", "mpstat", "vmstat"
+    kind: str  # the name of its format's row in .formats: "perf trace -s", "strace -c", "top", ...
     source: str
     node: NodeView
     workload: WorkloadView | None = None

@@ -4,6 +4,10 @@
 The report holds the facts as plain JSON (dataclasses as objects, tuples as lists, enums as their values); this
 module rebuilds the view dataclasses from the field types, so a report from one version reads back as the same
 facts. Unknown members are ignored, missing ones take the field's default, a value of the wrong kind is an error.
+
+Unlike the tools' outputs, what this format holds is already the facts of a whole environment: :func:`parse` gives
+:class:`~agent.diagnosis.facts.Facts`, and :func:`to_facts` returns them as they are (not a
+:class:`~.part.Part` to merge), so the report stands alone.
 """
 
 from __future__ import annotations
@@ -16,40 +20,64 @@ from typing import Any, Union
 
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.findings import SCHEMA
+from agent.diagnosis.inputs.artifacts.errors import ArtifactError, NotThisFormat
 
+__all__ = ["FORMAT", "ReportUnusable", "looks_like", "looks_like_error", "parse", "to_facts"]
+
+FORMAT = "schedwatch diagnose --json"
 SCHEMA_PREFIX = "schedwatch."  # any report of schedwatch: the wrong kind or version gets its own error
 SAVE_AGAIN = f"give a {SCHEMA} report, as this schedwatch's `schedwatch diagnose --json` saves it"
 
 
-class ReportError(ValueError):
+class ReportUnusable(ArtifactError):
     """The text is a schedwatch report that cannot be read back (say why in one line)."""
+
+    advice = SAVE_AGAIN
 
 
 def looks_like(text: str) -> bool:
     """A JSON object whose ``schema`` names a schedwatch report (any kind, any version)."""
+    return _report(text) is not None
+
+
+def looks_like_error(text: str) -> bool:
+    """Always False: schedwatch never saves an error message in place of its report."""
+    return False
+
+
+def _report(text: str) -> dict[str, Any] | None:
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped.startswith("{"):
-        return False
+        return None
     try:
         data = json.loads(stripped)
     except ValueError:
-        return False
-    return isinstance(data, dict) and str(data.get("schema", "")).startswith(SCHEMA_PREFIX)
+        return None
+    if isinstance(data, dict) and str(data.get("schema", "")).startswith(SCHEMA_PREFIX):
+        return data
+    return None
 
 
-def facts_from_text(text: str, source: str) -> Facts:
-    """The facts of the report *text*; raises ReportError naming *source*."""
-    data = json.loads(text.lstrip("\ufeff"))
+def parse(text: str) -> Facts:
+    """The facts of the report *text*; raises NotThisFormat (not a schedwatch report) or ReportUnusable."""
+    data = _report(text)
+    if data is None:
+        raise NotThisFormat(FORMAT, "not a JSON object whose schema names a schedwatch report")
     if data.get("schema") != SCHEMA:
-        raise ReportError(f"{source}: a {data.get('schema')} report; {SAVE_AGAIN}")
+        raise ReportUnusable(f"a {data.get('schema')} report")
     members = {name: data.get(name) for name in ("node", "workloads", "sources", "notes")}
     if not isinstance(members["node"], dict) or not isinstance(members["workloads"], list):
-        raise ReportError(f"{source}: the report has no 'node' object or no 'workloads' list; {SAVE_AGAIN}")
+        raise ReportUnusable("the report has no 'node' object or no 'workloads' list")
     try:
         facts = decode(Facts, {name: value for name, value in members.items() if value is not None})
     except (TypeError, ValueError, KeyError) as error:
-        raise ReportError(f"{source}: its facts do not read back ({error}); {SAVE_AGAIN}") from None
+        raise ReportUnusable(f"its facts do not read back ({error})") from None
     assert isinstance(facts, Facts)
+    return facts
+
+
+def to_facts(facts: Facts, source: str) -> Facts:
+    """The report's facts as they are: a whole environment (its sources are those it names, not *source*)."""
     return facts
 
 

@@ -1,0 +1,112 @@
+"""The one table of the formats schedwatch reads from saved files, and the detection that reads it.
+
+Each row names a format, the command that makes it, and its module's functions: whether a text looks like its
+report (``looks_like``) or like its tool's own error message (``looks_like_error``), the parser (text -> frozen
+records of what the tool printed, nothing inferred) and the conversion of those records to facts. Detection (here)
+and conversion (:mod:`.load`) both read this table and nothing else: adding a format is one module and one row.
+
+The format is decided by the content, never by the file's name: the first row whose report the text looks like,
+or, failing that, the first whose error message it looks like. A text no row claims gets :class:`UnknownFormat`,
+whose message (:func:`unknown_format_message`) names every row's command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from agent.diagnosis.facts import Facts
+from agent.diagnosis.inputs.artifacts import mpstat, perf_trace, pidstat, saved_report, strace, top, vmstat
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.part import Part
+
+Record = TypeVar("Record")
+
+
+class FormatModule(Protocol[Record]):
+    """What the module of a format provides; mypy checks each row's module against it."""
+
+    FORMAT: str  # the format's name
+
+    def looks_like(self, text: str) -> bool:
+        """Whether *text* holds this format's report."""
+
+    def looks_like_error(self, text: str) -> bool:
+        """Whether *text* is, instead of a report, the tool's own error message."""
+
+    def parse(self, text: str) -> Record:
+        """*text* -> the records of what the tool printed; raises NotThisFormat, CommandFailed or Malformed."""
+
+    def to_facts(self, records: Record, source: str) -> Part | Facts:
+        """The records -> the facts they tell (*source*: the file's name, for the sources)."""
+
+
+@dataclass(frozen=True)
+class Format(Generic[Record]):
+    """One row of the table: a format's name, the command that makes it, and its module's functions.
+
+    *to_facts* turns the parsed records (and the file's name, for the sources) into a :class:`~.part.Part`, which
+    :func:`~.merge.merge` combines with the other files of its environment, or, for a saved schedwatch report, into
+    the :class:`~agent.diagnosis.facts.Facts` of a whole environment, which stands alone.
+    """
+
+    name: str  # as errors, notes and the report's sources name it ("perf trace -s"); the Part's kind
+    command: str  # what a user runs to make it, as the unknown-format message lists it
+    looks_like: Callable[[str], bool]
+    looks_like_error: Callable[[str], bool]
+    parse: Callable[[str], Record]
+    to_facts: Callable[[Record, str], Part | Facts]
+
+
+def row(module: FormatModule[Record], command: str) -> Format[Any]:
+    """The row of the format that *module* reads, made by *command*; mypy checks its parser and conversion agree."""
+    return Format(module.FORMAT, command, module.looks_like, module.looks_like_error, module.parse, module.to_facts)
+
+
+# Every fixture and a saved report are claimed by one row only (tests/unit/test_artifact_formats.py), so the order
+# decides nothing but the order the unknown-format message lists the commands in.
+FORMATS: tuple[Format[Any], ...] = (
+    row(perf_trace, "perf trace -s"),
+    row(strace, "strace -c (-f, -w)"),
+    row(top, "top -b (-H), or a top screen"),
+    row(pidstat, "pidstat -t"),
+    row(mpstat, "mpstat -P ALL"),
+    row(vmstat, "vmstat"),
+    row(saved_report, "a `schedwatch diagnose --json` report"),
+)
+
+
+class UnknownFormat(NotThisFormat):
+    """No known format claims the text."""
+
+    def __init__(self, source: str | None = None) -> None:
+        super().__init__("a known tool's", "no known format matches")
+        self.args = (unknown_format_message(source),)  # the one line a user sees
+
+
+def unknown_format_message(source: str | None = None) -> str:
+    """One line: *source* (a file name, when given) is in no known format, and the command of every row."""
+    commands = [fmt.command for fmt in FORMATS]
+    known = "; or ".join(("; ".join(commands[:-1]), commands[-1])) if len(commands) > 1 else commands[0]
+    where = f"{source}: " if source else ""
+    return f"{where}not output of a tool schedwatch reads; give it the output of one of: {known}"
+
+
+def detect_format(text: str, source: str | None = None) -> Format[Any]:
+    """The format of *text*: the first row whose report (or, failing that, whose error message) it looks like.
+
+    Raises UnknownFormat (a NotThisFormat) naming *source* when none does, the empty text included.
+    """
+    for fmt in FORMATS:
+        if fmt.looks_like(text):
+            return fmt
+    for fmt in FORMATS:
+        if fmt.looks_like_error(text):
+            return fmt
+    raise UnknownFormat(source)
+
+
+def parse(text: str, source: str | None = None) -> object:
+    """*text* parsed by the parser of its format (its records); raises UnknownFormat, CommandFailed or Malformed."""
+    return detect_format(text, source).parse(text)
