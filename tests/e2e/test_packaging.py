@@ -98,6 +98,8 @@ def test_the_installed_agent_loads_its_programs_when_run_inside_a_checkout(tmp_p
     assert {name: check["ok"] for name, check in report["collectors"].items()} == {
         "syscalls": True,
         "sched": True,
+        "syscall_families": True,
         "cgroup_cpu": True,
+        "pressure": True,
     }, report["collectors"]
     assert result.returncode == 0

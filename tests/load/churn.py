@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,7 +60,12 @@ def yields_by_cgroup(scrape: Scrape, prefix: str) -> dict[str, float]:
 
 def series_under(scrape: Scrape, prefix: str) -> int:
     """How many samples carry a cgroup label under *prefix*."""
-    return sum(1 for _, labels in scrape.samples if dict(labels).get("cgroup", "").startswith(prefix))
+    return sum(families_under(scrape, prefix).values())
+
+
+def families_under(scrape: Scrape, prefix: str) -> Counter[str]:
+    """The samples carrying a cgroup label under *prefix*, counted by metric name."""
+    return Counter(name for name, labels in scrape.samples if dict(labels).get("cgroup", "").startswith(prefix))
 
 
 def map_entries(scrape: Scrape) -> dict[str, float]:
@@ -104,6 +110,7 @@ class RoundResult:
     wrong_removed: dict[str, tuple[int, float]] = field(default_factory=dict)
     removed_checked: bool = True  # False: no scrape succeeded within the grace period after the removal
     series_left: int = 0
+    series_left_by_name: dict[str, int] = field(default_factory=dict)
     map_keys_left: int = 0
     seconds: float = 0.0
 
@@ -130,7 +137,7 @@ class RoundResult:
         if not self.removed_checked:
             parts.append("counts after removal unchecked: no scrape answered within the grace period")
         if self.series_left:
-            parts.append(f"{self.series_left} series left after the grace period")
+            parts.append(f"{self.series_left} series left after the grace period ({self.series_left_by_name})")
         if self.map_keys_left:
             parts.append(f"{self.map_keys_left} BPF map keys left after the grace period")
         return f"round {self.round}: " + "; ".join(parts)
@@ -259,7 +266,8 @@ class Churn:
         # Memory is read once the agent has handed the scrape's freed pages back (within ~1.2 s of a scrape): what
         # it keeps, not the garbage of the scrape in flight.
         expired = self.sample("expired", number, settle=SETTLE_SECONDS)
-        result.series_left = series_under(expired, self.prefix)
+        result.series_left_by_name = dict(families_under(expired, self.prefix))
+        result.series_left = sum(result.series_left_by_name.values())
         result.map_keys_left = len(cgroup_ids & set(agent_map_keys(self.agent, WORKLOAD_MAP)))
         result.seconds = round(time.monotonic() - began, 1)
         self.rounds.append(result)
