@@ -39,6 +39,27 @@ class NodeView:
     run_queue: float | None = None  # runnable tasks on average (vmstat's r, top's running tasks)
     load_average: tuple[float, float, float] | None = None
     context_switches_per_second: float | None = None
+    clocksource: str | None = None  # /sys/devices/system/clocksource/clocksource0/current_clocksource
+    available_clocksources: tuple[str, ...] | None = None
+    clocksource_events: tuple[str, ...] = ()  # kernel log lines about the clock source (TSC marked unstable, ...)
+    pressure_waiting_seconds: dict[str, float] | None = None  # /proc/pressure/{cpu,memory,io} "some" totals
+    pressure_stalled_seconds: dict[str, float] | None = None  # "full" totals
+
+
+@dataclass(frozen=True)
+class CodeShare:
+    """Where a workload's sampled CPU time, or its calls of one system call, went: one library and function.
+
+    *library* is a file name without the hash suffix a wheel adds (``libscipy_openblas64_.so``), ``[kernel]`` for
+    kernel code, ``(unknown)`` for an address no mapping explains; *function* is None when the address has no
+    symbol. *count* is samples (on-CPU) or calls (call sites) in the window.
+    """
+
+    library: str
+    function: str | None
+    mode: str  # "user" or "kernel"
+    count: float
+    version: str | None = None  # the library's own version, where it says
 
 
 @dataclass(frozen=True)
@@ -122,6 +143,24 @@ class WorkloadView:
     libraries: tuple[LibraryView, ...] | None = None  # None: maps not read
     thread_views: tuple[ThreadView, ...] | None = None  # per thread, where the source tells it
     syscall_seconds: dict[str, float] | None = None  # time in each system call, all threads (perf trace, strace)
+    # The time budget (agent/machine/syscall_families.py names the families):
+    user_seconds: float | None = None  # CPU time in user space, thread-seconds
+    system_seconds: float | None = None  # CPU time in the kernel, thread-seconds
+    syscall_calls_by_family: dict[str, float] | None = None  # calls per family
+    syscall_seconds_by_family: dict[str, float] | None = None  # time inside the calls per family
+    waiting_by_holder: dict[str, float] | None = None  # wait for a CPU by who held it: self, other, kernel
+    neighbours: tuple[tuple[str, float], ...] | None = None  # (workload, seconds it held a CPU this one waited for)
+    blocked_by_kind: dict[str, float] | None = None  # off CPU by what it waited on: futex, io, sleep
+    voluntary_switches: float | None = None
+    involuntary_switches: float | None = None
+    page_faults: float | None = None
+    pressure_waiting_seconds: dict[str, float] | None = None  # cgroup2 {cpu,memory,io}.pressure "some" totals
+    pressure_stalled_seconds: dict[str, float] | None = None  # "full" totals
+    memory_events: dict[str, float] | None = None  # cgroup memory.events: high, max, oom, oom_kill
+    # Code attribution: on-CPU samples and call sites, busiest first.
+    cpu_samples: tuple[CodeShare, ...] | None = None
+    yield_sites: tuple[CodeShare, ...] | None = None
+    futex_sites: tuple[CodeShare, ...] | None = None
 
     def rate(self, count: float | None) -> float | None:
         """*count* per second of the window; None when either is unknown."""
