@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -154,12 +155,18 @@ class CgroupTotals:
         width: int,
         grace_seconds: float,
         forget: Callable[[list[int]], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._keys = keys
         self._identities = identities
         self._forget = forget
-        self._table = CounterTable(width, grace_seconds, keep_forever=frozenset({REMOVED.labels()}))
+        self._table = CounterTable(width, grace_seconds, keep_forever=frozenset({REMOVED.labels()}), clock=clock)
         self._moves: dict[Hashable, _Moved] = {}  # per process source: where it was and what it had counted there
+        self._grace_seconds = grace_seconds
+        self._clock = clock
+        # Sources whose kernel entries were deleted as final, with their labels and when: a gone task's last
+        # scheduler event (its final switch runs after it left its cgroup) can make the entry again.
+        self._finalized: dict[Hashable, tuple[Labels, float]] = {}
 
     def update(
         self,
@@ -187,21 +194,40 @@ class CgroupTotals:
                 placement = seen[0] if placement.path is None else placement
             by_source[placement.source] = (placement, vector)
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        final_sources = {placements[key].source for key in final}
+        finalized: dict[Hashable, Labels] = {}
         for source, (placement, vector) in by_source.items():
             table_source, counted = self._follow_moves(source, placement.path, vector)
             if placement.path is None and healthy:
-                # Gone before it was placed: keep its series until the grace period ends, if it had one.
-                labels = self._table.labels_of(table_source) or REMOVED.labels()
+                # Gone before it was placed, or made again after its entry was deleted: keep counting it where it
+                # was counted while its series lasts.
+                labels = self._table.labels_of(table_source) or self._finalized_labels(table_source) or REMOVED.labels()
             elif healthy:
                 labels = workload_for_cgroup(placement.path, self._identities).labels()
             else:
                 labels = UNRESOLVED.labels()
             live[table_source] = (labels, counted)
+            if source in final_sources and labels not in (REMOVED.labels(), UNRESOLVED.labels()):
+                finalized[source] = labels
         self._moves = {source: moved for source, moved in self._moves.items() if source in by_source}
         self._table.update(live)
         if final:
+            self._remember_finalized(finalized)
             self._forget(final)
             self._keys.forget(final)
+
+    def _finalized_labels(self, source: Hashable) -> Labels | None:
+        """The labels of a source deleted as final within the grace period, if it was."""
+        known = self._finalized.get(source)
+        return None if known is None or self._clock() - known[1] > self._grace_seconds else known[0]
+
+    def _remember_finalized(self, finalized: dict[Hashable, Labels]) -> None:
+        """Note the labels of the sources deleted now; forget those noted longer ago than the grace period."""
+        now = self._clock()
+        self._finalized = {
+            source: known for source, known in self._finalized.items() if now - known[1] <= self._grace_seconds
+        }
+        self._finalized.update((source, (labels, now)) for source, labels in finalized.items())
 
     def _follow_moves(
         self, source: Hashable, path: str | None, vector: Sequence[int]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from agent.collectors.common import CgroupTotals
-from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
+from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, CgroupKeys, ProcessKeys
 from agent.identity.workload import REMOVED
-from agent.machine.cgroups import CgroupLayout, parse_hierarchy_ids
+from agent.machine.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids
 from agent.machine.procfs import ProcFS
 
 V1_ONLY = CgroupLayout(unified=None, v1={"cpu": Path("/c"), "name=systemd": Path("/s"), "memory": Path("/m")})
@@ -301,6 +301,37 @@ def test_totals_follow_a_process_from_live_to_exited_key_without_double_counting
     assert rows() == {"/a": 15}
     totals.update({exited(101): [3]})  # a short-lived process nobody saw: kept, never lost
     assert rows() == {"/a": 15, REMOVED.cgroup: 3}
+
+
+def test_an_entry_made_again_after_its_cgroup_was_removed_counts_where_it_was_counted(tmp_path: Path) -> None:
+    """A task's last scheduler event runs after it left its cgroup: the sched program can make the removed cgroup's
+    entry again after the agent deleted it. Within the grace period its time belongs to the workload it came from,
+    not to (removed); after it, to (removed)."""
+    root = tmp_path / "cgroup2"
+    (root / "job").mkdir(parents=True)
+    (root / "cgroup.procs").touch()  # what makes a directory tree a visible cgroup2 root
+    job = (root / "job").stat().st_ino
+    now = [0.0]
+    freed: list[int] = []
+    resolver = CgroupPathResolver(root, clock=lambda: now[0])
+    totals = CgroupTotals(CgroupKeys(resolver), Names(), 1, 60, freed.extend, clock=lambda: now[0])
+
+    def scrape(values: dict[int, list[int]]) -> dict[str, int]:
+        now[0] += 15
+        totals.update(values)
+        return {labels[4]: row[0] for labels, row in totals.rows()}
+
+    assert scrape({job: [10]}) == {"/job": 10}
+    (root / "job").rmdir()
+    assert scrape({job: [12]}) == {"/job": 12}  # found gone: its last value, and the entry is deleted
+    assert freed == [job]
+    assert scrape({}) == {"/job": 12}
+    assert scrape({job: [3]}) == {"/job": 15}  # made again by the exiting task's last switch, deleted again
+    assert freed == [job, job]
+    assert scrape({}) == {"/job": 15}
+    now[0] += 60  # the grace period ends: the series goes, and what comes later is (removed)
+    assert scrape({}) == {}
+    assert scrape({job: [2]}) == {REMOVED.cgroup: 2}
 
 
 def test_both_keys_of_one_process_read_mid_move_count_once(tmp_path: Path) -> None:
