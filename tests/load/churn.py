@@ -154,7 +154,8 @@ class Churn:
         self.yielder = yielder
         self.cgroups = cgroups
         self.grace_seconds = grace_seconds
-        self.prefix = sandbox.relative(sandbox.base) + "/"
+        # Only this run's cgroups: other tests' cgroups in the same sandbox live on (and stall, on a busy machine).
+        self.prefix = sandbox.relative(sandbox.base) + "/churn-"
         self.samples: list[Sample] = []
         self.rounds: list[RoundResult] = []
         self.scrape_failures: list[tuple[float, str]] = []  # (seconds since start, error): the agent failed a scrape
@@ -227,7 +228,7 @@ class Churn:
         """One round: make, yield in, check, remove, check, wait out the grace period, check nothing is left."""
         number = len(self.rounds) + 1
         began = time.monotonic()
-        groups = [self.sandbox.make(f"r{number}-{index}") for index in range(self.cgroups)]
+        groups = [self.sandbox.make(f"churn-r{number}-{index}") for index in range(self.cgroups)]
         truth = {self.sandbox.relative(group): expected_yields(index) for index, group in enumerate(groups)}
         cgroup_ids = {group.stat().st_ino for group in groups}  # the kernel's cgroup2 id is the inode number
         workloads = [Workload(self.yielder, group, truth[self.sandbox.relative(group)], 1) for group in groups]
