@@ -28,7 +28,7 @@ class FakeProc:
     def start(self, pid: int, start_ticks: int, cgroup_text: str, comm: str = "worker (1)") -> None:
         directory = self.root / str(pid)
         directory.mkdir(exist_ok=True)
-        after_comm = ["S", *["0"] * 18, str(start_ticks), "0"]  # fields 3..23; field 22 is the start time
+        after_comm = ["S", *["0"] * 18, str(start_ticks), *["0"] * 30]  # fields 3..52; 22: start
         (directory / "stat").write_text(f"{pid} ({comm}) {' '.join(after_comm)}\n")
         (directory / "cgroup").write_text(cgroup_text)
 
