@@ -35,7 +35,7 @@ DIAGNOSIS_FLOORS = {
     "findings": 1,
     **dict.fromkeys(("facts", "pools", "diagnosis"), 0),
 }
-RULES_MAY_IMPORT = frozenset({"diagnosis.facts", "diagnosis.findings", "diagnosis.pools"})  # pools: the coming table
+RULES_MAY_IMPORT = frozenset({"diagnosis.facts", "diagnosis.findings", "diagnosis.pools"})
 
 # Violations other branches are removing now. The lead empties this set as they merge; an entry that no longer
 # occurs fails the test as surely as a new violation does, so the set cannot outlive the fix.
