@@ -23,7 +23,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.machine.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids, parse_proc_cgroup
+from agent.machine.cgroups.layout import CgroupLayout, parse_hierarchy_ids, parse_proc_cgroup
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.process_stat import read_process_stat
 from agent.machine.procfs import SMALL_FILE, ProcFS, decode
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.common import CgroupTotals
+from agent.collectors.common.totals import CgroupTotals
 from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, ProcessKeys
 from agent.identity.workload import REMOVED
-from agent.machine.cgroups import CgroupLayout, parse_hierarchy_ids
+from agent.machine.cgroups.layout import CgroupLayout, parse_hierarchy_ids
 from agent.machine.procfs import ProcFS
 
 V1_ONLY = CgroupLayout(unified=None, v1={"cpu": Path("/c"), "name=systemd": Path("/s"), "memory": Path("/m")})
