@@ -16,7 +16,7 @@ from agent import config, log
 from agent.bpf import BpfUnavailable
 from agent.bpf.stats import enable_bpf_stats
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory, modes
-from agent.collectors.common import workload_map_size
+from agent.collectors.common.limits import workload_map_size
 from agent.counters import SourceUnavailable
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
@@ -25,7 +25,7 @@ from agent.identity.runtimes.containerd import ContainerdClient
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
 from agent.machine import kernel
-from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts, gather
 
 BPF_LOAD_FIX = "if other headers do not help, report it with `schedwatch check --format json`"

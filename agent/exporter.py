@@ -17,7 +17,7 @@ from agent.exposition.process import ProcessMetrics
 from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
-from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cgroups.paths import CgroupPathResolver
 
 log = get_logger("exporter")
 

@@ -55,7 +55,7 @@ BPFTRACE_TIMES = (
 
 def cgroup_root() -> Path:
     """The cgroup2 mount."""
-    from agent.machine.cgroups import read_layout
+    from agent.machine.cgroups.layout import read_layout
 
     unified = read_layout().unified
     if unified is None:

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from agent.machine.cgroups import read_layout
+from agent.machine.cgroups.layout import read_layout
 from bench.common import Agent
 from tests.support.workloads import CgroupSandbox, Workload, build
 

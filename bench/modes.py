@@ -79,7 +79,7 @@ def scrape_cost(mode: str) -> dict[str, float]:
 
 def cgroup_count() -> int:
     """Directories in the cgroup2 tree now (each gets CPUs x events counters in perf mode)."""
-    from agent.machine.cgroups import read_layout
+    from agent.machine.cgroups.layout import read_layout
 
     root = read_layout().unified
     return sum(1 for _ in root.rglob("cgroup.procs")) if root else 0
@@ -88,7 +88,7 @@ def cgroup_count() -> int:
 @contextlib.contextmanager
 def extra_cgroups(count: int) -> Iterator[None]:
     """*count* empty cgroups made for the measurement, removed after it."""
-    from agent.machine.cgroups import read_layout
+    from agent.machine.cgroups.layout import read_layout
 
     root = read_layout().unified
     assert root is not None, "no cgroup2 mount"

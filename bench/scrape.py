@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agent.machine.cgroups import parse_flat_keyed
+from agent.machine.cgroups.files import parse_flat_keyed
 from agent.machine.fdlimit import raise_fd_limit
 from bench.common import Agent, Background, free_port, require, wait_for_http
 from tests.load.churn import agent_memory_kb

@@ -15,7 +15,7 @@ from prometheus_client.core import Metric
 from agent.config import Settings
 from agent.identity.placement import KeySpace
 from agent.identity.resolver import IdentityResolver
-from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
 
 

@@ -31,20 +31,18 @@ from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.exposition.family import BlockCache
 from agent.identity.workload import workload_for_cgroup
-from agent.machine.cgroups import (
-    CgroupLayout,
-    CgroupPathResolver,
+from agent.machine.cgroups.cpu import (
     CpuControl,
     CpuUsage,
     MonotonicSplit,
-    count_threads,
-    first_process,
-    parse_proc_cgroup,
     read_cpu_v1,
     read_cpu_v2,
     read_usage_v1,
     read_usage_v2,
 )
+from agent.machine.cgroups.files import count_threads, first_process
+from agent.machine.cgroups.layout import CgroupLayout, parse_proc_cgroup
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import MachineFacts
 from agent.machine.held_files import HeldFiles

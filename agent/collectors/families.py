@@ -19,7 +19,10 @@ from agent.bpf.probes.families import (
     raw_tracepoints_available,
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.collectors.common import BpfCollector, bpf_availability, probe_limits, self_families
+from agent.collectors.common.availability import bpf_availability
+from agent.collectors.common.bpf_collector import BpfCollector
+from agent.collectors.common.limits import probe_limits
+from agent.collectors.common.self_metrics import self_families
 from agent.exposition.family import RowFamily
 from agent.identity.workload import workload_for_cgroup
 from agent.log import get_logger

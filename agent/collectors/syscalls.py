@@ -17,7 +17,10 @@ from agent.bpf.probes.syscalls import (
     SyscallProbe,
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
-from agent.collectors.common import BpfCollector, bpf_availability, bucket_labels, cumulative, probe_limits
+from agent.collectors.common.availability import bpf_availability
+from agent.collectors.common.bpf_collector import BpfCollector
+from agent.collectors.common.histograms import bucket_labels, cumulative
+from agent.collectors.common.limits import probe_limits
 from agent.exposition.family import RowFamily
 from agent.machine.facts import MachineFacts
 from agent.model import Labels

@@ -40,7 +40,7 @@ from agent.diagnosis.inputs.live.window import workload_views
 from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import diagnose
 from agent.exporter import AgentCollector
-from agent.machine.cgroups import layout_under, read_layout
+from agent.machine.cgroups.layout import layout_under, read_layout
 from agent.machine.procfs import ProcFS
 
 MIN_SECONDS = 1

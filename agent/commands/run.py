@@ -9,7 +9,7 @@ import sys
 import time
 
 from agent import __version__, assembly, config, log, memory
-from agent.collectors.common import workload_map_size
+from agent.collectors.common.limits import workload_map_size
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.diagnosis.standing import StandingFindings

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.machine import kernel
-from agent.machine.cgroups import CgroupLayout
+from agent.machine.cgroups.layout import CgroupLayout
 
 # perf cgroup events count the tasks of cgroups below theirs too, since the change that made perf_event an
 # implicit cgroup2 controller (Linux 4.11); verified on 6.18. Before, an event counted its own cgroup only.

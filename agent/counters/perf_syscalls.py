@@ -25,7 +25,7 @@ from agent.counters import perf_events
 from agent.counters.cgroup_tree import parent_path
 from agent.log import get_logger
 from agent.machine import syscall_families
-from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.cpus import online_cpus
 from agent.machine.fdlimit import raise_fd_limit
 

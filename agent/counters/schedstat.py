@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.counters.exit_records import ExitRecord, ExitRecords
-from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cgroups.paths import CgroupPathResolver
 
 RUN, WAIT = 0, 1
 VECTOR_WIDTH = 2

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.diagnosis.inputs.processes.sampling import CLOCK_TICKS, parse_stat
+from agent.machine.node_stat import read_proc_stat
+from agent.machine.process_stat import CLOCK_TICKS, read_process_stat
 from agent.machine.procfs import ProcFS
 
 FD_DIRECTORY = "/proc/self/fd"
@@ -30,10 +31,9 @@ def open_descriptors(directory: str = FD_DIRECTORY) -> int:
 def boot_time(proc: ProcFS) -> float | None:
     """Seconds since the epoch when the machine booted (btime of /proc/stat); None if unreadable."""
     try:
-        text = (proc.root / "stat").read_bytes()
-    except OSError:
+        return read_proc_stat(proc).boot_time
+    except (OSError, ValueError):
         return None
-    return next((float(line.split()[1]) for line in text.splitlines() if line.startswith(b"btime ")), None)
 
 
 class ProcessMetrics:
@@ -48,8 +48,7 @@ class ProcessMetrics:
 
     def collect(self) -> Iterator[Metric]:
         """The six families; none when /proc cannot be read, and no open_fds when /proc/self/fd cannot."""
-        text = self._proc.read_text("self", "stat")
-        stat = None if text is None else parse_stat(text)
+        stat = read_process_stat(self._proc, "self")
         if stat is None or self._boot_time is None:
             return
         yield GaugeMetricFamily("process_virtual_memory_bytes", "Virtual memory size in bytes.", stat.virtual_bytes)

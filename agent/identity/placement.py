@@ -23,7 +23,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.machine.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids, parse_proc_cgroup
+from agent.machine.cgroups.layout import CgroupLayout, parse_hierarchy_ids, parse_proc_cgroup
+from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.machine.process_stat import read_process_stat
 from agent.machine.procfs import SMALL_FILE, ProcFS, decode
 
 EXITED_KEY_FLAG = 1 << 63
@@ -393,22 +395,14 @@ class ProcessKeys:
             else:
                 del self._seen[pid]
 
-    def _stat_fields(self, pid: int) -> list[str] | None:
-        """/proc/PID/stat from field 3 (state) on; None when gone."""
-        stat = self._proc.read_text(pid, "stat", SMALL_FILE)
-        if stat is None:
-            return None
-        # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
-        return stat[stat.rfind(")") + 2 :].split()
-
     def _start_us(self, pid: int) -> int | None:
-        fields = self._stat_fields(pid)
-        return int(fields[19]) * 1_000_000 // self._ticks if fields is not None and len(fields) > 19 else None
+        stat = read_process_stat(self._proc, pid)
+        return None if stat is None else stat.start_ticks * 1_000_000 // self._ticks
 
     def _exiting(self, pid: int) -> bool:
         """Whether the process is gone or has begun to exit (PF_EXITING in the flags, field 9 of stat)."""
-        fields = self._stat_fields(pid)
-        return fields is None or len(fields) < 7 or int(fields[6]) & PF_EXITING != 0
+        stat = read_process_stat(self._proc, pid)
+        return stat is None or stat.flags & PF_EXITING != 0
 
     def _path(self, pid: int) -> str | None:
         """Its path in the placing hierarchy; None when gone, or exiting where /proc no longer tells."""

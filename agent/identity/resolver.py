@@ -23,7 +23,7 @@ from agent.identity.labels import label_value
 from agent.identity.paths import container_anchor
 from agent.identity.runtimes import ContainerInfo, RuntimeClient, RuntimeUnavailable
 from agent.log import get_logger
-from agent.machine.cgroups import parse_proc_cgroup
+from agent.machine.cgroups.layout import parse_proc_cgroup
 from agent.machine.procfs import ProcFS
 
 log = get_logger("identity")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.machine import kernel
-from agent.machine.cgroups import CgroupLayout, layout_under, read_layout
+from agent.machine.cgroups.layout import CgroupLayout, layout_under, read_layout
 from agent.machine.procfs import ProcFS
 
 # Kernel releases from which the capabilities below exist or matter.

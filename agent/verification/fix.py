@@ -11,18 +11,11 @@ from agent.diagnosis.facts import Facts, NodeView, PoolView, Workload, WorkloadV
 from agent.diagnosis.findings import Cause, Diagnosis
 from agent.diagnosis.inputs.live.details import library_views, process_views
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts
+from agent.diagnosis.pools import COUNT_VARIABLES
 from agent.verification.runner import FACTS_AFTER_SECONDS, Run
 
-# Thread-count variables of the common pool libraries; the fix sets each to the same count.
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "GOTO_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
+# Every thread-count variable of the pool table; the fix sets each to the same count.
+THREAD_VARIABLES = COUNT_VARIABLES
 
 
 @dataclass(frozen=True)

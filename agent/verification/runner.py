@@ -22,7 +22,9 @@ from agent.diagnosis.inputs.live.series import read_families
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
 from agent.exporter import AgentCollector
 from agent.identity.resolver import IdentityResolver
-from agent.machine.cgroups import CpuUsage, count_threads, read_layout, read_usage_v2
+from agent.machine.cgroups.cpu import CpuUsage, read_usage_v2
+from agent.machine.cgroups.files import count_threads
+from agent.machine.cgroups.layout import read_layout
 from agent.machine.procfs import ProcFS
 
 FACTS_AFTER_SECONDS = 1.0  # when the first run's processes are read (pools have started by then)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent.identity.runtimes import ContainerInfo
 from agent.identity.runtimes.cri import CriClient
-from agent.machine.cgroups import read_layout
+from agent.machine.cgroups.layout import read_layout
 from tests.containers.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess, kubelet_docker_agent
 from tests.support.containers import (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.machine.cgroups import parse_flat_keyed
+from agent.machine.cgroups.files import parse_flat_keyed
 from tests.support.agent import AgentProcess
 from tests.support.workloads import CgroupSandbox, Workload
 

@@ -17,7 +17,8 @@ import pytest
 
 from agent.diagnosis.inputs.live.fleet import PrometheusSource
 from agent.diagnosis.inputs.live.sources import SourceError
-from agent.machine.cgroups import read_layout, read_usage_v1
+from agent.machine.cgroups.cpu import read_usage_v1
+from agent.machine.cgroups.layout import read_layout
 from tests.support.agent import REPO, AgentProcess
 from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.machine.cgroups import read_layout
+from agent.machine.cgroups.layout import read_layout
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent.bpf.probes.sched import prev_state_is_exact
-from agent.diagnosis.inputs.processes.sampling import parse_stat
 from agent.machine import kernel
+from agent.machine.process_stat import parse_process_stat
 from tests.support.agent import AgentProcess, agent_map_keys
 from tests.support.bpf_spin import SPIN_WHO, spinning_on_getpriority
 from tests.support.scrape import cgroup_value, missed_switches
@@ -109,7 +109,7 @@ sys.stdin.read()
 def wait_until_asleep(pid: int, timeout: float = 10.0) -> None:
     """Until the process sleeps (state S in /proc/PID/stat), then a little longer: it has left its CPU."""
     deadline = time.monotonic() + timeout
-    while (stat := parse_stat(Path(f"/proc/{pid}/stat").read_text())) is None or stat.state != "S":
+    while (stat := parse_process_stat(Path(f"/proc/{pid}/stat").read_text())) is None or stat.state != "S":
         assert time.monotonic() < deadline, f"process {pid} never went to sleep"
         time.sleep(0.005)
     time.sleep(0.05)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.machine.cgroups import parse_flat_keyed
+from agent.machine.cgroups.files import parse_flat_keyed
 from tests.scenarios.catalog import Scenario
 from tests.support.workloads import CgroupSandbox
 

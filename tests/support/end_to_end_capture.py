@@ -26,11 +26,11 @@ from typing import Any
 from agent.bpf.probes.sched import SchedProbe
 from agent.bpf.probes.syscalls import SyscallProbe
 from agent.bpf.stats import enable_bpf_stats
-from agent.collectors.common import probe_limits
+from agent.collectors.common.limits import probe_limits
 from agent.config import Settings
 from agent.identity.placement import CgroupKeys
 from agent.machine import kernel
-from agent.machine.cgroups import CgroupPathResolver
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import gather
 from tests.support.workloads import Workload, build

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent.machine.cgroups import read_layout
+from agent.machine.cgroups.layout import read_layout
 
 SOURCES = Path(__file__).resolve().parents[1] / "workloads"
 BUILD = Path(__file__).resolve().parents[1] / ".build"

@@ -11,6 +11,8 @@ import only the facts, the findings and the pool table.
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,18 +37,11 @@ DIAGNOSIS_FLOORS = {
     "findings": 1,
     **dict.fromkeys(("facts", "pools", "diagnosis"), 0),
 }
-RULES_MAY_IMPORT = frozenset({"diagnosis.facts", "diagnosis.findings", "diagnosis.pools"})  # pools: the coming table
+RULES_MAY_IMPORT = frozenset({"diagnosis.facts", "diagnosis.findings", "diagnosis.pools"})
 
 # Violations other branches are removing now. The lead empties this set as they merge; an entry that no longer
 # occurs fails the test as surely as a new violation does, so the set cannot outlive the fix.
-KNOWN_UNTIL_MERGED = frozenset(
-    {
-        # exposition/process.py takes its /proc/PID/stat parser from the diagnosis wing (issue 21).
-        "upward: agent.exposition.process -> agent.diagnosis.inputs.processes.sampling (exposition 1 -> diagnosis 4)",
-        # The same import closes a cycle: diagnosis.inputs.live reads exposition.family's rows.
-        "cycle: diagnosis.inputs -> exposition -> diagnosis.inputs",
-    }
-)
+KNOWN_UNTIL_MERGED: frozenset[str] = frozenset()
 
 Edge = tuple[str, str]  # (importing module, imported module)
 
@@ -217,3 +212,20 @@ def test_the_check_finds_an_upward_import_a_rule_reading_elsewhere_and_a_cycle()
         "rules read beyond facts and findings: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.series",
         "cycle: counters -> identity -> counters",
     }
+
+
+def floor_table(heading: str) -> dict[str, int]:
+    """The rooms (the names in backquotes) of the first table after *heading* in docs/architecture.md, by floor."""
+    text = (AGENT.parent / "docs" / "architecture.md").read_text().split(heading, 1)[1]
+    lines = text.splitlines()
+    first = next(index for index, line in enumerate(lines) if line.startswith("|"))
+    found = {}
+    for row in itertools.takewhile(lambda line: line.startswith("|"), lines[first + 2 :]):
+        floor, rooms = row.strip("|").split("|")[:2]
+        found |= {name.rstrip("/"): int(floor) for name in re.findall(r"`([^`]+)`", rooms)}
+    return found
+
+
+def test_docs_architecture_draws_the_floors_this_test_checks() -> None:
+    assert floor_table("## Floors") == FLOORS
+    assert floor_table("Inside `diagnosis/` each sub-package") == DIAGNOSIS_FLOORS

@@ -8,7 +8,8 @@ from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import REFRESH_SECONDS, CgroupCpuCollector
 from agent.config import Settings
 from agent.identity.resolver import IdentityResolver
-from agent.machine.cgroups import CgroupLayout, CgroupPathResolver
+from agent.machine.cgroups.layout import CgroupLayout
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
 
 

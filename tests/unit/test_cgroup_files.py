@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.machine.cgroups import (
-    count_threads,
-    first_process,
-    parse_flat_keyed,
-    parse_proc_cgroup,
-    read_cpu_v1,
-    read_cpu_v2,
-)
+from agent.machine.cgroups.cpu import read_cpu_v1, read_cpu_v2
+from agent.machine.cgroups.files import count_threads, first_process, parse_flat_keyed
+from agent.machine.cgroups.layout import parse_proc_cgroup
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.machine.cgroups import CgroupPathResolver, layout_under, parse_mountinfo, read_layout
+from agent.machine.cgroups.layout import layout_under, parse_mountinfo, read_layout
+from agent.machine.cgroups.paths import CgroupPathResolver
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -169,7 +170,7 @@ def test_walk_survives_a_tenant_nesting_thousands_of_levels(tmp_path: Path) -> N
     no descriptor left open, the first MAX_WALK_DEPTH levels named, every sibling named."""
     import os
 
-    from agent.machine.cgroups import MAX_WALK_DEPTH, CgroupPathResolver
+    from agent.machine.cgroups.paths import MAX_WALK_DEPTH, CgroupPathResolver
 
     fd = os.open(tmp_path, os.O_RDONLY)
     for _ in range(1500):

@@ -11,7 +11,7 @@ import pytest
 
 from agent.collectors.modes import MISSING, PERF, PROCFS, ModeChoice
 from agent.commands.check import CheckReport, CollectorCheck, WebCheck, to_json, to_text
-from agent.machine.cgroups import CgroupLayout
+from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import MachineFacts
 from agent.machine.kernel import HeadersChoice
 

@@ -256,7 +256,7 @@ def test_source_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_the_v1_user_system_split_never_goes_backwards() -> None:
-    from agent.machine.cgroups import CpuUsage, MonotonicSplit
+    from agent.machine.cgroups.cpu import CpuUsage, MonotonicSplit
 
     split = MonotonicSplit()
     assert split.adjust("a", CpuUsage(600, 400)) == CpuUsage(600, 400)

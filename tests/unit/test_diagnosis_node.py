@@ -6,30 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.inputs.live.cpu_states import (
-    STATES,
-    CpuTicks,
-    node_states,
-    parse_proc_stat,
-    percentages,
-    read_node,
-    sample_node,
-)
+from agent.diagnosis.inputs.live.cpu_states import node_states, percentages, sample_node
+from agent.machine.node_stat import STATES, CpuTicks, parse_proc_stat, read_proc_stat
 from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
 
 
 def test_online_cpus_and_totals_of_a_real_reading() -> None:
-    ticks = read_node(ProcFS(FIXTURES / "libgomp"))
+    ticks = read_proc_stat(ProcFS(FIXTURES / "libgomp"))
     assert ticks.online == (0, 1)
     assert ticks.total == CpuTicks(51681, 0, 9535, 60420, 378, 0, 171, 193)
     assert ticks.cpus[1].user == 26096
 
 
 def test_states_between_two_readings_while_openmp_spun_on_cpu_1() -> None:
-    before = read_node(ProcFS(FIXTURES / "libgomp"))
-    after = read_node(ProcFS(FIXTURES / "libgomp-later"))
+    before = read_proc_stat(ProcFS(FIXTURES / "libgomp"))
+    after = read_proc_stat(ProcFS(FIXTURES / "libgomp-later"))
     states = node_states(before, after, 1.24)
     cpu1 = states.cpus[1]
     # CPU 1 never idled: 85 ticks user, 39 system (other tests on the VM), nothing else.
@@ -74,4 +67,11 @@ def test_sample_node_reads_twice(tmp_path: Path) -> None:
     assert states.seconds == 1.0
     assert sorted(states.cpus) == [0, 1]
     with pytest.raises(OSError, match="cannot read"):
-        read_node(ProcFS(tmp_path))
+        read_proc_stat(ProcFS(tmp_path))
+
+
+def test_boot_time_switches_and_runnable_tasks_come_from_the_same_reading() -> None:
+    ticks = read_proc_stat(ProcFS(FIXTURES / "libgomp"))
+    assert (ticks.boot_time, ticks.context_switches, ticks.procs_running) == (1796087094.0, 5732905, 15)
+    bare = parse_proc_stat("cpu 1 2 3 4 5 6 7 8\n")
+    assert (bare.boot_time, bare.context_switches, bare.procs_running) == (None, None, None)

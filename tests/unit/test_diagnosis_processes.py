@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.diagnosis.inputs.live.cpu_states import read_node
-from agent.diagnosis.inputs.processes.sampling import (
-    CLOCK_TICKS,
-    ProcessFacts,
-    cpu_usage,
-    parse_stat,
-    read_process,
-    sample,
-)
+from agent.diagnosis.inputs.processes.sampling import ProcessFacts, cpu_usage, read_process, sample
+from agent.machine.node_stat import read_proc_stat
+from agent.machine.process_stat import CLOCK_TICKS, parse_process_stat
 from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
@@ -29,8 +23,8 @@ def reading(case: str, pid: int) -> ProcessFacts:
 
 def elapsed_on_cpu(case: str, cpu: int) -> float:
     """Seconds between a case's two readings, told by the node's own ticks of one CPU (every state counted)."""
-    before = read_node(ProcFS(FIXTURES / case)).cpus[cpu]
-    after = read_node(ProcFS(FIXTURES / f"{case}-later")).cpus[cpu]
+    before = read_proc_stat(ProcFS(FIXTURES / case)).cpus[cpu]
+    after = read_proc_stat(ProcFS(FIXTURES / f"{case}-later")).cpus[cpu]
     return (after.total - before.total) / CLOCK_TICKS
 
 
@@ -105,7 +99,7 @@ def test_sample_reads_twice_around_the_interval() -> None:
 
 def test_stat_with_a_comm_holding_parentheses_and_spaces() -> None:
     line = "77 (a) b) (c) S 1 77 77 0 -1 4194304 100 0 0 0 12 34 0 0 20 0 5 0 999 1000 10 0"
-    stat = parse_stat(line)
+    stat = parse_process_stat(line)
     assert stat is not None
     assert (stat.comm, stat.state, stat.ppid, stat.user_ticks, stat.system_ticks, stat.threads, stat.start_ticks) == (
         "a) b) (c",
@@ -116,9 +110,9 @@ def test_stat_with_a_comm_holding_parentheses_and_spaces() -> None:
         5,
         999,
     )
-    assert (stat.virtual_bytes, stat.resident_pages) == (1000, 10)
+    assert (stat.virtual_bytes, stat.resident_pages, stat.flags) == (1000, 10, 4194304)
 
 
 def test_a_short_or_broken_stat_is_none() -> None:
-    assert parse_stat("77 (x) S 1 2 3") is None
-    assert parse_stat("garbage") is None
+    assert parse_process_stat("77 (x) S 1 2 3") is None
+    assert parse_process_stat("garbage") is None

@@ -44,7 +44,8 @@ from agent.diagnosis.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.identity.placement import CgroupKeys
 from agent.identity.resolver import IdentityResolver
-from agent.machine.cgroups import CgroupLayout, CgroupPathResolver
+from agent.machine.cgroups.layout import CgroupLayout
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
 from agent.web import serve
 

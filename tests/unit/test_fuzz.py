@@ -35,14 +35,10 @@ from agent.identity.runtimes import ContainerInfo, RuntimeAnswerInvalid, Runtime
 from agent.identity.runtimes.docker import DockerClient
 from agent.identity.workload import workload_for_cgroup
 from agent.machine import kernel, procfs
-from agent.machine.cgroups import (
-    CgroupLayout,
-    CgroupPathResolver,
-    parse_flat_keyed,
-    parse_mountinfo,
-    parse_proc_cgroup,
-    read_cpu_v2,
-)
+from agent.machine.cgroups.cpu import read_cpu_v2
+from agent.machine.cgroups.files import parse_flat_keyed
+from agent.machine.cgroups.layout import CgroupLayout, parse_mountinfo, parse_proc_cgroup
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.cpus import CPU_NUMBER_LIMIT, parse_cpu_list
 from agent.machine.facts import MachineFacts
 

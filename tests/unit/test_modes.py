@@ -11,7 +11,7 @@ from agent.collectors import modes
 from agent.counters import cgroup_tree, perf_events, perf_syscalls
 from agent.counters.exit_records import ExitRecord, parse_message
 from agent.counters.schedstat import TaskSchedstat, parse_schedstat
-from agent.machine.cgroups import CgroupLayout
+from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import MachineFacts
 from tests.unit.test_config import run_cli
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.common import CgroupTotals
+from agent.collectors.common.totals import CgroupTotals
 from agent.identity.placement import EXIT_SPAN, EXITED_KEY_FLAG, CgroupKeys, ProcessKeys
 from agent.identity.workload import REMOVED
-from agent.machine.cgroups import CgroupLayout, CgroupPathResolver, parse_hierarchy_ids
+from agent.machine.cgroups.layout import CgroupLayout, parse_hierarchy_ids
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.procfs import ProcFS
 
 V1_ONLY = CgroupLayout(unified=None, v1={"cpu": Path("/c"), "name=systemd": Path("/s"), "memory": Path("/m")})
@@ -28,7 +29,7 @@ class FakeProc:
     def start(self, pid: int, start_ticks: int, cgroup_text: str, comm: str = "worker (1)") -> None:
         directory = self.root / str(pid)
         directory.mkdir(exist_ok=True)
-        after_comm = ["S", *["0"] * 18, str(start_ticks), "0"]  # fields 3..23; field 22 is the start time
+        after_comm = ["S", *["0"] * 18, str(start_ticks), *["0"] * 30]  # fields 3..52; 22: start
         (directory / "stat").write_text(f"{pid} ({comm}) {' '.join(after_comm)}\n")
         (directory / "cgroup").write_text(cgroup_text)
 

@@ -9,7 +9,8 @@ from agent.collectors import CollectorContext
 from agent.collectors.pressure import PressureCollector, check
 from agent.config import Settings
 from agent.identity.resolver import IdentityResolver
-from agent.machine.cgroups import CgroupLayout, CgroupPathResolver
+from agent.machine.cgroups.layout import CgroupLayout
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
 from agent.machine.pressure import Pressure, node_pressure_available, parse_pressure
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from agent.collectors.common import bpf_availability
-from agent.machine.cgroups import CgroupLayout
+from agent.collectors.common.availability import bpf_availability
+from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import MachineFacts
 
 NO_CAPABILITIES = dict.fromkeys(

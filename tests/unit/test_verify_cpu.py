@@ -9,7 +9,7 @@ import pytest
 from agent.commands.verify import Report, to_json, to_text
 from agent.diagnosis.inputs.processes.sampling import ProcessSample
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts
-from agent.machine.cgroups import read_usage_v2
+from agent.machine.cgroups.cpu import read_usage_v2
 from agent.verification.fix import Recommendation, _facts_of
 from agent.verification.runner import Counts, Run, cpu_seconds
 from agent.verification.verdict import Verdict

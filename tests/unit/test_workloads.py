@@ -10,7 +10,7 @@ from agent.identity.labels import MAX_LABEL_LENGTH
 from agent.identity.paths import container_anchor, container_id_from_path
 from agent.identity.resolver import Identity
 from agent.identity.workload import REMOVED, Workload, workload_for_cgroup
-from agent.machine.cgroups import parse_proc_cgroup
+from agent.machine.cgroups.layout import parse_proc_cgroup
 
 ID = "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa00112233445566778899"
 

@@ -5,21 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from agent.diagnosis import pools
 from agent.diagnosis.facts import LibraryView, ProcessView, WorkloadView
 from agent.diagnosis.findings import Fix
-
-# The environment variable each pool implementation reads for its thread count (OpenBLAS also reads
-# OMP_NUM_THREADS when its own is unset; MKL's threading layer is OpenMP by default).
-VARIABLES: dict[str, tuple[str, ...]] = {
-    "openblas": ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"),
-    "blis": ("BLIS_NUM_THREADS", "OMP_NUM_THREADS"),
-    "mkl": ("MKL_NUM_THREADS", "OMP_NUM_THREADS"),
-    "gnu": ("OMP_NUM_THREADS",),
-    "llvm": ("OMP_NUM_THREADS",),
-    "intel": ("OMP_NUM_THREADS",),
-    "torch": ("OMP_NUM_THREADS",),
-}
-UNKNOWN_LIBRARY_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def threads_per_process(cpus: float | None, workers: int) -> int | None:
@@ -30,16 +18,14 @@ def threads_per_process(cpus: float | None, workers: int) -> int | None:
 
 
 def pool_variables(libraries: Iterable[LibraryView] | None) -> tuple[str, ...]:
-    """Variables to set, in a stable order: each mapped library's own, then OMP_NUM_THREADS."""
-    names: list[str] = []
-    known = list(libraries or ())
-    for library in known:
-        for name in VARIABLES.get(library.implementation, ()):
-            if name not in names:
-                names.append(name)
+    """Variables to set (from each mapped library's row of the pool table), in a stable order: each library's own,
+    then OMP_NUM_THREADS."""
+    names = list(
+        dict.fromkeys(name for library in libraries or () for name in pools.variables_of(library.implementation))
+    )
     if not names:
-        names = list(UNKNOWN_LIBRARY_VARIABLES)
-    return tuple(sorted(names, key=lambda name: name == "OMP_NUM_THREADS"))
+        names = list(pools.unmapped_variables())
+    return tuple(sorted(names, key=lambda name: name == pools.OMP_NUM_THREADS))
 
 
 def _already_set(processes: Iterable[ProcessView], names: tuple[str, ...]) -> list[str]:
@@ -77,7 +63,7 @@ def pool_fix(
     ]
     if "torch" in implementations:
         steps.append(f"PyTorch: torch.set_num_threads({count}) in each worker.")
-    if spin and implementations & {"gnu", "llvm", "intel"}:
+    if spin and implementations & pools.reading("OMP_WAIT_POLICY"):
         steps.append("OpenMP: OMP_WAIT_POLICY=passive makes idle threads sleep instead of spinning.")
     for note in _already_set(workload.processes or (), names):
         steps.append(f"Now {note}: that value is what the pools use; lower it to {count}.")

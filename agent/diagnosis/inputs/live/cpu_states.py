@@ -1,79 +1,14 @@
-"""CPU states of the node from /proc/stat: per CPU and in total, two readings -> percentages.
-
-Only online CPUs have a ``cpuN`` line in /proc/stat, so the CPUs read are the online ones. guest and guest_nice
-are already counted in user and nice, and are left out so that nothing is counted twice.
-"""
+"""CPU states of the node from /proc/stat (read by agent.machine.node_stat): per CPU and in total, two readings ->
+percentages."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
+from agent.machine.node_stat import STATES, CpuTicks, NodeTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
-
-
-@dataclass(frozen=True)
-class CpuTicks:
-    """Cumulative clock ticks of one CPU (or of all) in each state."""
-
-    user: int
-    nice: int
-    system: int
-    idle: int
-    iowait: int
-    irq: int
-    softirq: int
-    steal: int
-
-    @property
-    def total(self) -> int:
-        """Ticks in every state."""
-        return sum(getattr(self, state.name) for state in fields(self))
-
-
-STATES: tuple[str, ...] = tuple(state.name for state in fields(CpuTicks))
-
-
-@dataclass(frozen=True)
-class NodeTicks:
-    """One reading of /proc/stat."""
-
-    total: CpuTicks
-    cpus: dict[int, CpuTicks]  # by CPU number: the online CPUs
-
-    @property
-    def online(self) -> tuple[int, ...]:
-        """Numbers of the online CPUs."""
-        return tuple(sorted(self.cpus))
-
-
-def parse_proc_stat(text: str) -> NodeTicks:
-    """The cpu lines of /proc/stat; ValueError when there is no total line."""
-    total: CpuTicks | None = None
-    cpus: dict[int, CpuTicks] = {}
-    for line in text.splitlines():
-        if not line.startswith("cpu"):
-            continue
-        name, *values = line.split()
-        # Kernels before 2.6.11 have no steal column: missing states count as 0.
-        numbers = [int(value) for value in values[: len(STATES)]] + [0] * (len(STATES) - len(values))
-        ticks = CpuTicks(*numbers)
-        if name == "cpu":
-            total = ticks
-        elif name[3:].isdigit():
-            cpus[int(name[3:])] = ticks
-    if total is None:
-        raise ValueError("/proc/stat has no 'cpu' line")
-    return NodeTicks(total, cpus)
-
-
-def read_node(procfs: ProcFS) -> NodeTicks:
-    """One reading of /proc/stat; OSError when it cannot be read."""
-    text = procfs.read_root_text("stat")
-    if text is None:
-        raise OSError(f"cannot read {procfs.root / 'stat'}")
-    return parse_proc_stat(text)
 
 
 @dataclass(frozen=True)
@@ -122,7 +57,7 @@ def sample_node(
 ) -> NodeStates:
     """Read /proc/stat, wait *interval* seconds, read it again."""
     started = clock()
-    before = read_node(procfs)
+    before = read_proc_stat(procfs)
     sleep(interval)
-    after = read_node(procfs)
+    after = read_proc_stat(procfs)
     return node_states(before, after, clock() - started)

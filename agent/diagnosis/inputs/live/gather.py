@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diagnosis.facts import CpuShares, Facts, NodeView, WorkloadView
-from agent.diagnosis.inputs.live.cpu_states import NodeTicks, node_states, parse_proc_stat
+from agent.diagnosis.inputs.live.cpu_states import node_states
 from agent.diagnosis.inputs.live.details import read_closely
 from agent.diagnosis.inputs.live.members import Filter, cgroup_paths, workload_pids
 from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, MAX_FLAGGED, score
@@ -18,6 +18,7 @@ from agent.diagnosis.inputs.live.series import Reading
 from agent.diagnosis.inputs.live.sources import Source
 from agent.diagnosis.inputs.live.window import Window, workload_views
 from agent.log import get_logger
+from agent.machine.node_stat import NodeTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
 
 
@@ -37,11 +38,7 @@ class NodeSample:
 
 def read_node_sample(procfs: ProcFS) -> NodeSample:
     """/proc/stat and /proc/loadavg now."""
-    text = procfs.read_root_text("stat")
-    if text is None:
-        raise OSError(f"cannot read {procfs.root / 'stat'}")
-    ticks = parse_proc_stat(text)
-    fields = {line.split()[0]: line.split()[1] for line in text.splitlines() if len(line.split()) >= 2}
+    ticks = read_proc_stat(procfs)
     loadavg = (procfs.read_root_text("loadavg") or "").split()
     load: tuple[float, float, float] | None = None
     if len(loadavg) >= 3:
@@ -49,11 +46,7 @@ def read_node_sample(procfs: ProcFS) -> NodeSample:
             load = (float(loadavg[0]), float(loadavg[1]), float(loadavg[2]))
         except ValueError:
             load = None
-    return NodeSample(ticks, _int(fields.get("ctxt")), _int(fields.get("procs_running")), load)
-
-
-def _int(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return NodeSample(ticks, ticks.context_switches, ticks.procs_running, load)
 
 
 def node_view(before: NodeSample, after: NodeSample, seconds: float) -> NodeView:

@@ -9,7 +9,9 @@ from pathlib import Path
 from agent.diagnosis.facts import Workload
 from agent.identity.labels import label_value
 from agent.identity.paths import container_id_from_path
-from agent.machine.cgroups import CgroupPathResolver, parse_int, parse_proc_cgroup
+from agent.machine.cgroups.files import parse_int
+from agent.machine.cgroups.layout import parse_proc_cgroup
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.procfs import SMALL_FILE, ProcFS, decode
 
 MAX_PROCESSES = 512  # processes of one workload read closely at most

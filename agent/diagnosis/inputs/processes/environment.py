@@ -1,8 +1,9 @@
 """The thread-count variables of a process's environment, and nothing else of it.
 
 Privacy rule: /proc/PID/environ is parsed entry by entry in the buffer the kernel returned; only the values of the
-allow-listed names below are copied out. No other entry becomes an object of its own, and the buffer is dropped when
-the parse returns, so no other variable is stored, logged, exported or printed.
+allow-listed names (the variables of the pool table, agent/diagnosis/pools.py) are copied out. No other entry becomes
+an object of its own, and the buffer is dropped when the parse returns, so no other variable is stored, logged,
+exported or printed.
 """
 
 from __future__ import annotations
@@ -10,20 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.diagnosis.inputs.processes.access import Access, read_private
+from agent.diagnosis.pools import ALLOWED_VARIABLES
 from agent.machine.procfs import ProcFS, decode, printable
 
-ALLOWED: tuple[str, ...] = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "GOTO_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "OMP_WAIT_POLICY",
-    "GOMP_SPINCOUNT",
-    "KMP_BLOCKTIME",
-    "OPENBLAS_THREAD_TIMEOUT",
-)
+ALLOWED: tuple[str, ...] = ALLOWED_VARIABLES  # every variable of the pool table (agent/diagnosis/pools.py)
 VALUE_LIMIT = 64  # characters kept of an allow-listed value (a thread count needs a few)
 ENVIRON_LIMIT = 1024 * 1024  # bytes of /proc/PID/environ read at most
 UNSET = "unset"

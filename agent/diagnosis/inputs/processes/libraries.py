@@ -1,8 +1,9 @@
-"""Thread-pool libraries a process has mapped, read from /proc/PID/maps, with their versions where the file tells.
+"""Thread-pool libraries a process has mapped, read from /proc/PID/maps, with their versions where the file tells
+(the file names and version patterns are the rows of agent/diagnosis/pools.py).
 
 The path in maps is already resolved: the kernel names the file mapped, not the symlink that was opened
 (``libgomp.so.1`` shows as ``libgomp.so.1.0.0``). A library is recognised by its basename: lowercased, it must
-start with one of the entry's prefixes followed by ``.`` or ``-`` (``libgomp.so.1.0.0``,
+start with one of the row's prefixes followed by ``.`` or ``-`` (``libgomp.so.1.0.0``,
 ``libgomp-a34b3233.so.1.0.0`` as wheels vendor it, but not ``libgompfoo.so``).
 
 The version comes from the file name where it tells it (OpenBLAS's ``-r0.3.21``, a wheel's
@@ -23,52 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from agent.diagnosis.pools import IMPLEMENTATIONS, PoolImplementation
 from agent.machine.procfs import ProcFS, decode, printable
 
 RODATA_LIMIT = 4 * 1024 * 1024  # bytes of .rodata searched for a version (OpenBLAS's is ~130 KB)
 SECTION_TABLE_LIMIT = 256 * 1024  # ELF section headers read at most
 DELETED = " (deleted)"
-
-
-@dataclass(frozen=True)
-class LibraryKind:
-    """One thread-pool library: its API, its implementation and the file-name prefixes it ships under."""
-
-    api: str  # blas, openmp, tbb, torch
-    implementation: str
-    prefixes: tuple[str, ...]
-    name_version: re.Pattern[str] | None = None  # group 1: the version, in the lowercased basename
-    content_version: re.Pattern[bytes] | None = None  # group 1: the version, in .rodata
-
-
-SONAME_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
-
-KINDS: tuple[LibraryKind, ...] = (
-    LibraryKind(
-        "blas",
-        "openblas",
-        (
-            "libopenblas",
-            "libopenblasp",
-            "libopenblaso",
-            "libopenblas64_",
-            "libopenblas64_p",
-            "libopenblas64_o",
-            "libscipy_openblas",
-            "libscipy_openblas64_",
-        ),
-        # libopenblasp-r0.3.21.so; numpy 1.26's wheel: libopenblas64_p-r0-0cf96a72.3.23.dev.so (auditwheel's hash)
-        re.compile(r"-r(\d+)(?:-[0-9a-f]{8})?\.(\d+\.\d+(?:\.[0-9a-z]+)?)\.so$"),
-        re.compile(rb"OpenBLAS (\d+\.\d+\.\d+(?:\.[0-9a-z]+)*)"),
-    ),
-    LibraryKind("blas", "mkl", ("libmkl_rt",), SONAME_VERSION),
-    LibraryKind("blas", "blis", ("libblis",), SONAME_VERSION),
-    LibraryKind("openmp", "gnu", ("libgomp",), SONAME_VERSION),
-    LibraryKind("openmp", "llvm", ("libomp",), SONAME_VERSION),
-    LibraryKind("openmp", "intel", ("libiomp5",), SONAME_VERSION),
-    LibraryKind("tbb", "tbb", ("libtbb", "libtbb12"), SONAME_VERSION),
-    LibraryKind("torch", "torch", ("libtorch_cpu",), SONAME_VERSION),
-)
 
 
 @dataclass(frozen=True)
@@ -82,17 +43,17 @@ class Library:
     version_source: str  # "file name", "file contents" or "unknown"
 
 
-def kind_of(basename: str) -> LibraryKind | None:
-    """The thread-pool library a file named *basename* is, or None."""
+def kind_of(basename: str) -> PoolImplementation | None:
+    """The row of the pool table a file named *basename* is, or None."""
     name = basename.lower()
-    for kind in KINDS:
+    for kind in IMPLEMENTATIONS:
         for prefix in kind.prefixes:
             if name.startswith(prefix) and name[len(prefix) : len(prefix) + 1] in (".", "-"):
                 return kind
     return None
 
 
-def version_from_name(kind: LibraryKind, basename: str) -> str | None:
+def version_from_name(kind: PoolImplementation, basename: str) -> str | None:
     """The version the file name tells, or None."""
     if kind.name_version is None:
         return None

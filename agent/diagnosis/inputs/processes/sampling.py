@@ -5,30 +5,13 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from agent.machine.cpus import parse_cpu_list
+from agent.machine.process_stat import CLOCK_TICKS, read_process_stat
 from agent.machine.procfs import SMALL_FILE, ProcFS, printable
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass(frozen=True)
-class Stat:
-    """The fields of a /proc/PID/stat (or task/TID/stat) line used here."""
-
-    comm: str
-    state: str
-    ppid: int
-    user_ticks: int
-    system_ticks: int
-    threads: int
-    start_ticks: int  # since boot: with the pid, names one process across pid reuse
-    virtual_bytes: int
-    resident_pages: int
 
 
 @dataclass(frozen=True)
@@ -63,33 +46,6 @@ class ProcessFacts:
         return self.exe_name if self.exe_name else self.comm
 
 
-def parse_stat(text: str) -> Stat | None:
-    """A stat line; None when it is not one. comm is between the first '(' and the last ')', and may hold both."""
-    opened = text.find("(")
-    closed = text.rfind(")")
-    if opened < 0 or closed < opened:
-        return None
-    fields = text[closed + 1 :].split()
-    # fields[0] is field 3 of proc(5): state; ppid 4, utime 14, stime 15, num_threads 20, starttime 22, vsize 23,
-    # rss 24 (pages).
-    if len(fields) < 22:
-        return None
-    try:
-        return Stat(
-            comm=printable(text[opened + 1 : closed]),
-            state=fields[0],
-            ppid=int(fields[1]),
-            user_ticks=int(fields[11]),
-            system_ticks=int(fields[12]),
-            threads=int(fields[17]),
-            start_ticks=int(fields[19]),
-            virtual_bytes=int(fields[20]),
-            resident_pages=int(fields[21]),
-        )
-    except ValueError:
-        return None
-
-
 def affinity_from_status(status: str) -> tuple[int, ...]:
     """CPUs in the Cpus_allowed_list line of /proc/PID/status; empty when absent or malformed."""
     for line in status.splitlines():
@@ -103,16 +59,14 @@ def affinity_from_status(status: str) -> tuple[int, ...]:
 
 def read_process(procfs: ProcFS, pid: int) -> ProcessFacts | None:
     """One reading of *pid*; None when it is gone."""
-    text = procfs.read_text(pid, "stat", SMALL_FILE)
-    stat = None if text is None else parse_stat(text)
+    stat = read_process_stat(procfs, pid)
     if stat is None:
         return None
     status = procfs.read_text(pid, "status", SMALL_FILE) or ""
     exe = procfs.readlink(pid, "exe")
     threads = []
     for tid in sorted(procfs.tids(pid)):
-        line = procfs.read_text(pid, f"task/{tid}/stat", SMALL_FILE)
-        thread = None if line is None else parse_stat(line)
+        thread = read_process_stat(procfs, pid, tid)
         if thread is not None:
             threads.append(ThreadTicks(tid, thread.comm, thread.user_ticks, thread.system_ticks))
     return ProcessFacts(

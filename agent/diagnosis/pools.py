@@ -1,0 +1,114 @@
+"""The thread-pool implementations schedwatch knows: one row each, owning everything said about it.
+
+A row names the files the implementation ships under (how /proc/PID/maps shows it), its API, how its version is
+read, and the environment variables it reads: the thread count it takes (``variables``, its own first, then the
+one it falls back to), other names it honours for that count, and the variables that change how its idle threads
+wait. The process reader's allow-list, the library reader, the rules' fix and `verify` are all derived from these
+rows, so a variable a fix names is always one the agent can read back.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PoolImplementation:
+    """One thread-pool implementation."""
+
+    api: str  # blas, openmp, tbb, torch, numexpr, accelerate
+    implementation: str
+    prefixes: tuple[str, ...]  # lowercased basenames start with one of these and then "." or "-"; () = never mapped
+    variables: tuple[str, ...]  # what a fix sets for its thread count, its own first; () = no variable caps it
+    also_reads: tuple[str, ...] = ()  # other names it takes the count from (a fix need not set them)
+    tuning: tuple[str, ...] = ()  # how its idle threads wait (spin or sleep)
+    name_version: re.Pattern[str] | None = None  # group 1 (and on): the version, in the lowercased basename
+    content_version: re.Pattern[bytes] | None = None  # group 1: the version, in the file's .rodata
+
+
+SONAME_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
+OMP_NUM_THREADS = "OMP_NUM_THREADS"
+OPENMP_TUNING = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME")  # LLVM's and Intel's runtimes (one lineage)
+
+IMPLEMENTATIONS: tuple[PoolImplementation, ...] = (
+    PoolImplementation(
+        "blas",
+        "openblas",
+        (
+            "libopenblas",
+            "libopenblasp",
+            "libopenblaso",
+            "libopenblas64_",
+            "libopenblas64_p",
+            "libopenblas64_o",
+            "libscipy_openblas",
+            "libscipy_openblas64_",
+        ),
+        ("OPENBLAS_NUM_THREADS", OMP_NUM_THREADS),
+        also_reads=("GOTO_NUM_THREADS",),  # GotoBLAS's name, still read
+        tuning=("OPENBLAS_THREAD_TIMEOUT",),
+        # libopenblasp-r0.3.21.so; numpy 1.26's wheel: libopenblas64_p-r0-0cf96a72.3.23.dev.so (auditwheel's hash)
+        name_version=re.compile(r"-r(\d+)(?:-[0-9a-f]{8})?\.(\d+\.\d+(?:\.[0-9a-z]+)?)\.so$"),
+        content_version=re.compile(rb"OpenBLAS (\d+\.\d+\.\d+(?:\.[0-9a-z]+)*)"),
+    ),
+    # MKL's threading layer is OpenMP by default: OMP_NUM_THREADS when its own is unset.
+    PoolImplementation(
+        "blas", "mkl", ("libmkl_rt",), ("MKL_NUM_THREADS", OMP_NUM_THREADS), name_version=SONAME_VERSION
+    ),
+    PoolImplementation(
+        "blas", "blis", ("libblis",), ("BLIS_NUM_THREADS", OMP_NUM_THREADS), name_version=SONAME_VERSION
+    ),
+    PoolImplementation(
+        "openmp",
+        "gnu",
+        ("libgomp",),
+        (OMP_NUM_THREADS,),
+        tuning=("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"),
+        name_version=SONAME_VERSION,
+    ),
+    PoolImplementation(
+        "openmp", "llvm", ("libomp",), (OMP_NUM_THREADS,), tuning=OPENMP_TUNING, name_version=SONAME_VERSION
+    ),
+    PoolImplementation(
+        "openmp", "intel", ("libiomp5",), (OMP_NUM_THREADS,), tuning=OPENMP_TUNING, name_version=SONAME_VERSION
+    ),
+    PoolImplementation("tbb", "tbb", ("libtbb", "libtbb12"), (), name_version=SONAME_VERSION),  # sized by affinity
+    PoolImplementation("torch", "torch", ("libtorch_cpu",), (OMP_NUM_THREADS,), name_version=SONAME_VERSION),
+    # Pools no mapped file names: numexpr is a Python extension with a generic file name, vecLib is Apple's (macOS
+    # only). Their variables are still read, and set by `verify`.
+    PoolImplementation("numexpr", "numexpr", (), ("NUMEXPR_NUM_THREADS",)),
+    PoolImplementation("accelerate", "veclib", (), ("VECLIB_MAXIMUM_THREADS",)),
+)
+
+BY_IMPLEMENTATION: dict[str, PoolImplementation] = {row.implementation: row for row in IMPLEMENTATIONS}
+
+# When no pool library can be named: the variables of the commonest pools (OpenBLAS, MKL, then OpenMP).
+UNMAPPED: tuple[str, ...] = ("openblas", "mkl", "gnu")
+
+# Every variable that sets a thread count, OMP_NUM_THREADS first (what `verify` sets, all to one count).
+COUNT_VARIABLES: tuple[str, ...] = tuple(
+    dict.fromkeys([OMP_NUM_THREADS, *(name for row in IMPLEMENTATIONS for name in (*row.variables, *row.also_reads))])
+)
+# Every variable of every row: the only names read from a process's environment.
+ALLOWED_VARIABLES: tuple[str, ...] = tuple(
+    dict.fromkeys([*COUNT_VARIABLES, *(name for row in IMPLEMENTATIONS for name in row.tuning)])
+)
+
+
+def variables_of(implementation: str) -> tuple[str, ...]:
+    """What a fix sets for *implementation*'s thread count; () for an implementation without a row or a variable."""
+    row = BY_IMPLEMENTATION.get(implementation)
+    return row.variables if row is not None else ()
+
+
+def unmapped_variables() -> tuple[str, ...]:
+    """The variables a fix names when no pool library is known."""
+    return tuple(dict.fromkeys(name for implementation in UNMAPPED for name in variables_of(implementation)))
+
+
+def reading(variable: str) -> frozenset[str]:
+    """The implementations that read *variable* (for its count or for how their threads wait)."""
+    return frozenset(
+        row.implementation for row in IMPLEMENTATIONS if variable in (*row.variables, *row.also_reads, *row.tuning)
+    )
