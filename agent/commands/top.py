@@ -153,7 +153,7 @@ def _live(read: Read, wanted: Filter, by: Column, seconds: float, title: str) ->
                 table = rows(before, after, wanted)
                 before, deadline = after, time.monotonic() + seconds
             if table:
-                live.update(rich_table(sorted_rows(table, by), by, title), refresh=True)
+                live.update(rich_table(sorted_rows(table, by), by, title, console.width), refresh=True)
 
 
 COMMAND = Command(

@@ -21,12 +21,24 @@ def plain(table: Sequence[Row], by: Column, title: str) -> str:
     return "\n".join(lines)
 
 
-def rich_table(table: Sequence[Row], by: Column, title: str) -> Table:
-    """The rows as a rich Table; the sorted column's header is marked."""
+def rich_table(table: Sequence[Row], by: Column, title: str, width: int) -> Table:
+    """The rows as a rich Table *width* characters wide at most; the sorted column's header is marked, and names
+    too long for the width keep their end (where workloads differ) after a leading "…"."""
+    grid = [cells(item) for item in table]
+    headers = [f"{column.header}▼" if column is by else column.header for column in COLUMNS]
+    widths = [max([len(header), *(len(line[i]) for line in grid)]) for i, header in enumerate(headers)]
+    room = max(width - sum(widths[1:]) - 2 * len(COLUMNS), len(headers[0]))  # each cell is padded by 1 each side
+    for line in grid:
+        if len(line[0]) > room:
+            line[0] = "…" + line[0][-(room - 1) :]
     view = Table(title=title, caption=HELP, expand=False, box=None, header_style="bold reverse")
-    for column in COLUMNS:
-        header = f"{column.header}▼" if column is by else column.header
-        view.add_column(header, justify="left" if column.name in ("name", "finding") else "right", no_wrap=True)
-    for item in table:
-        view.add_row(*cells(item))
+    for index, header in enumerate(headers):
+        # Every other column keeps its width; a narrow terminal shortens the workload names instead.
+        view.add_column(
+            header,
+            justify="left" if index in (0, len(COLUMNS) - 1) else "right",
+            min_width=None if index == 0 else widths[index],
+        )
+    for line in grid:
+        view.add_row(*line)
     return view

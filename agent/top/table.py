@@ -34,7 +34,7 @@ GAUGES = {"schedwatch_cpu_limit_cores": "limit", "schedwatch_threads": "threads"
 BUCKETS = "schedwatch_runqueue_latency_seconds_bucket"
 FINDING = "schedwatch_finding"
 HOLDERS = ("self", "other", "kernel")
-TOP_FAMILIES = 2  # system-call families named in the system column
+TOP_FAMILIES = 1  # system-call families named in the system column
 EVERYTHING = Filter()
 
 
@@ -95,7 +95,7 @@ class Row:
     cpu_cores: float | None = None  # user + system, in CPUs
     limit_cores: float | None = None
     system_share: float | None = None  # 0..1 of cpu
-    families: tuple[tuple[str, float], ...] = ()  # top families by time (or calls), share 0..1 of the family total
+    families: tuple[tuple[str, float], ...] = ()  # top families by calls, share 0..1 of all the calls
     waiting_cores: float | None = None  # summed over threads: CPUs' worth of waiting for a CPU
     waiting_by_holder: dict[str, float] | None = None  # holder -> CPUs' worth of waiting
     throttled_cores: float | None = None
@@ -153,7 +153,7 @@ def row(ref: Workload, before: Series | None, after: Series, seconds: float) -> 
     user, system = rate("cpu:user"), rate("cpu:system")
     cpu = None if user is None and system is None else (user or 0.0) + (system or 0.0)
     share = (system or 0.0) / cpu if cpu else (0.0 if cpu == 0.0 else None)
-    by_family = _split(before, after, "syscall_seconds") or _split(before, after, "syscalls")
+    by_family = _split(before, after, "syscalls")  # calls: counted for every workload, timed only for a few
     families: tuple[tuple[str, float], ...] = ()
     if by_family and sum(by_family.values()) > 0:
         total = sum(by_family.values())
@@ -257,7 +257,7 @@ def cells(r: Row) -> list[str]:
         cpu += f"/{r.limit_cores:g}"
     system = "-" if r.system_share is None else f"{r.system_share * 100:.0f}%"
     if r.families:
-        system += " " + ",".join(f"{name} {share * 100:.0f}%" for name, share in r.families)
+        system += " " + ",".join(f"{name}:{share * 100:.0f}%" for name, share in r.families)
     p99 = "-" if r.runqueue_p99_seconds is None else f"{r.runqueue_p99_seconds * 1000:.2f}ms"
     return [
         r.name,

@@ -92,10 +92,10 @@ schedwatch_runqueue_wait_by_holder_seconds_total{{{W},holder="other"}} {other}
 schedwatch_runqueue_wait_by_holder_seconds_total{{{W},holder="kernel"}} 0.0
 # TYPE schedwatch_blocked_seconds_total counter
 schedwatch_blocked_seconds_total{{{W},state="uninterruptible"}} {d}
-# TYPE schedwatch_syscall_seconds_total counter
-schedwatch_syscall_seconds_total{{{W},family="yield"}} {y}
-schedwatch_syscall_seconds_total{{{W},family="futex"}} 1.0
-schedwatch_syscall_seconds_total{{{W},family="clock"}} 0.5
+# TYPE schedwatch_syscalls counter
+schedwatch_syscalls_total{{{W},family="yield"}} {y}
+schedwatch_syscalls_total{{{W},family="futex"}} 1.0
+schedwatch_syscalls_total{{{W},family="clock"}} 0.5
 # TYPE schedwatch_finding gauge
 schedwatch_finding{{cause="{cause}",mechanism="m",{W}}} 1.0
 """
@@ -121,3 +121,17 @@ def test_the_budget_series_fill_their_columns_when_they_exist() -> None:
 def test_the_p99_of_waits_in_the_last_bucket_is_its_lower_bound() -> None:
     assert quantile(0.99, {}, {0.001: 0.0, math.inf: 5.0}) == 0.001
     assert quantile(0.99, {0.001: 2.0, math.inf: 2.0}, {0.001: 2.0, math.inf: 2.0}) is None  # no waits between
+
+
+def test_a_narrow_terminal_keeps_the_numbers_and_the_end_of_the_names(table: dict[Workload, Row]) -> None:
+    from rich.console import Console
+
+    from agent.top.screen import rich_table
+
+    console = Console(width=130, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(rich_table(sorted_rows(table.values(), BY_KEY["y"]), BY_KEY["y"], "t", 130))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 130
+    (line,) = [line for line in lines if "yield-d20f46" in line]
+    assert line.split()[0].startswith("…") and line.split()[0].endswith("/yield-d20f46")
+    assert "200000" in line.split() and "9.85ms" in line.split()
