@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent import REPO, require_root
+from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.workloads import CgroupSandbox, Workload, build
 
 SLOW_PER_MS, FAST_PER_MS = 5, 40  # yields at each millisecond: 5,000/s and 40,000/s
@@ -145,3 +145,35 @@ def test_top_piped_prints_one_plain_table_with_once(workloads: tuple[str, str, s
     assert_rate(column(lines, "YIELD/s", fast), 40_000)
     assert set(rows) >= {slow, fast}
     assert all(Path(name).is_relative_to(parent) for name in rows)  # --cgroup: nothing else
+
+
+def test_top_from_a_running_agent_shows_the_same_rates(agent: AgentProcess, workloads: tuple[str, str, str]) -> None:
+    parent, slow, fast = workloads
+    result = subprocess.run(
+        top_command(parent, "--once", "--from", f"http://127.0.0.1:{agent.port}"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"schedwatch top: http://127.0.0.1:{agent.port}  sorted by cpu"
+    assert_rate(column(lines, "YIELD/s", slow), 5_000)
+    assert_rate(column(lines, "YIELD/s", fast), 40_000)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (("--from", "prometheus+http://127.0.0.1:9"), "schedwatch top: top reads an agent, not a Prometheus"),
+        (("--from", "http://127.0.0.1:9"), "schedwatch top: cannot reach http://127.0.0.1:9/metrics"),
+    ],
+)
+def test_a_source_top_cannot_read_is_one_line(arguments: tuple[str, ...], says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "top", "--once", *arguments], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(says), line
