@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
         (("--interval", "0.1"), "argument --interval: 0.1 s is out of range: give 0.5 to 60"),
         (("--interval", "soon"), "argument --interval: 'soon' is not a number of seconds"),
         (("--sort", "colour"), "argument --sort: invalid choice: 'colour'"),
-        (("--web.listen-address", ":1"), "--web.listen-address"),
+        (("--listen", ":1"), "top serves nothing; it is `schedwatch run`'s flag"),
     ],
 )
 def test_bad_flags_are_one_usage_line(arguments: tuple[str, ...], says: str) -> None:
