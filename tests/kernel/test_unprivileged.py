@@ -63,6 +63,17 @@ def test_check_json_says_the_same(state: Path) -> None:
     assert report["collectors"]["syscalls"]["ok"] is False and report["mode"]["mode"] == "procfs"
 
 
+def test_top_answers_from_proc_with_dashes_for_what_proc_cannot_count(state: Path) -> None:
+    result = as_nobody("top", "--once", "--interval", "1", "--state-dir", str(state), "--log-level", "error")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    title, header, *rows = result.stdout.splitlines()
+    assert title == "schedwatch top: collectors loaded here  sorted by cpu"
+    names = header.replace("RQ p99", "RQ-p99").split()
+    root = dict(zip(names, next(row for row in rows if row.startswith("/ ")).split(), strict=True))
+    assert root["YIELD/s"] == "-" and root["FUTEX/s"] == "-"  # procfs mode counts no system calls: unknown
+    assert float(root["WAIT"]) >= 0.0  # /proc/PID/schedstat gives the run-queue wait
+
+
 def test_diagnose_answers_from_proc(state: Path) -> None:
     result = as_nobody("diagnose", "--json", "--duration", "1", "--state-dir", str(state), "--log-level", "error")
     assert "Traceback" not in result.stderr, result.stderr
@@ -113,7 +124,7 @@ def test_run_serves_in_procfs_mode_and_says_why(state: Path) -> None:
     assert len(modes) == 1 and "missing CAP_BPF" in modes[0]["reason"], stderr
 
 
-@pytest.mark.parametrize("command", ["run", "check", "diagnose", "verify", "analyze", "compare"])
+@pytest.mark.parametrize("command", ["run", "check", "diagnose", "top", "verify", "analyze", "compare"])
 def test_every_subcommands_help_works(command: str) -> None:
     result = as_nobody(command, "--help")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

@@ -23,6 +23,7 @@ FLOORS = {
     **dict.fromkeys(("__main__", "cli", "commands"), 5),
     # assembly: the wiring the commands and verify share (it starts collectors; nothing below imports it)
     **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
+    "top": 4,  # schedwatch top's view: rows from the diagnosis wing's filters and workloads, drawn with rich
     "collectors": 3,
     **dict.fromkeys(("bpf", "counters", "identity"), 2),
     **dict.fromkeys(("exposition", "metrics", "model"), 1),

@@ -50,6 +50,12 @@ class CollectedSource:
         families = list(self._collect())
         return read_families(families, (started + self._clock()) / 2)
 
+    def families(self) -> tuple[float, list[Metric]]:
+        """(when, every family collected once), for readers of series a Reading does not keep (schedwatch top)."""
+        started = self._clock()
+        families = list(self._collect())
+        return (started + self._clock()) / 2, families
+
 
 def metrics_url(url: str) -> str:
     """*url* with /metrics added when it names no path."""
@@ -103,6 +109,16 @@ class AgentSource:
                 f"{self.url} is not a schedwatch agent's /metrics (no schedwatch_build_info): point --from at "
                 "the agent's port, e.g. http://127.0.0.1:17953"
             ) from None
+        except ValueError as error:
+            raise SourceError(f"{self.url} did not answer in the Prometheus text format ({error})") from None
+
+    def families(self) -> tuple[float, list[Metric]]:
+        """(when, every family of one /metrics), for readers of series a Reading does not keep (schedwatch top)."""
+        started = self._clock()
+        text = self._get()
+        at = (started + self._clock()) / 2
+        try:
+            return at, list(text_string_to_metric_families(text))
         except ValueError as error:
             raise SourceError(f"{self.url} did not answer in the Prometheus text format ({error})") from None
 

@@ -1,0 +1,165 @@
+"""`schedwatch top`: a live view of where each workload's thread-seconds go, refreshed every --interval.
+
+One row per workload: CPU used against its limit, system share and its top system-call families, waiting for a
+CPU (by holder where the agent exports it), throttled, blocked, yields/s, futex/s, run-queue p99, threads and the
+active finding. Keys sort by a column (the key under the help line), q quits. When stdout is not a terminal, or
+with --once, it prints plain lines: one table per interval, or one table and exits. Reads collectors loaded in
+this process (as diagnose does) or a running agent (--from http://HOST:PORT). docs/top.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from prometheus_client.core import Metric
+
+from agent import config
+from agent.commands import Command
+from agent.commands.agent_flags import (
+    add_client_arguments,
+    add_collection_arguments,
+    add_logging_arguments,
+    refuse_groups,
+    settings_from,
+)
+from agent.commands.diagnose import loaded_collectors, pid_number, source_client
+from agent.diagnosis.inputs.live.fleet import is_prometheus
+from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
+from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
+from agent.machine.procfs import ProcFS
+from agent.top.table import BY_KEY, BY_NAME, Column, Snapshot, rows, snapshot, sorted_rows
+
+MIN_INTERVAL = 0.5
+MAX_INTERVAL = 60.0
+DEFAULT_INTERVAL = 2.0
+Read = Callable[[], tuple[float, list[Metric]]]
+
+
+def interval(text: str) -> float:
+    """--interval: seconds within MIN_INTERVAL..MAX_INTERVAL."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(f"{text} s is out of range: give {MIN_INTERVAL:g} to {MAX_INTERVAL:g}")
+    return seconds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Refresh, sort, filters (as diagnose), the source, and the flags of the collectors top loads itself."""
+    parser.add_argument(
+        "--interval",
+        type=interval,
+        default=DEFAULT_INTERVAL,
+        help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g}; {MIN_INTERVAL:g}-{MAX_INTERVAL:g})",
+    )
+    parser.add_argument("--sort", choices=sorted(BY_NAME), default="cpu", help="the column to sort by (default cpu)")
+    parser.add_argument("--once", action="store_true", help="print one table (over one interval) and exit")
+    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
+    parser.add_argument("--pod", default="", help="only workloads of this pod")
+    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
+    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
+    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        default="",
+        metavar="URL",
+        help="read a running agent (http://HOST:PORT or https://) instead of loading the collectors here",
+    )
+    add_collection_arguments(parser)
+    add_logging_arguments(parser)
+    add_client_arguments(parser)
+    refuse_groups(parser, (config.SERVING,), "top serves nothing; it is `schedwatch run`'s flag")
+    refuse_groups(parser, (config.EXPORT,), "it shapes what `schedwatch run` exports, which top does not read")
+
+
+@contextmanager
+def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterator[Read]:
+    settings = settings_from(args, parser)
+    client = source_client(args, parser)
+    if is_prometheus(args.source):
+        raise SourceError("top reads an agent, not a Prometheus: give --from http://HOST:PORT of one node's agent")
+    if args.source:
+        yield AgentSource(args.source, client=client).families
+        return
+    with loaded_collectors(settings) as source:
+        if not isinstance(source, CollectedSource):
+            raise SourceError("the collectors loaded here gave no families to read")  # loaded_collectors' contract
+        yield source.families
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Show the table until q (terminal) or forever / once (plain lines); 2 with a one-line error."""
+    try:
+        wanted = filter_for_pid(ProcFS(), Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid))
+        with _reader(args, parser) as read:
+            title = f"schedwatch top: {args.source or 'collectors loaded here'}"
+            if args.once or not sys.stdout.isatty():
+                return _plain(read, wanted, BY_NAME[args.sort], args.interval, title, args.once)
+            return _live(read, wanted, BY_NAME[args.sort], args.interval, title)
+    except (SourceError, NoSuchProcess) as error:
+        print(f"schedwatch top: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+def _taken(read: Read) -> Snapshot:
+    at, families = read()
+    return snapshot(families, at)
+
+
+def _plain(read: Read, wanted: Filter, by: Column, seconds: float, title: str, once: bool) -> int:
+    from agent.top.screen import plain
+
+    before = _taken(read)
+    while True:
+        time.sleep(seconds)
+        after = _taken(read)
+        print(plain(sorted_rows(rows(before, after, wanted), by), by, title), flush=True)
+        if once:
+            return 0
+        print(flush=True)
+        before = after
+
+
+def _live(read: Read, wanted: Filter, by: Column, seconds: float, title: str) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    from agent.top.keys import QUIT, Keys
+    from agent.top.screen import rich_table
+
+    before = _taken(read)
+    table = []
+    console = Console()
+    with Keys(sys.stdin.fileno()) as keys, Live(console=console, auto_refresh=False, screen=True) as live:
+        live.update(f"{title}: first reading, next in {seconds:g} s", refresh=True)
+        deadline = time.monotonic() + seconds
+        while True:
+            key = keys.wait(deadline - time.monotonic())
+            if key in QUIT:
+                return 0
+            if key is not None:
+                by = BY_KEY.get(key, by)
+            else:
+                after = _taken(read)
+                table = rows(before, after, wanted)
+                before, deadline = after, time.monotonic() + seconds
+            if table:
+                live.update(rich_table(sorted_rows(table, by), by, title, console.width), refresh=True)
+
+
+COMMAND = Command(
+    name="top",
+    help="a live table of each workload's CPU, waiting, blocking, yields and futex calls",
+    description=__doc__,
+    add_arguments=add_arguments,
+    run=run,
+)

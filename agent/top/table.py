@@ -1,0 +1,277 @@
+"""The rows of `schedwatch top`: one per workload, from two readings of schedwatch's series.
+
+Pure: a Snapshot is parsed from prometheus_client metric families (collected in this process or parsed from an
+agent's /metrics), and rows() turns two snapshots into rates over the time between them. A column whose series is
+absent from the later reading is None (shown "-"), never 0: 0 means the series is there and did not move.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client.core import Metric
+
+from agent.diagnosis.facts import Workload
+from agent.diagnosis.inputs.live.members import Filter
+from agent.diagnosis.inputs.live.series import WORKLOAD_LABELS, ref_of
+
+# Sample name -> (key, the label that splits it or None).
+COUNTERS: dict[str, tuple[str, str | None]] = {
+    "schedwatch_cpu_usage_seconds_total": ("cpu", "mode"),
+    "schedwatch_syscall_seconds_total": ("syscall_seconds", "family"),
+    "schedwatch_syscalls_total": ("syscalls", "family"),
+    "schedwatch_runqueue_wait_by_holder_seconds_total": ("holder", "holder"),
+    "schedwatch_runqueue_latency_seconds_sum": ("runqueue_wait", None),
+    "schedwatch_runqueue_wait_seconds_total": ("runqueue_wait", None),
+    "schedwatch_cpu_throttled_seconds_total": ("throttled", None),
+    "schedwatch_blocked_seconds_total": ("blocked", "state"),
+    "schedwatch_sched_yield_calls_total": ("yields", None),
+    "schedwatch_futex_calls_total": ("futex", "op"),
+}
+GAUGES = {"schedwatch_cpu_limit_cores": "limit", "schedwatch_threads": "threads"}
+BUCKETS = "schedwatch_runqueue_latency_seconds_bucket"
+FINDING = "schedwatch_finding"
+HOLDERS = ("self", "other", "kernel")
+TOP_FAMILIES = 1  # system-call families named in the system column
+EVERYTHING = Filter()
+
+
+@dataclass
+class Series:
+    """One workload's cumulative counts, gauges, run-queue histogram and active findings at one reading."""
+
+    counts: dict[str, float] = field(default_factory=dict)  # "cpu:user", "syscalls:futex", "yields", ...
+    gauges: dict[str, float] = field(default_factory=dict)
+    buckets: dict[float, float] = field(default_factory=dict)  # upper bound -> cumulative count
+    findings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every workload's series at one moment (seconds on a monotonic clock)."""
+
+    at: float
+    workloads: dict[Workload, Series]
+
+
+def snapshot(families: Iterable[Metric], at: float) -> Snapshot:
+    """The workloads' series among *families*."""
+    workloads: dict[Workload, Series] = {}
+
+    def of(labels: dict[str, str]) -> Series:
+        return workloads.setdefault(ref_of(labels), Series())
+
+    for family in families:
+        for sample in family.samples:
+            name, labels, value = sample.name, sample.labels, sample.value
+            if not any(label in labels for label in WORKLOAD_LABELS):
+                continue
+            if name in COUNTERS:
+                key, split = COUNTERS[name]
+                if split is not None:
+                    key = f"{key}:{labels.get(split, '')}"
+                if not math.isnan(value):
+                    series = of(labels)
+                    series.counts[key] = series.counts.get(key, 0.0) + value
+            elif name in GAUGES and not math.isnan(value):
+                of(labels).gauges[GAUGES[name]] = value
+            elif name == BUCKETS:
+                bound = float(labels.get("le", "nan"))
+                series = of(labels)
+                series.buckets[bound] = series.buckets.get(bound, 0.0) + value
+            elif name == FINDING and value == 1:
+                of(labels).findings.append(labels.get("cause", "?"))
+    return Snapshot(at, workloads)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One workload over the window; None where its source gives nothing."""
+
+    ref: Workload
+    name: str
+    cpu_cores: float | None = None  # user + system, in CPUs
+    limit_cores: float | None = None
+    system_share: float | None = None  # 0..1 of cpu
+    families: tuple[tuple[str, float], ...] = ()  # top families by calls, share 0..1 of all the calls
+    waiting_cores: float | None = None  # summed over threads: CPUs' worth of waiting for a CPU
+    waiting_by_holder: dict[str, float] | None = None  # holder -> CPUs' worth of waiting
+    throttled_cores: float | None = None
+    blocked_by_state: dict[str, float] | None = None  # state -> threads' worth of blocked time
+    yields_per_second: float | None = None
+    futex_per_second: float | None = None
+    runqueue_p99_seconds: float | None = None
+    threads: int | None = None
+    finding: str | None = None
+
+
+def _delta(before: Series | None, after: Series, key: str) -> float | None:
+    if key not in after.counts:
+        return None
+    earlier = before.counts.get(key, 0.0) if before is not None else 0.0  # a new workload's counters start at 0
+    return max(after.counts[key] - earlier, 0.0)  # a restarted agent: no negative rates
+
+
+def _split(before: Series | None, after: Series, prefix: str) -> dict[str, float] | None:
+    keys = [key for key in after.counts if key.startswith(prefix + ":")]
+    if not keys:
+        return None
+    return {key.partition(":")[2]: _delta(before, after, key) or 0.0 for key in keys}
+
+
+def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
+    """The q-quantile of the waits between two readings of a cumulative histogram, interpolated linearly inside
+    a bucket as PromQL's histogram_quantile; None without waits. The +Inf bucket answers its lower bound."""
+    bounds = sorted(after)
+    if not bounds or bounds[-1] != math.inf:
+        return None
+    counts = [max(after[bound] - before.get(bound, 0.0), 0.0) for bound in bounds]
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= rank:
+            if bound == math.inf:
+                return lower
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+def row(ref: Workload, before: Series | None, after: Series, seconds: float) -> Row:
+    """One workload's row over *seconds*."""
+
+    def rate(key: str) -> float | None:
+        value = _delta(before, after, key)
+        return None if value is None else value / seconds
+
+    user, system = rate("cpu:user"), rate("cpu:system")
+    cpu = None if user is None and system is None else (user or 0.0) + (system or 0.0)
+    share = (system or 0.0) / cpu if cpu else (0.0 if cpu == 0.0 else None)
+    by_family = _split(before, after, "syscalls")  # calls: counted for every workload, timed only for a few
+    families: tuple[tuple[str, float], ...] = ()
+    if by_family and sum(by_family.values()) > 0:
+        total = sum(by_family.values())
+        ranked = sorted(by_family.items(), key=lambda item: (-item[1], item[0]))[:TOP_FAMILIES]
+        families = tuple((name, value / total) for name, value in ranked if value > 0)
+    holders = _split(before, after, "holder")
+    blocked = _split(before, after, "blocked")
+    futex = _split(before, after, "futex")
+    threads = after.gauges.get("threads")
+    return Row(
+        ref=ref,
+        name=ref.name,
+        cpu_cores=cpu,
+        limit_cores=after.gauges.get("limit"),
+        system_share=share,
+        families=families,
+        waiting_cores=rate("runqueue_wait"),
+        waiting_by_holder=None if holders is None else {key: value / seconds for key, value in holders.items()},
+        throttled_cores=rate("throttled"),
+        blocked_by_state=None if blocked is None else {key: value / seconds for key, value in blocked.items()},
+        yields_per_second=rate("yields"),
+        futex_per_second=None if futex is None else sum(futex.values()) / seconds,
+        runqueue_p99_seconds=quantile(0.99, before.buckets if before else {}, after.buckets),
+        threads=None if threads is None else int(threads),
+        finding=", ".join(sorted(set(after.findings))) or None,
+    )
+
+
+def rows(before: Snapshot, after: Snapshot, wanted: Filter = EVERYTHING) -> list[Row]:
+    """The rows of every workload of *after* that *wanted* matches, over the time between the readings."""
+    seconds = after.at - before.at
+    if seconds <= 0:
+        raise ValueError(f"readings {seconds:g} s apart: the later must come after the earlier")
+    return [
+        row(ref, before.workloads.get(ref), series, seconds)
+        for ref, series in after.workloads.items()
+        if wanted.matches(ref)
+    ]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the table: its header, the key that sorts by it, and how to get its number from a row."""
+
+    header: str
+    key: str  # the key press (and --sort name's first letter)
+    name: str  # --sort NAME
+    value: Callable[[Row], float | str | None]
+
+
+def _holder(name: str) -> Callable[[Row], float | None]:
+    return lambda r: None if r.waiting_by_holder is None else r.waiting_by_holder.get(name)
+
+
+def _blocked(r: Row) -> float | None:
+    return None if r.blocked_by_state is None else sum(r.blocked_by_state.values())
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("WORKLOAD", "n", "name", lambda r: r.name),
+    Column("CPU", "c", "cpu", lambda r: r.cpu_cores),
+    Column("SYS%", "s", "system", lambda r: r.system_share),
+    Column("WAIT", "w", "wait", lambda r: r.waiting_cores),
+    Column("W:SELF", "1", "wait-self", _holder("self")),
+    Column("W:OTHER", "2", "wait-other", _holder("other")),
+    Column("W:KERN", "3", "wait-kernel", _holder("kernel")),
+    Column("THROT", "t", "throttled", lambda r: r.throttled_cores),
+    Column("BLOCKED", "b", "blocked", _blocked),
+    Column("YIELD/s", "y", "yields", lambda r: r.yields_per_second),
+    Column("FUTEX/s", "f", "futex", lambda r: r.futex_per_second),
+    Column("RQ p99", "r", "p99", lambda r: r.runqueue_p99_seconds),
+    Column("THR", "h", "threads", lambda r: r.threads),
+    Column("FINDING", "x", "finding", lambda r: r.finding),
+)
+BY_NAME = {column.name: column for column in COLUMNS}
+BY_KEY = {column.key: column for column in COLUMNS}
+
+
+def sorted_rows(table: Iterable[Row], by: Column) -> list[Row]:
+    """*table* by *by*: numbers largest first, names A to Z; unknown ("-") last, ties by name."""
+    known: list[tuple[float | str, Row]] = []
+    unknown: list[Row] = []
+    for item in table:
+        value = by.value(item)
+        (unknown.append(item) if value is None else known.append((value, item)))
+    if by.name in ("name", "finding"):
+        known.sort(key=lambda pair: (str(pair[0]), pair[1].name))
+    else:
+        known.sort(key=lambda pair: (-float(pair[0]), pair[1].name))
+    return [item for _value, item in known] + sorted(unknown, key=lambda item: item.name)
+
+
+def cells(r: Row) -> list[str]:
+    """The row's cells as text, in COLUMNS order; "-" for unknown."""
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    cpu = num(r.cpu_cores, ".2f")
+    if r.cpu_cores is not None and r.limit_cores is not None:
+        cpu += f"/{r.limit_cores:g}"
+    system = "-" if r.system_share is None else f"{r.system_share * 100:.0f}%"
+    if r.families:
+        system += " " + ",".join(f"{name}:{share * 100:.0f}%" for name, share in r.families)
+    p99 = "-" if r.runqueue_p99_seconds is None else f"{r.runqueue_p99_seconds * 1000:.2f}ms"
+    return [
+        r.name,
+        cpu,
+        system,
+        num(r.waiting_cores, ".2f"),
+        num(_holder("self")(r), ".2f"),
+        num(_holder("other")(r), ".2f"),
+        num(_holder("kernel")(r), ".2f"),
+        num(r.throttled_cores, ".2f"),
+        num(_blocked(r), ".2f"),
+        num(r.yields_per_second, ".0f"),
+        num(r.futex_per_second, ".0f"),
+        p99,
+        "-" if r.threads is None else str(r.threads),
+        r.finding or "-",
+    ]

@@ -1,0 +1,179 @@
+"""`schedwatch top` used as a person would: in a tmux terminal against two live workloads of known yield rates
+(tests/workloads/paced_yielder.c), sorted by key presses, quit with q; and its plain lines when piped."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.agent import REPO, AgentProcess, require_root
+from tests.support.workloads import CgroupSandbox, Workload, build
+
+SLOW_PER_MS, FAST_PER_MS = 5, 40  # yields at each millisecond: 5,000/s and 40,000/s
+INTERVAL = 3.0
+# Each reading's time is the middle of a collection that takes up to ~0.2 s on this shared 2-CPU machine (so each
+# end of a 3 s window is known to +-0.1 s: +-7 %), and a paced thread starved for a while catches up its missed
+# ticks in the next window: 15 % covers both; a top that counted wrong (another workload's calls, the wrong
+# window) is off by far more.
+RATE_TOLERANCE = 0.15
+
+
+@pytest.fixture(scope="module")
+def workloads(cgroups: CgroupSandbox) -> Iterator[tuple[str, str, str]]:
+    """(their common parent cgroup, the slow one's, the fast one's) as top labels them; named so that by name the
+    slow one comes first and by yields the fast one."""
+    require_root()
+    binary = build("paced_yielder")
+    parent = cgroups.make("top")
+    slow_dir, fast_dir = parent / "a-slow", parent / "b-fast"
+    slow_dir.mkdir()
+    fast_dir.mkdir()
+    slow = Workload(binary, slow_dir, SLOW_PER_MS)
+    fast = Workload(binary, fast_dir, FAST_PER_MS)
+    assert slow.truth["yields_per_second"] == 5_000 and fast.truth["yields_per_second"] == 40_000
+    try:
+        yield cgroups.relative(parent), cgroups.relative(slow_dir), cgroups.relative(fast_dir)
+    finally:
+        slow.release()
+        fast.release()
+        cgroups.remove(slow_dir)
+        cgroups.remove(fast_dir)
+
+
+def column(screen: list[str], header: str, row_name: str) -> str:
+    """The cell of *row_name*'s line under the right-aligned *header*."""
+    (title,) = [line for line in screen if header in line and "WORKLOAD" in line]
+    end = title.index(header) + len(header)
+    if title[end : end + 1] == "▼":  # the sorted column's mark
+        end += 1
+    (line,) = [line for line in screen if line.lstrip().startswith(row_name + " ")]
+    return line[:end].split()[-1]
+
+
+def order(screen: list[str], names: tuple[str, ...]) -> list[str]:
+    """*names* in the order their rows appear."""
+    at = {name: next(i for i, line in enumerate(screen) if line.lstrip().startswith(name + " ")) for name in names}
+    return sorted(names, key=at.__getitem__)
+
+
+class Tmux:
+    """A detached tmux session of 200 x 50 running one command."""
+
+    def __init__(self, command: str) -> None:
+        self.name = f"schedwatch-top-{uuid.uuid4().hex[:6]}"
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", command], check=True, cwd=REPO
+        )
+
+    def screen(self) -> list[str]:
+        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        return out.stdout.splitlines()
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, ready: str, seconds: float) -> list[str]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if any(ready in line for line in screen):
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{ready!r} not on the screen within {seconds:g} s:\n" + "\n".join(self.screen()))
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def top_command(parent: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "agent", "top", "--interval", str(INTERVAL), "--cgroup", parent, "--log-level",
+        "error", *extra,
+    ]  # fmt: skip
+
+
+def assert_rate(cell: str, expected: float) -> None:
+    assert abs(float(cell) - expected) <= RATE_TOLERANCE * expected, f"{cell}/s shown, {expected:g}/s made"
+
+
+def test_top_in_a_terminal_shows_the_rates_sorts_by_key_and_quits(workloads: tuple[str, str, str]) -> None:
+    parent, slow, fast = workloads
+    # tmux hands the session the COLUMNS and LINES of whoever started it (80 x 24 under pytest): drop them, so top
+    # sizes itself by the terminal, 200 x 50, as it would for a person.
+    command = "env -u COLUMNS -u LINES " + shlex.join(top_command(parent, "--sort", "name"))
+    command += "; echo TOP-EXITED $?; sleep 60"
+    session = Tmux(command)
+    try:
+        session.wait_for(slow, 120)  # loading the BPF programs takes a while on a busy machine
+        time.sleep(INTERVAL + 0.5)  # a window wholly after both workloads started
+        screen = session.wait_for(fast, 10)
+        assert order(screen, (slow, fast)) == [slow, fast], "\n".join(screen)  # --sort name
+        assert_rate(column(screen, "YIELD/s", slow), 5_000)
+        assert_rate(column(screen, "YIELD/s", fast), 40_000)
+        session.keys("y")
+        deadline = time.monotonic() + 5
+        while order(screen := session.screen(), (slow, fast)) != [fast, slow] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert order(screen, (slow, fast)) == [fast, slow], "\n".join(screen)
+        assert any("YIELD/s▼" in line for line in screen)
+        session.keys("q")
+        ended = session.wait_for("TOP-EXITED", 10)
+        assert "TOP-EXITED 0" in "\n".join(ended)
+    finally:
+        session.kill()
+
+
+def test_top_piped_prints_one_plain_table_with_once(workloads: tuple[str, str, str]) -> None:
+    parent, slow, fast = workloads
+    result = subprocess.run(
+        top_command(parent, "--once", "--sort", "yields"), cwd=REPO, capture_output=True, text=True, timeout=180
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "schedwatch top: collectors loaded here  sorted by yields"
+    assert lines[1].split()[0] == "WORKLOAD"
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert [line.split()[0] for line in lines[2:4]] == [fast, slow]  # by yields, the fast one first
+    assert_rate(column(lines, "YIELD/s", slow), 5_000)
+    assert_rate(column(lines, "YIELD/s", fast), 40_000)
+    assert set(rows) >= {slow, fast}
+    assert all(Path(name).is_relative_to(parent) for name in rows)  # --cgroup: nothing else
+
+
+def test_top_from_a_running_agent_shows_the_same_rates(agent: AgentProcess, workloads: tuple[str, str, str]) -> None:
+    parent, slow, fast = workloads
+    result = subprocess.run(
+        top_command(parent, "--once", "--from", f"http://127.0.0.1:{agent.port}"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"schedwatch top: http://127.0.0.1:{agent.port}  sorted by cpu"
+    assert_rate(column(lines, "YIELD/s", slow), 5_000)
+    assert_rate(column(lines, "YIELD/s", fast), 40_000)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (("--from", "prometheus+http://127.0.0.1:9"), "schedwatch top: top reads an agent, not a Prometheus"),
+        (("--from", "http://127.0.0.1:9"), "schedwatch top: cannot reach http://127.0.0.1:9/metrics"),
+    ],
+)
+def test_a_source_top_cannot_read_is_one_line(arguments: tuple[str, ...], says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "top", "--once", *arguments], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(says), line
