@@ -28,10 +28,16 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
     "schedwatch_cpu_throttled_periods_total": ("throttled_periods", None, "cgroup_cpu"),
     "schedwatch_cpu_throttled_seconds_total": ("throttled_seconds", None, "cgroup_cpu"),
     "schedwatch_cpu_usage_seconds_total": ("cpu_seconds", "mode", "cgroup_cpu"),
+    # The time budget's inputs (inputs/live/budget_inputs.py turns them into the view's fields):
+    "schedwatch_syscalls_total": ("syscall_calls", "family", "syscall_families"),
+    "schedwatch_syscall_seconds_total": ("syscall_seconds", "family", "syscall_families"),
+    "schedwatch_pressure_waiting_seconds_total": ("pressure_waiting", "resource", "pressure"),
+    "schedwatch_pressure_stalled_seconds_total": ("pressure_stalled", "resource", "pressure"),
 }
 GAUGES: dict[str, str] = {
     "schedwatch_cpu_limit_cores": "cpu_limit_cores",
     "schedwatch_threads": "threads",
+    "schedwatch_syscall_timed": "syscall_timed",
 }
 # Counts that are 0 for a workload without a series, as long as their collector runs.
 ZERO_WHEN_ABSENT: dict[str, str] = {

@@ -1,0 +1,105 @@
+"""The time budget's live facts from recorded /metrics of a real agent (fixtures/metrics/README.md): calls and
+seconds by family, pressure, and unknown (None) wherever the series cannot tell, never 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.diagnosis.facts import Workload, WorkloadView
+from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
+from agent.diagnosis.inputs.live.series import Reading, read_families
+from agent.diagnosis.inputs.live.window import Window, workload_view
+from agent.machine.syscall_families import FAMILIES
+
+FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+BEFORE = (FIXTURES / "budget-before.txt").read_text()
+AFTER = (FIXTURES / "budget-after.txt").read_text()
+MEASURED = Workload(cgroup="/schedwatch-test-22077-3bcc91/budget-83a0d5")
+EMPTY = Workload(cgroup="/schedwatch-test-22077-3bcc91/budget-empty-53b539")
+# syscaller's calls (README), and its fixed ones: what the empty run made (3 file, 2 other).
+MADE = {"clock": 3000, "sleep": 200, "memory": 1000, "process": 40, "file": 3, "other": 7000 + 20 + 2}
+
+
+def reading(text: str, at: float) -> Reading:
+    return read_families(text_string_to_metric_families(text), at)
+
+
+def view(ref: Workload, before: str = BEFORE, after: str = AFTER) -> WorkloadView:
+    window = Window(reading(before, 10.0), reading(after, 11.0))
+    return with_budget_inputs(window, workload_view(window, ref, 2))
+
+
+def test_calls_by_family_are_the_workloads_exact_counts_and_zero_for_families_without_calls() -> None:
+    measured = view(MEASURED)
+    assert measured.syscall_calls_by_family == {family: float(MADE.get(family, 0)) for family in FAMILIES}
+    assert view(EMPTY).syscall_calls_by_family == {
+        family: {"file": 3.0, "other": 2.0}.get(family, 0.0) for family in FAMILIES
+    }
+
+
+def test_seconds_by_family_are_the_timed_series() -> None:
+    seconds = view(MEASURED).syscall_seconds_by_family
+    assert seconds is not None and set(seconds) == set(FAMILIES)
+    assert seconds["sleep"] == pytest.approx(0.420176546, abs=1e-12)
+    assert seconds["yield"] == 0.0
+    assert seconds["sleep"] >= 200 * 0.002  # 200 nanosleeps of 2 ms
+
+
+def test_pressure_totals_grow_over_the_window() -> None:
+    measured = view(MEASURED)
+    assert measured.pressure_waiting_seconds == pytest.approx({"cpu": 0.005608, "memory": 0.0, "io": 0.0})
+    assert measured.pressure_stalled_seconds == pytest.approx({"cpu": 0.00536, "memory": 0.0, "io": 0.0})
+    # A cgroup with no pressure series (the empty run never stalled, so none was exported) is unknown.
+    assert view(EMPTY).pressure_waiting_seconds is None
+
+
+def test_a_window_over_the_same_scrape_grows_nothing() -> None:
+    same = view(MEASURED, AFTER, AFTER)
+    assert same.syscall_calls_by_family == dict.fromkeys(FAMILIES, 0.0)
+    assert same.pressure_waiting_seconds == {"cpu": 0.0, "memory": 0.0, "io": 0.0}
+
+
+def test_without_the_families_collector_counts_and_seconds_are_unknown_not_zero() -> None:
+    down = 'schedwatch_source_up{source="syscall_families"} 1.0'
+    assert down in AFTER
+    text = AFTER.replace(down, 'schedwatch_source_up{source="syscall_families"} 0.0')
+    stripped = "\n".join(line for line in text.splitlines() if not line.startswith("schedwatch_syscall"))
+    measured = view(MEASURED, BEFORE, stripped)
+    assert measured.syscall_calls_by_family is None
+    assert measured.syscall_seconds_by_family is None
+
+
+def test_a_workload_not_timed_through_the_window_has_no_seconds_by_family() -> None:
+    timed = f'schedwatch_syscall_timed{{container_id="",container="",pod="",namespace="",cgroup="{MEASURED.cgroup}"}}'
+    assert f"{timed} 1.0" in AFTER
+    measured = view(MEASURED, BEFORE, AFTER.replace(f"{timed} 1.0", f"{timed} 0.0"))
+    assert measured.syscall_seconds_by_family is None
+    assert measured.syscall_calls_by_family is not None
+
+
+def test_perf_mode_families_are_only_those_the_series_name() -> None:
+    """Perf mode's syscalls collector counts a subset of the families, and syscall_families is not running."""
+    text = AFTER.replace('schedwatch_source_up{source="syscall_families"} 1.0', "")
+    measured = view(MEASURED, BEFORE, text)
+    assert measured.syscall_calls_by_family == {family: float(MADE[family]) for family in FAMILIES if family in MADE}
+    assert measured.syscall_seconds_by_family is None
+
+
+def test_a_counter_that_went_backwards_is_unknown() -> None:
+    line = f'cgroup="{MEASURED.cgroup}",family="clock"}} 3000.0'
+    assert line in AFTER
+    restarted = view(MEASURED, AFTER.replace(line, line.replace("3000.0", "3001.0")), AFTER)
+    assert restarted.syscall_calls_by_family is None
+
+
+def test_prometheus_increases_read_as_a_window_from_zero() -> None:
+    """PrometheusSource hands a window whose first reading is empty and whose second holds the increases."""
+    after = reading(AFTER, 1.0)
+    window = Window(Reading(0.0, after.up, {}), Reading(1.0, after.up, after.workloads))
+    measured = with_budget_inputs(window, workload_view(window, MEASURED, 2))
+    assert measured.syscall_calls_by_family == {family: float(MADE.get(family, 0)) for family in FAMILIES}
+    assert measured.syscall_seconds_by_family is not None
+    assert measured.syscall_seconds_by_family["sleep"] == pytest.approx(0.420176546, abs=1e-12)
