@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from agent.diagnosis.facts import Facts
-from agent.diagnosis.inputs.artifacts import mpstat, perf_trace, pidstat, saved_report, strace, top, vmstat
+from agent.diagnosis.inputs.artifacts import (
+    mpstat,
+    perf_trace,
+    pidstat,
+    saved_report,
+    strace,
+    time_output,
+    top,
+    vmstat,
+)
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
 
@@ -73,6 +82,7 @@ FORMATS: tuple[Format[Any], ...] = (
     row(pidstat, "pidstat -t"),
     row(mpstat, "mpstat -P ALL"),
     row(vmstat, "vmstat"),
+    row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )
 
