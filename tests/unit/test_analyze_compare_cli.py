@@ -94,6 +94,23 @@ def test_analyze_fails_only_when_no_file_is_read(capsys: pytest.CaptureFixture[s
     assert f"{odd}: not output of" in err and "/nonexistent/b.txt: cannot read it" in err
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("public_time_v_borg2196.txt", "public_perf_stat_vim1089_de.txt"),  # the new formats on both sides
+        ("public_time_bash_hyperfine515.txt", "gcp_perf_trace_s.txt"),  # a new format against an old one
+    ],
+)
+def test_compare_reads_the_new_formats_on_either_side(capsys: pytest.CaptureFixture[str], a: str, b: str) -> None:
+    status, out, err = run(capsys, "compare", "--json", str(FIXTURES / a), str(FIXTURES / b))
+    assert (status, err) == (0, "")
+    report = json.loads(out)
+    sources = json.dumps(report)
+    assert a in sources and b in sources
+    status, out, err = run(capsys, "compare", "--json", str(FIXTURES / b), str(FIXTURES / a))
+    assert (status, err) == (0, "")
+
+
 def test_compare_two_paths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     gcp = tmp_path / "gcp"
     gcp.mkdir()

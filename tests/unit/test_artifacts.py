@@ -14,10 +14,21 @@ from pathlib import Path
 import pytest
 
 from agent.diagnosis.inputs import artifacts
-from agent.diagnosis.inputs.artifacts import load, mpstat, perf_trace, pidstat, strace, time_output, top, vmstat
+from agent.diagnosis.inputs.artifacts import (
+    load,
+    mpstat,
+    perf_stat,
+    perf_trace,
+    pidstat,
+    strace,
+    time_output,
+    top,
+    vmstat,
+)
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
+from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
 from agent.diagnosis.inputs.artifacts.strace import StraceSummary
@@ -27,7 +38,7 @@ from agent.diagnosis.inputs.artifacts.top import CpuStates, TaskCounts, TopRepor
 from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
-PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output)
+PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat)
 
 
 def read(name: str) -> str:
@@ -720,6 +731,47 @@ def test_time_facts_cpus_used_and_system_share() -> None:
     assert no_wall.workload is not None and no_wall.workload.cpu_used_cores is None
 
 
+# --- perf stat -------------------------------------------------------------------------------------------------
+
+
+def test_public_perf_stat_in_a_german_locale() -> None:
+    report = perf_stat.parse(read("public_perf_stat_vim1089_de.txt"))
+    assert (report.target, report.runs, report.elapsed) == ("'/bin/dash -c echo foo'", 100, 0.001101122)
+    clock, cycles, misses = report.counter("task-clock"), report.counter("cycles"), report.counter("branch-misses")
+    assert clock == perf_stat.PerfStatCounter("task-clock", 0.551163, "msec", None)
+    assert cycles == perf_stat.PerfStatCounter("cycles", 1190884.0, None, 79.30)  # 1.190.884: dots group thousands
+    assert misses == perf_stat.PerfStatCounter("branch-misses", None, None, 25.31)  # <not counted>
+    part = perf_stat.to_facts(report, "vim.txt")
+    assert part.workload is not None and part.workload.page_faults == 50
+    assert part.workload.cpu_used_cores == pytest.approx(0.551163e-3 / 0.001101122, rel=1e-12)  # perf: 0,501
+
+
+NEW_PERF_STAT = """
+ Performance counter stats for 'system wide':
+
+         8 012,34 msec cpu-clock                        #    2,000 CPUs utilized
+          183 110      context-switches                 #   22,853 K/sec
+                3      cpu-migrations                   #    0,374 /sec
+
+       4,006123456 seconds time elapsed
+
+       1,100000000 seconds user
+       2,900000000 seconds sys
+"""
+
+
+def test_perf_stat_new_layout_spaces_for_thousands_and_system_wide() -> None:
+    report = perf_stat.parse(NEW_PERF_STAT)
+    assert report.counter("cpu-clock") == perf_stat.PerfStatCounter("cpu-clock", 8012.34, "msec", None)
+    assert report.counter("context-switches") == perf_stat.PerfStatCounter("context-switches", 183110.0, None, None)
+    assert (report.elapsed, report.user, report.system) == (4.006123456, 1.1, 2.9)
+    part = perf_stat.to_facts(report, "a.txt")
+    assert part.workload is None
+    assert part.node.context_switches_per_second == pytest.approx(183110 / 4.006123456, rel=1e-12)
+    command = perf_stat.to_facts(perf_stat.parse(NEW_PERF_STAT.replace("'system wide'", "process id '7'")), "p")
+    assert command.workload is not None and command.workload.system_share == pytest.approx(2.9 / 4.0, rel=1e-12)
+
+
 EXPECTED_FORMAT = {
     "perf_trace": "perf trace -s",
     "strace": "strace -c",
@@ -728,6 +780,7 @@ EXPECTED_FORMAT = {
     "mpstat": "mpstat",
     "vmstat": "vmstat",
     "_time_": "time",
+    "perf_stat": "perf stat",
 }
 PARSED_TYPE = {
     "perf trace -s": PerfTraceSummary,
@@ -737,6 +790,7 @@ PARSED_TYPE = {
     "mpstat": MpstatReport,
     "vmstat": VmstatReport,
     "time": TimeReport,
+    "perf stat": PerfStatReport,
 }
 
 
@@ -749,7 +803,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 58
+    assert len(fixtures()) == 60
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

@@ -86,6 +86,8 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("public_time_bsd_dotfiles60.txt",): KERNEL_NEXT,
     ("public_time_v_borg2196.txt",): KERNEL_NEXT,
     ("public_time_zsh_illumos107.txt",): "observation cpu-time-implausible",
+    ("public_time_zsh_bracketedpaste24.txt",): "none",
+    ("public_perf_stat_vim1089_de.txt",): "none",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

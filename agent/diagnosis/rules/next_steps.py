@@ -16,6 +16,7 @@ from agent.diagnosis.rules.common import evidence
 EXPLAINS_KERNEL_TIME = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
 KERNEL_SHARE = 0.4  # of the workload's CPU time; a program that computes spends well under a tenth in the kernel
 MAX_CPUS = 1024  # CPU time over wall time above this is no machine's: the accounting itself is wrong
+MIN_CPU_SECONDS = 0.1  # below this, a split by mode is a few clock ticks: nothing to go on
 SEVERAL_CPUS = 1.5  # CPUs used above this: several threads ran at once, and their CPU times add up
 
 WHICH_CALLS = "run `perf trace -s -p PID` or `strace -f -c -p PID` for 10 s (which system calls take the time)"
@@ -45,7 +46,8 @@ def _implausible(workload: WorkloadView) -> Observation | None:
 
 def _kernel_time(workload: WorkloadView) -> Observation | None:
     share = workload.system_share
-    if share is None or share < KERNEL_SHARE or workload.syscall_seconds:
+    cpu = (workload.user_seconds or 0) + (workload.system_seconds or 0)
+    if share is None or share < KERNEL_SHARE or workload.syscall_seconds or cpu < MIN_CPU_SECONDS:
         return None  # with system-call times known, node.py's signatures say which calls
     shown = [evidence("CPU time in the kernel", 100 * share, "%", f"bar {100 * KERNEL_SHARE:g} %")]
     summary = f"{100 * share:.0f} % of the workload's CPU time is in the kernel"

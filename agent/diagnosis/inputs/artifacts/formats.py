@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.inputs.artifacts import (
     mpstat,
+    perf_stat,
     perf_trace,
     pidstat,
     saved_report,
@@ -82,6 +83,7 @@ FORMATS: tuple[Format[Any], ...] = (
     row(pidstat, "pidstat -t"),
     row(mpstat, "mpstat -P ALL"),
     row(vmstat, "vmstat"),
+    row(perf_stat, "perf stat (-p, -t, -a)"),
     row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )
