@@ -15,6 +15,7 @@ import pytest
 
 from agent.diagnosis.inputs import artifacts
 from agent.diagnosis.inputs.artifacts import (
+    clocksource,
     load,
     mpstat,
     perf_stat,
@@ -25,6 +26,7 @@ from agent.diagnosis.inputs.artifacts import (
     top,
     vmstat,
 )
+from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
@@ -38,7 +40,7 @@ from agent.diagnosis.inputs.artifacts.top import CpuStates, TaskCounts, TopRepor
 from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
-PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat)
+PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource)
 
 
 def read(name: str) -> str:
@@ -772,6 +774,37 @@ def test_perf_stat_new_layout_spaces_for_thousands_and_system_wide() -> None:
     assert command.workload is not None and command.workload.system_share == pytest.approx(2.9 / 4.0, rel=1e-12)
 
 
+# --- clock source ----------------------------------------------------------------------------------------------
+
+
+def test_public_kernel_lines_about_the_clock_source() -> None:
+    sozu = clocksource.parse(read("public_dmesg_clocksource_sozu500_hpet.txt"))
+    assert (sozu.current, sozu.available, sozu.unstable, len(sozu.events)) == ("hpet", None, ("tsc",), 6)
+    assert sozu.events[-1] == "clocksource: Switched to clocksource hpet"  # the [335323.813890] prefix is gone
+    propolis = clocksource.parse(read("public_dmesg_clocksource_propolis328_acpi_pm.txt"))
+    assert (propolis.current, propolis.unstable) == ("acpi_pm", ("tsc",))
+    kernlog = clocksource.parse(read("public_dmesg_clocksource_arpl244_kernlog.txt"))  # "kernel: [  384.258940] "
+    assert (kernlog.current, kernlog.unstable, len(kernlog.events)) == (None, ("tsc",), 3)
+    early = clocksource.parse(read("public_dmesg_clocksource_madgraph116_tsc_early.txt"))
+    assert (early.current, early.unstable) == (None, ("tsc-early",))
+    nested = clocksource.parse(read("public_dmesg_clocksource_mkt74_nested.txt"))
+    assert (nested.current, nested.unstable, len(nested.events)) == ("hpet", (), 5)
+
+
+def test_clocksource_files_of_sysfs() -> None:
+    assert clocksource.parse("xen\n") == clocksource.ClocksourceReport("xen", None, (), ())
+    both = clocksource.parse("hpet\ntsc hpet acpi_pm\n")  # current_clocksource, then available_clocksource
+    assert (both.current, both.available) == ("hpet", ("tsc", "hpet", "acpi_pm"))
+    part = clocksource.to_facts(both, "cs.txt")
+    assert (part.node.clocksource, part.node.available_clocksources, part.workload) == (
+        "hpet",
+        ("tsc", "hpet", "acpi_pm"),
+        None,
+    )
+    with pytest.raises(NotThisFormat):
+        clocksource.parse("tsc is fine\n")
+
+
 EXPECTED_FORMAT = {
     "perf_trace": "perf trace -s",
     "strace": "strace -c",
@@ -781,6 +814,7 @@ EXPECTED_FORMAT = {
     "vmstat": "vmstat",
     "_time_": "time",
     "perf_stat": "perf stat",
+    "clocksource": "clock source",
 }
 PARSED_TYPE = {
     "perf trace -s": PerfTraceSummary,
@@ -791,6 +825,7 @@ PARSED_TYPE = {
     "vmstat": VmstatReport,
     "time": TimeReport,
     "perf stat": PerfStatReport,
+    "clock source": ClocksourceReport,
 }
 
 
@@ -803,7 +838,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 60
+    assert len(fixtures()) == 66
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

@@ -55,3 +55,29 @@ def test_a_cpu_time_no_machine_has_is_the_accounting_not_a_load() -> None:
     assert [o.topic for o in next_steps.observations(dataclasses.replace(just_under, workloads=(over,)), ())] == [
         "cpu-time-implausible"
     ]
+
+
+def test_a_clock_source_without_vdso_is_an_observation_never_a_contention_cause() -> None:
+    diagnosis = diagnose(read_environment([FIXTURES / "public_dmesg_clocksource_sozu500_hpet.txt"]))
+    assert diagnosis.findings == () and diagnosis.unchecked == ()
+    (observation,) = diagnosis.observations
+    assert observation.topic == "clocksource-without-vdso"
+    assert "clock source is hpet" in observation.summary and "not thread contention" in observation.summary
+    assert observation.evidence[0].value == 3  # "Marking clocksource 'tsc' as unstable", "Marking TSC", "TSC found"
+    assert observation.look_next[0].startswith("cat /sys/devices/system/clocksource/clocksource0/available_")
+
+
+@pytest.mark.parametrize(
+    ("name", "topic"), [("tsc", None), ("kvm-clock", None), ("acpi_pm", "clocksource-without-vdso")]
+)
+def test_only_clock_sources_without_a_vdso_are_named(name: str, topic: str | None) -> None:
+    found = next_steps.observations(Facts(node=NodeView(clocksource=name), workloads=()), ())
+    assert [o.topic for o in found] == ([topic] if topic else [])
+
+
+def test_an_unstable_tsc_without_the_switch_says_to_read_the_current_source() -> None:
+    (observation,) = diagnose(
+        read_environment([FIXTURES / "public_dmesg_clocksource_arpl244_kernlog.txt"])
+    ).observations
+    assert observation.topic == "clocksource-tsc-unstable"
+    assert observation.look_next[0] == "cat /sys/devices/system/clocksource/clocksource0/current_clocksource"

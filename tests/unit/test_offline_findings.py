@@ -88,6 +88,13 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("public_time_zsh_illumos107.txt",): "observation cpu-time-implausible",
     ("public_time_zsh_bracketedpaste24.txt",): "none",
     ("public_perf_stat_vim1089_de.txt",): "none",
+    # public kernel lines about the clock source: never a contention cause
+    ("public_dmesg_clocksource_arpl244_kernlog.txt",): "observation clocksource-tsc-unstable",
+    ("public_dmesg_clocksource_corefreq308_hpet.txt",): "observation clocksource-without-vdso",
+    ("public_dmesg_clocksource_madgraph116_tsc_early.txt",): "observation clocksource-tsc-unstable",
+    ("public_dmesg_clocksource_mkt74_nested.txt",): "observation clocksource-without-vdso",
+    ("public_dmesg_clocksource_propolis328_acpi_pm.txt",): "observation clocksource-without-vdso",
+    ("public_dmesg_clocksource_sozu500_hpet.txt",): "observation clocksource-without-vdso",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

@@ -70,9 +70,50 @@ def _kernel_time(workload: WorkloadView) -> Observation | None:
     )
 
 
+# Clock sources whose reads cannot use the vDSO: every clock_gettime/gettimeofday becomes a system call.
+NO_VDSO = frozenset({"hpet", "acpi_pm", "jiffies", "refined-jiffies", "pit"})
+CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+
+
+def _clocksource(facts: Facts) -> Observation | None:
+    node = facts.node
+    current = node.clocksource
+    unstable = [event for event in node.clocksource_events if "unstable" in event]
+    if current in NO_VDSO:
+        shown = (
+            evidence("kernel lines marking the TSC unstable", len(unstable), "lines", f"{current}: no vDSO fast path"),
+        )
+        summary = (
+            f"The node's clock source is {current}: it has no vDSO fast path, so every clock read "
+            "(clock_gettime, gettimeofday) is a system call, and a slow one. This is system time spent on the "
+            "clock, not thread contention."
+        )
+        if unstable:
+            summary += " The kernel switched to it after its watchdog marked the TSC unstable."
+        look = (
+            f"cat {CLOCKSOURCE_FILE.replace('current_', 'available_')} (is tsc there?)",
+            "perf trace -s -p PID for 10 s (how many clock_gettime calls a workload makes)",
+            "the VM or BIOS: an invariant TSC (e.g. a VM type or host setting that passes it), or tsc=reliable "
+            "only where the TSC is known good",
+        )
+        return Observation("clocksource-without-vdso", summary, shown, look)
+    if unstable and current is None:
+        return Observation(
+            "clocksource-tsc-unstable",
+            "The kernel's watchdog marked the TSC unstable: it then moves to a slower clock source, and clock "
+            "reads may become system calls. These lines do not say which it chose. Not thread contention.",
+            (evidence("kernel lines marking the TSC unstable", len(unstable), "lines", "none on a stable TSC"),),
+            (f"cat {CLOCKSOURCE_FILE}", "perf trace -s -p PID for 10 s (clock_gettime calls per second)"),
+        )
+    return None
+
+
 def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observation, ...]:
-    """For each workload whose kernel time no finding explains: what its CPU time shows, and what to collect."""
+    """The node's clock source, and for each workload whose kernel time no finding explains: what its CPU time
+    shows and what to collect."""
     found: list[Observation] = []
+    if (clock := _clocksource(facts)) is not None:
+        found.append(clock)
     for workload in facts.workloads:
         explained = any(
             finding.workload == workload.ref and finding.mechanism in EXPLAINS_KERNEL_TIME for finding in findings

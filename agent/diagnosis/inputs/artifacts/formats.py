@@ -18,6 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.inputs.artifacts import (
+    clocksource,
     mpstat,
     perf_stat,
     perf_trace,
@@ -85,6 +86,7 @@ FORMATS: tuple[Format[Any], ...] = (
     row(vmstat, "vmstat"),
     row(perf_stat, "perf stat (-p, -t, -a)"),
     row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
+    row(clocksource, "dmesg | grep -i clocksource, or cat .../clocksource0/current_clocksource"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )
 
