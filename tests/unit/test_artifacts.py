@@ -691,6 +691,7 @@ def test_strace_table_cut_before_its_total_keeps_its_rows() -> None:
 def test_public_time_outputs_in_their_shapes() -> None:
     bash = time_output.parse(read("public_time_bash_hyperfine515.txt"))
     assert (bash.shape, bash.real, bash.user, bash.system) == ("bash", 0.284, 0.222, 0.881)
+    assert bash.skipped == 2  # the "$ time ..." prompt and the program's "1.0"
     comma = time_output.parse(read("public_time_bash_pytom158_comma.txt"))  # 23m35,438s: a decimal comma
     assert comma.shape == "bash"
     assert comma.real == pytest.approx(23 * 60 + 35.438, abs=1e-9)
@@ -698,6 +699,7 @@ def test_public_time_outputs_in_their_shapes() -> None:
     assert comma.system == pytest.approx(11 * 60 + 1.547, abs=1e-9)
     zsh = time_output.parse(read("public_time_zsh_illumos107.txt"))  # the prompt and ls output around it
     assert (zsh.shape, zsh.real, zsh.user, zsh.system) == ("zsh", 0.026, 26.70, 97.16)
+    assert zsh.skipped == 2  # "dwyn:~> ls" and ls's "bin  share"
     bsd = time_output.parse(read("public_time_bsd_dotfiles60.txt"))
     assert (bsd.shape, bsd.real, bsd.user, bsd.system) == ("bsd", 6.79, 2.48, 2.29)
     verbose = time_output.parse(read("public_time_v_borg2196.txt"))
@@ -780,6 +782,8 @@ def test_perf_stat_new_layout_spaces_for_thousands_and_system_wide() -> None:
 def test_public_kernel_lines_about_the_clock_source() -> None:
     sozu = clocksource.parse(read("public_dmesg_clocksource_sozu500_hpet.txt"))
     assert (sozu.current, sozu.available, sozu.unstable, len(sozu.events)) == ("hpet", None, ("tsc",), 6)
+    assert sozu.skipped == 3  # kworker, sched_clock and hrtimer lines
+    assert "3 lines not about the clock source were skipped" in clocksource.to_facts(sozu, "s.txt").notes[1]
     assert sozu.events[-1] == "clocksource: Switched to clocksource hpet"  # the [335323.813890] prefix is gone
     propolis = clocksource.parse(read("public_dmesg_clocksource_propolis328_acpi_pm.txt"))
     assert (propolis.current, propolis.unstable) == ("acpi_pm", ("tsc",))

@@ -58,6 +58,7 @@ class ClocksourceReport:
     available: tuple[str, ...] | None
     unstable: tuple[str, ...]
     events: tuple[str, ...]  # the clock-source lines, prefixes removed
+    skipped: int = 0  # other lines (other kernel messages, the command, elisions)
 
 
 _PREFIX = re.compile(r"^(?:> )?(?:\S+ \d+ [\d:]+ \S+ )?(?:kernel: )?(?:\[ *\d+\.\d+\] )?")
@@ -110,7 +111,7 @@ def parse(text: str) -> ClocksourceReport:
             current = switched["name"]
         if (marked := _UNSTABLE.search(row)) and marked["name"] not in unstable:
             unstable.append(marked["name"])
-    return ClocksourceReport(current, None, tuple(unstable), tuple(events))
+    return ClocksourceReport(current, None, tuple(unstable), tuple(events), len(rows) - len(events))
 
 
 def to_facts(report: ClocksourceReport, source: str) -> Part:
@@ -119,6 +120,8 @@ def to_facts(report: ClocksourceReport, source: str) -> Part:
         clocksource=report.current, available_clocksources=report.available, clocksource_events=report.events
     )
     notes = ["the clock source is the node's: every process on it reads the time through it"]
+    if report.skipped:
+        notes.append(f"{source}: {report.skipped} lines not about the clock source were skipped")
     if report.events and report.current is None:
         notes.append("the kernel lines do not say which clock source it switched to: current_clocksource does")
     return Part(FORMAT, source, node, notes=tuple(notes))

@@ -47,6 +47,7 @@ class TimeReport:
     voluntary_switches: int | None = None
     involuntary_switches: int | None = None
     page_faults: int | None = None  # minor + major
+    skipped: int = 0  # lines that are not time's: the prompt, the command's own output, elisions
 
 
 _NUMBER = r"\d+(?:[.,]\d*)?"
@@ -127,17 +128,19 @@ def parse(text: str) -> TimeReport:
             match = _BASH.fullmatch(line)
             if match:
                 found[match["key"]] = int(match["m"] or 0) * 60 + _seconds(match["s"])
-        return TimeReport(shape, found.get("real"), found["user"], found["sys"])
+        used = sum(1 for _number, line in rows if _BASH.fullmatch(line))
+        return TimeReport(shape, found.get("real"), found["user"], found["sys"], skipped=len(rows) - used)
     if shape in ("zsh", "bsd", "gnu"):
         for _number, line in rows:
             if shape == "zsh" and (zsh := _ZSH.search(line)):
                 real = _clock(zsh["h"], zsh["m"], zsh["total"])
-                return TimeReport(shape, real, decimal(zsh["user"]), decimal(zsh["sys"]))
+                return TimeReport(shape, real, decimal(zsh["user"]), decimal(zsh["sys"]), skipped=len(rows) - 1)
             if shape == "bsd" and (bsd := _BSD.search(line)):
-                return TimeReport(shape, decimal(bsd["real"]), decimal(bsd["user"]), decimal(bsd["sys"]))
+                real = decimal(bsd["real"])
+                return TimeReport(shape, real, decimal(bsd["user"]), decimal(bsd["sys"]), skipped=len(rows) - 1)
             if shape == "gnu" and (gnu := _GNU.search(line)):
                 real = _clock(gnu["h"], gnu["m"], gnu["s"])
-                return TimeReport(shape, real, decimal(gnu["user"]), decimal(gnu["sys"]))
+                return TimeReport(shape, real, decimal(gnu["user"]), decimal(gnu["sys"]), skipped=len(rows) - 1)
     if shape == "ipython":
         user = system = None
         wall = None
@@ -194,6 +197,8 @@ def to_facts(report: TimeReport, source: str) -> Part:
     notes = [
         "time tells CPU seconds by mode only: not which system calls, which code, or the waits behind the wall time"
     ]
+    if report.skipped:
+        notes.append(f"{source}: {report.skipped} lines that are not time's (prompt, program output) were skipped")
     if report.real is None:
         notes.append("this time output has no wall (real) time: CPUs used is unknown")
     workload = WorkloadView(
