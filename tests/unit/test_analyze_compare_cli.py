@@ -71,6 +71,46 @@ def test_analyze_unknown_format_is_one_line_naming_the_formats(
     assert "perf trace -s; strace -c (-f, -w); top -b (-H)" in err and "schedwatch diagnose --json" in err
 
 
+def test_analyze_reads_the_rest_when_one_file_is_not_readable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    odd = tmp_path / "odd.txt"
+    odd.write_text("Traceback (most recent call last):\n  File x\n")
+    status, out, err = run(capsys, "analyze", "--json", *GCP, str(odd))
+    assert (status, err) == (0, "")
+    report = json.loads(out)
+    assert "thread-pool-oversubscription" in out  # the two readable files are analysed
+    [note] = [note for note in report["notes"] if note.startswith("not read: ")]
+    assert f"{odd}: not output of a tool schedwatch reads" in note
+    assert "formats read: perf trace -s; strace -c (-f, -w);" in note
+
+
+def test_analyze_fails_only_when_no_file_is_read(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    odd = tmp_path / "odd.txt"
+    odd.write_text("Traceback (most recent call last):\n")
+    status, out, err = run(capsys, "analyze", str(odd), "/nonexistent/b.txt")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("schedwatch analyze: no file could be read: ")
+    assert f"{odd}: not output of" in err and "/nonexistent/b.txt: cannot read it" in err
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("public_time_v_borg2196.txt", "public_perf_stat_vim1089_de.txt"),  # the new formats on both sides
+        ("public_time_bash_hyperfine515.txt", "gcp_perf_trace_s.txt"),  # a new format against an old one
+    ],
+)
+def test_compare_reads_the_new_formats_on_either_side(capsys: pytest.CaptureFixture[str], a: str, b: str) -> None:
+    status, out, err = run(capsys, "compare", "--json", str(FIXTURES / a), str(FIXTURES / b))
+    assert (status, err) == (0, "")
+    report = json.loads(out)
+    sources = json.dumps(report)
+    assert a in sources and b in sources
+    status, out, err = run(capsys, "compare", "--json", str(FIXTURES / b), str(FIXTURES / a))
+    assert (status, err) == (0, "")
+
+
 def test_compare_two_paths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     gcp = tmp_path / "gcp"
     gcp.mkdir()

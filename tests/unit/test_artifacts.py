@@ -14,19 +14,33 @@ from pathlib import Path
 import pytest
 
 from agent.diagnosis.inputs import artifacts
-from agent.diagnosis.inputs.artifacts import load, mpstat, perf_trace, pidstat, strace, top, vmstat
+from agent.diagnosis.inputs.artifacts import (
+    clocksource,
+    load,
+    mpstat,
+    perf_stat,
+    perf_trace,
+    pidstat,
+    strace,
+    time_output,
+    top,
+    vmstat,
+)
+from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
+from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
 from agent.diagnosis.inputs.artifacts.strace import StraceSummary
 from agent.diagnosis.inputs.artifacts.text import docstring_sample
+from agent.diagnosis.inputs.artifacts.time_output import TimeReport
 from agent.diagnosis.inputs.artifacts.top import CpuStates, TaskCounts, TopReport, TopRow
 from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
-PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat)
+PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource)
 
 
 def read(name: str) -> str:
@@ -671,6 +685,130 @@ def test_strace_table_cut_before_its_total_keeps_its_rows() -> None:
 
 # --- detection by content --------------------------------------------------------------------------------------
 
+# --- time ------------------------------------------------------------------------------------------------------
+
+
+def test_public_time_outputs_in_their_shapes() -> None:
+    bash = time_output.parse(read("public_time_bash_hyperfine515.txt"))
+    assert (bash.shape, bash.real, bash.user, bash.system) == ("bash", 0.284, 0.222, 0.881)
+    assert bash.skipped == 2  # the "$ time ..." prompt and the program's "1.0"
+    comma = time_output.parse(read("public_time_bash_pytom158_comma.txt"))  # 23m35,438s: a decimal comma
+    assert comma.shape == "bash"
+    assert comma.real == pytest.approx(23 * 60 + 35.438, abs=1e-9)
+    assert comma.user == pytest.approx(12 * 60 + 36.998, abs=1e-9)
+    assert comma.system == pytest.approx(11 * 60 + 1.547, abs=1e-9)
+    zsh = time_output.parse(read("public_time_zsh_illumos107.txt"))  # the prompt and ls output around it
+    assert (zsh.shape, zsh.real, zsh.user, zsh.system) == ("zsh", 0.026, 26.70, 97.16)
+    assert zsh.skipped == 2  # "dwyn:~> ls" and ls's "bin  share"
+    bsd = time_output.parse(read("public_time_bsd_dotfiles60.txt"))
+    assert (bsd.shape, bsd.real, bsd.user, bsd.system) == ("bsd", 6.79, 2.48, 2.29)
+    verbose = time_output.parse(read("public_time_v_borg2196.txt"))
+    assert (verbose.shape, verbose.user, verbose.system) == ("gnu -v", 0.51, 53.53)
+    assert verbose.real == pytest.approx(62.90, abs=1e-9)  # 1:02.90
+    assert (verbose.voluntary_switches, verbose.involuntary_switches, verbose.page_faults) == (209830, 4837, 50625)
+
+
+def test_time_shapes_quoted_wrapped_and_in_units() -> None:
+    quoted = time_output.parse("> real\t1m2.500s\r\n> user\t0m0.100s\r\n> sys\t0m3.000s\r\n")
+    assert (quoted.real, quoted.user, quoted.system) == (62.5, 0.1, 3.0)
+    posix = time_output.parse("real 1.47\nuser 5.72\nsys 0.88\n")  # time -p
+    assert (posix.real, posix.user, posix.system) == (1.47, 5.72, 0.88)
+    gnu = time_output.parse("0.22user 0.88system 1:00.28elapsed 310%CPU (0avgtext+0avgdata 1234maxresident)k\n")
+    assert (gnu.shape, gnu.user, gnu.system) == ("gnu", 0.22, 0.88)
+    assert gnu.real == pytest.approx(60.28, abs=1e-9)
+    ipython = time_output.parse("CPU times: user 1min 2s, sys: 350 ms, total: 1min 2s\nWall time: 15.5 s\n")
+    assert ipython.shape == "ipython" and ipython.real == 15.5
+    assert (ipython.user, ipython.system) == (pytest.approx(62.0), pytest.approx(0.35))
+    tiny = time_output.parse("CPU times: user 4 ms, sys: 0 ns, total: 4 ms\nWall time: 5.01 ms\n")
+    assert (tiny.user, tiny.system, tiny.real) == (pytest.approx(0.004), 0.0, pytest.approx(0.00501))
+
+
+def test_time_facts_cpus_used_and_system_share() -> None:
+    part = time_output.to_facts(time_output.parse(read("public_time_v_borg2196.txt")), "borg.txt")
+    assert part.workload is not None
+    view = part.workload
+    assert (view.user_seconds, view.system_seconds, view.seconds) == (0.51, 53.53, pytest.approx(62.9))
+    assert view.cpu_used_cores == pytest.approx((0.51 + 53.53) / 62.9, rel=1e-12)
+    assert view.system_share == pytest.approx(53.53 / (0.51 + 53.53), rel=1e-12)
+    assert (view.voluntary_switches, view.involuntary_switches, view.page_faults) == (209830, 4837, 50625)
+    no_wall = time_output.to_facts(time_output.parse("user 0m1.000s\nsys 0m1.000s\n"), "x.txt")
+    assert no_wall.workload is not None and no_wall.workload.cpu_used_cores is None
+
+
+# --- perf stat -------------------------------------------------------------------------------------------------
+
+
+def test_public_perf_stat_in_a_german_locale() -> None:
+    report = perf_stat.parse(read("public_perf_stat_vim1089_de.txt"))
+    assert (report.target, report.runs, report.elapsed) == ("'/bin/dash -c echo foo'", 100, 0.001101122)
+    clock, cycles, misses = report.counter("task-clock"), report.counter("cycles"), report.counter("branch-misses")
+    assert clock == perf_stat.PerfStatCounter("task-clock", 0.551163, "msec", None)
+    assert cycles == perf_stat.PerfStatCounter("cycles", 1190884.0, None, 79.30)  # 1.190.884: dots group thousands
+    assert misses == perf_stat.PerfStatCounter("branch-misses", None, None, 25.31)  # <not counted>
+    part = perf_stat.to_facts(report, "vim.txt")
+    assert part.workload is not None and part.workload.page_faults == 50
+    assert part.workload.cpu_used_cores == pytest.approx(0.551163e-3 / 0.001101122, rel=1e-12)  # perf: 0,501
+
+
+NEW_PERF_STAT = """
+ Performance counter stats for 'system wide':
+
+         8 012,34 msec cpu-clock                        #    2,000 CPUs utilized
+          183 110      context-switches                 #   22,853 K/sec
+                3      cpu-migrations                   #    0,374 /sec
+
+       4,006123456 seconds time elapsed
+
+       1,100000000 seconds user
+       2,900000000 seconds sys
+"""
+
+
+def test_perf_stat_new_layout_spaces_for_thousands_and_system_wide() -> None:
+    report = perf_stat.parse(NEW_PERF_STAT)
+    assert report.counter("cpu-clock") == perf_stat.PerfStatCounter("cpu-clock", 8012.34, "msec", None)
+    assert report.counter("context-switches") == perf_stat.PerfStatCounter("context-switches", 183110.0, None, None)
+    assert (report.elapsed, report.user, report.system) == (4.006123456, 1.1, 2.9)
+    part = perf_stat.to_facts(report, "a.txt")
+    assert part.workload is None
+    assert part.node.context_switches_per_second == pytest.approx(183110 / 4.006123456, rel=1e-12)
+    command = perf_stat.to_facts(perf_stat.parse(NEW_PERF_STAT.replace("'system wide'", "process id '7'")), "p")
+    assert command.workload is not None and command.workload.system_share == pytest.approx(2.9 / 4.0, rel=1e-12)
+
+
+# --- clock source ----------------------------------------------------------------------------------------------
+
+
+def test_public_kernel_lines_about_the_clock_source() -> None:
+    sozu = clocksource.parse(read("public_dmesg_clocksource_sozu500_hpet.txt"))
+    assert (sozu.current, sozu.available, sozu.unstable, len(sozu.events)) == ("hpet", None, ("tsc",), 6)
+    assert sozu.skipped == 3  # kworker, sched_clock and hrtimer lines
+    assert "3 lines not about the clock source were skipped" in clocksource.to_facts(sozu, "s.txt").notes[1]
+    assert sozu.events[-1] == "clocksource: Switched to clocksource hpet"  # the [335323.813890] prefix is gone
+    propolis = clocksource.parse(read("public_dmesg_clocksource_propolis328_acpi_pm.txt"))
+    assert (propolis.current, propolis.unstable) == ("acpi_pm", ("tsc",))
+    kernlog = clocksource.parse(read("public_dmesg_clocksource_arpl244_kernlog.txt"))  # "kernel: [  384.258940] "
+    assert (kernlog.current, kernlog.unstable, len(kernlog.events)) == (None, ("tsc",), 3)
+    early = clocksource.parse(read("public_dmesg_clocksource_madgraph116_tsc_early.txt"))
+    assert (early.current, early.unstable) == (None, ("tsc-early",))
+    nested = clocksource.parse(read("public_dmesg_clocksource_mkt74_nested.txt"))
+    assert (nested.current, nested.unstable, len(nested.events)) == ("hpet", (), 5)
+
+
+def test_clocksource_files_of_sysfs() -> None:
+    assert clocksource.parse("xen\n") == clocksource.ClocksourceReport("xen", None, (), ())
+    both = clocksource.parse("hpet\ntsc hpet acpi_pm\n")  # current_clocksource, then available_clocksource
+    assert (both.current, both.available) == ("hpet", ("tsc", "hpet", "acpi_pm"))
+    part = clocksource.to_facts(both, "cs.txt")
+    assert (part.node.clocksource, part.node.available_clocksources, part.workload) == (
+        "hpet",
+        ("tsc", "hpet", "acpi_pm"),
+        None,
+    )
+    with pytest.raises(NotThisFormat):
+        clocksource.parse("tsc is fine\n")
+
+
 EXPECTED_FORMAT = {
     "perf_trace": "perf trace -s",
     "strace": "strace -c",
@@ -678,6 +816,9 @@ EXPECTED_FORMAT = {
     "pidstat": "pidstat",
     "mpstat": "mpstat",
     "vmstat": "vmstat",
+    "_time_": "time",
+    "perf_stat": "perf stat",
+    "clocksource": "clock source",
 }
 PARSED_TYPE = {
     "perf trace -s": PerfTraceSummary,
@@ -686,6 +827,9 @@ PARSED_TYPE = {
     "pidstat": PidstatReport,
     "mpstat": MpstatReport,
     "vmstat": VmstatReport,
+    "time": TimeReport,
+    "perf stat": PerfStatReport,
+    "clock source": ClocksourceReport,
 }
 
 
@@ -698,7 +842,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 53
+    assert len(fixtures()) == 66
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
@@ -815,6 +959,8 @@ HOSTILE_LINES = {  # each made quadratic or worse by a careless pattern (found w
     "spaces in top's first line": "top - 1 up" + " " * 100_000 + "x, load average: 1\n",
     "digits in top's Tasks line": "Tasks: " + "1" * 100_000,
     "dashes in vmstat's first line": "procs " + "-" * 100_000 + "\n r b\n",
+    "digits before time's zsh words": "1" * 100_000 + "s user 1s system 1",
+    "digits before GNU time's words": "1" * 100_000 + "user 1system 1",
 }
 
 

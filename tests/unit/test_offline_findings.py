@@ -17,6 +17,7 @@ DOCS = Path(__file__).parents[2] / "docs" / "analyze.md"
 POOL_STORM = "thread-pool-oversubscription / yield-storm"
 POOL_UNCHECKED = "could not check thread-pool-oversubscription"
 SYSTEM_TIME = "observation system-time-unexplained"
+KERNEL_NEXT = "observation kernel-time-collect-next"
 RUN = ("perf_trace_s", "top_b", "mpstat", "vmstat", "pidstat_t")  # one recorded run, every tool
 
 # files -> what the rules conclude: findings, rules that could not decide, observations; "none"; "error" (the
@@ -79,6 +80,21 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("sleeper_perf_trace_s_faults_sched.txt",): "none",
     ("sleeper_strace_fc.txt",): "none",
     ("sleeper_vmstat_wt.txt",): SYSTEM_TIME,
+    # public time outputs: CPU time by mode cannot prove a cause; the kernel's share says what to collect next
+    ("public_time_bash_hyperfine515.txt",): KERNEL_NEXT,
+    ("public_time_bash_pytom158_comma.txt",): KERNEL_NEXT,
+    ("public_time_bsd_dotfiles60.txt",): KERNEL_NEXT,
+    ("public_time_v_borg2196.txt",): KERNEL_NEXT,
+    ("public_time_zsh_illumos107.txt",): "observation cpu-time-implausible",
+    ("public_time_zsh_bracketedpaste24.txt",): "none",
+    ("public_perf_stat_vim1089_de.txt",): "none",
+    # public kernel lines about the clock source: never a contention cause
+    ("public_dmesg_clocksource_arpl244_kernlog.txt",): "observation clocksource-tsc-unstable",
+    ("public_dmesg_clocksource_corefreq308_hpet.txt",): "observation clocksource-without-vdso",
+    ("public_dmesg_clocksource_madgraph116_tsc_early.txt",): "observation clocksource-tsc-unstable",
+    ("public_dmesg_clocksource_mkt74_nested.txt",): "observation clocksource-without-vdso",
+    ("public_dmesg_clocksource_propolis328_acpi_pm.txt",): "observation clocksource-without-vdso",
+    ("public_dmesg_clocksource_sozu500_hpet.txt",): "observation clocksource-without-vdso",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

@@ -17,7 +17,18 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from agent.diagnosis.facts import Facts
-from agent.diagnosis.inputs.artifacts import mpstat, perf_trace, pidstat, saved_report, strace, top, vmstat
+from agent.diagnosis.inputs.artifacts import (
+    clocksource,
+    mpstat,
+    perf_stat,
+    perf_trace,
+    pidstat,
+    saved_report,
+    strace,
+    time_output,
+    top,
+    vmstat,
+)
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
 
@@ -73,6 +84,9 @@ FORMATS: tuple[Format[Any], ...] = (
     row(pidstat, "pidstat -t"),
     row(mpstat, "mpstat -P ALL"),
     row(vmstat, "vmstat"),
+    row(perf_stat, "perf stat (-p, -t, -a)"),
+    row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
+    row(clocksource, "dmesg | grep -i clocksource, or cat .../clocksource0/current_clocksource"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )
 

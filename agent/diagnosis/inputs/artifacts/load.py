@@ -7,6 +7,7 @@ names the file and says what to do.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,9 +71,27 @@ def read_part(path: Path) -> Part | Facts:
     return fmt.to_facts(records, path.name)
 
 
+def _not_read_note(problems: Sequence[str]) -> str:
+    """The note that lists the files not read, and the formats that are."""
+    known = "; ".join(fmt.command for fmt in formats.FORMATS)
+    return f"not read: {' | '.join(problems)} (formats read: {known})"
+
+
 def read_environment(paths: Sequence[Path]) -> Facts:
-    """The facts of one environment from its files: artifacts are merged; a schedwatch report stands alone."""
-    read = [(path, read_part(path)) for path in files_of(paths)]
+    """The facts of one environment from its files: artifacts are merged; a schedwatch report stands alone.
+
+    A file that cannot be read is listed in the notes as not read, and the rest is analysed; when no file can be
+    read, OfflineError says why for each (one line).
+    """
+    read: list[tuple[Path, Part | Facts]] = []
+    problems: list[str] = []
+    for path in files_of(paths):
+        try:
+            read.append((path, read_part(path)))
+        except OfflineError as error:
+            problems.append(str(error))
+    if not read:
+        raise OfflineError(problems[0] if len(problems) == 1 else "no file could be read: " + " | ".join(problems))
     reports = [(path, item) for path, item in read if isinstance(item, Facts)]
     if reports:
         if len(read) > 1:
@@ -80,5 +99,9 @@ def read_environment(paths: Sequence[Path]) -> Facts:
                 f"{reports[0][0]}: a schedwatch report is one environment by itself; "
                 "give it alone, not with other files"
             )
-        return reports[0][1]
-    return merge([item for _path, item in read if isinstance(item, Part)])
+        facts = reports[0][1]
+    else:
+        facts = merge([item for _path, item in read if isinstance(item, Part)])
+    if problems:
+        facts = dataclasses.replace(facts, notes=(*facts.notes, _not_read_note(problems)))
+    return facts

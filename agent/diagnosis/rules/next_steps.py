@@ -1,0 +1,127 @@
+"""Observations with a next step: what a workload's CPU time shows when the facts cannot prove a cause, and the
+exact command that would.
+
+These are never findings. A workload's CPU time split by mode (from ``time``, pidstat or the live agent) says
+*where* the time went, not *why*: most of it in the kernel may be system calls, page faults, a clock source without
+a vDSO or interrupts, none of them thread contention. So the observation names what is shown and what to collect.
+"""
+
+from __future__ import annotations
+
+from agent.diagnosis.facts import Facts, WorkloadView
+from agent.diagnosis.findings import Finding, Mechanism, Observation
+from agent.diagnosis.rules.common import evidence
+
+# Mechanisms whose findings already explain time in the kernel (their evidence names the calls).
+EXPLAINS_KERNEL_TIME = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
+KERNEL_SHARE = 0.4  # of the workload's CPU time; a program that computes spends well under a tenth in the kernel
+MAX_CPUS = 1024  # CPU time over wall time above this is no machine's: the accounting itself is wrong
+MIN_CPU_SECONDS = 0.1  # below this, a split by mode is a few clock ticks: nothing to go on
+SEVERAL_CPUS = 1.5  # CPUs used above this: several threads ran at once, and their CPU times add up
+
+WHICH_CALLS = "run `perf trace -s -p PID` or `strace -f -c -p PID` for 10 s (which system calls take the time)"
+WHICH_KERNEL_CODE = "`perf top -g -p PID` or `perf record -g -p PID -- sleep 10` (which kernel functions)"
+
+
+def _implausible(workload: WorkloadView) -> Observation | None:
+    used = workload.cpu_used_cores
+    if used is None or used <= MAX_CPUS or workload.seconds is None:
+        return None
+    cpu = (workload.user_seconds or 0) + (workload.system_seconds or 0)
+    return Observation(
+        topic="cpu-time-implausible",
+        summary=(
+            f"{cpu:g} s of CPU time in {workload.seconds:g} s of wall time would be {used:.0f} CPUs at once: the "
+            "platform's CPU-time accounting is wrong (a tick or clock problem of the OS or emulation layer), "
+            "not a load. Its user/system split cannot be trusted."
+        ),
+        evidence=(evidence("CPU time / wall time", used, "CPUs", f"no machine: above {MAX_CPUS}"),),
+        look_next=(
+            "the same command under `perf stat -e task-clock` (CPU time the kernel's scheduler measured)",
+            "cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
+        ),
+        workload=workload.ref,
+    )
+
+
+def _kernel_time(workload: WorkloadView) -> Observation | None:
+    share = workload.system_share
+    cpu = (workload.user_seconds or 0) + (workload.system_seconds or 0)
+    if share is None or share < KERNEL_SHARE or workload.syscall_seconds or cpu < MIN_CPU_SECONDS:
+        return None  # with system-call times known, node.py's signatures say which calls
+    shown = [evidence("CPU time in the kernel", 100 * share, "%", f"bar {100 * KERNEL_SHARE:g} %")]
+    summary = f"{100 * share:.0f} % of the workload's CPU time is in the kernel"
+    if workload.system_seconds is not None and workload.user_seconds is not None:
+        summary += f" ({workload.system_seconds:g} s system, {workload.user_seconds:g} s user)"
+    summary += "; these sources cannot say which calls or kernel code."
+    used = workload.cpu_used_cores
+    if used is not None and used >= SEVERAL_CPUS:
+        shown.append(evidence("CPUs used (CPU time / wall time)", used, "CPUs", "one thread: at most 1"))
+        summary += (
+            f" It ran on {used:.1f} CPUs at once: several threads, whose CPU times add up (system time can exceed "
+            "the wall time)."
+        )
+    return Observation(
+        topic="kernel-time-collect-next",
+        summary=summary,
+        evidence=tuple(shown),
+        look_next=(WHICH_CALLS, WHICH_KERNEL_CODE),
+        workload=workload.ref,
+    )
+
+
+# Clock sources whose reads cannot use the vDSO: every clock_gettime/gettimeofday becomes a system call.
+NO_VDSO = frozenset({"hpet", "acpi_pm", "jiffies", "refined-jiffies", "pit"})
+CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+
+
+def _clocksource(facts: Facts) -> Observation | None:
+    node = facts.node
+    current = node.clocksource
+    unstable = [event for event in node.clocksource_events if "unstable" in event]
+    if current in NO_VDSO:
+        shown = (
+            evidence("kernel lines marking the TSC unstable", len(unstable), "lines", f"{current}: no vDSO fast path"),
+        )
+        summary = (
+            f"The node's clock source is {current}: it has no vDSO fast path, so every clock read "
+            "(clock_gettime, gettimeofday) is a system call, and a slow one. This is system time spent on the "
+            "clock, not thread contention."
+        )
+        if unstable:
+            summary += " The kernel switched to it after its watchdog marked the TSC unstable."
+        look = (
+            f"cat {CLOCKSOURCE_FILE.replace('current_', 'available_')} (is tsc there?)",
+            "perf trace -s -p PID for 10 s (how many clock_gettime calls a workload makes)",
+            "the VM or BIOS: an invariant TSC (e.g. a VM type or host setting that passes it), or tsc=reliable "
+            "only where the TSC is known good",
+        )
+        return Observation("clocksource-without-vdso", summary, shown, look)
+    if unstable and current is None:
+        return Observation(
+            "clocksource-tsc-unstable",
+            "The kernel's watchdog marked the TSC unstable: it then moves to a slower clock source, and clock "
+            "reads may become system calls. These lines do not say which it chose. Not thread contention.",
+            (evidence("kernel lines marking the TSC unstable", len(unstable), "lines", "none on a stable TSC"),),
+            (f"cat {CLOCKSOURCE_FILE}", "perf trace -s -p PID for 10 s (clock_gettime calls per second)"),
+        )
+    return None
+
+
+def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observation, ...]:
+    """The node's clock source, and for each workload whose kernel time no finding explains: what its CPU time
+    shows and what to collect."""
+    found: list[Observation] = []
+    if (clock := _clocksource(facts)) is not None:
+        found.append(clock)
+    for workload in facts.workloads:
+        explained = any(
+            finding.workload == workload.ref and finding.mechanism in EXPLAINS_KERNEL_TIME for finding in findings
+        )
+        implausible = _implausible(workload)
+        if implausible is not None:
+            found.append(implausible)
+            continue  # the split of a wrong total says nothing
+        if not explained and (kernel := _kernel_time(workload)) is not None:
+            found.append(kernel)
+    return tuple(found)
