@@ -68,3 +68,18 @@ def test_the_covered_time_is_what_increase_extrapolates_to() -> None:
     reset = [(40.0, 50.0), (50.0, 60.0), (60.0, 5.0), (70.0, 15.0)]
     assert covered_seconds(reset, 0.0, 75.0, counter=True) == 30.0 + 5.0 + 5.0
     assert covered_seconds([(40.0, 1.0)], 0.0, 100.0, counter=True) is None, "one sample: increase has no value"
+
+
+def test_the_ranking_shows_the_time_each_workloads_rates_cover() -> None:
+    from agent.commands.diagnose import fleet_ranking, fleet_text
+    from agent.diagnosis.inputs.live.members import Filter
+
+    source, at, seconds = _recorded()
+    ranking = fleet_ranking(source.node_windows(seconds, at=at), Filter(), seconds)
+    rows = {row["workload"]["cgroup"]: row for row in ranking["workloads"]}
+    assert ranking["window_seconds"] == 30
+    assert rows["/old"]["seconds"] == pytest.approx(30.0, abs=1e-9)
+    assert 20.0 < rows["/young"]["seconds"] < 25.0
+    assert rows["/young"]["sched_yield_per_second"] == pytest.approx(4000.0, rel=SCRAPE_JITTER)
+    young_line = next(line for line in fleet_text(ranking, "x").splitlines() if "/young" in line)
+    assert f"over {rows['/young']['seconds']:.0f} s" in young_line
