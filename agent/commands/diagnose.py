@@ -263,6 +263,7 @@ def fleet_ranking(windows: list[NodeWindow], wanted: Filter, seconds: int) -> di
                     "cpu_limit_cores": view.cpu_limit_cores,
                     "cpu_used_cores": view.cpu_used_cores,
                     "threads": view.threads,
+                    "seconds": view.seconds,  # the part of the window the workload existed in: its rates' time
                 }
             )
     rows.sort(key=lambda row: (-row["score"], row["instance"], row["name"]))
@@ -281,7 +282,8 @@ def fleet_text(ranking: dict[str, Any], url: str) -> str:
     lines = [f"workloads of {len(ranking['nodes'])} nodes by contention over {ranking['window_seconds']} s:"]
     for row in ranking["workloads"]:
         strongest = max(row["signals"].items(), key=lambda item: item[1], default=("nothing", 0.0))
-        lines.append(f"  {row['score']:7.2f}  {row['instance']}  {row['name']}  (strongest: {strongest[0]})")
+        covers = "" if row.get("seconds") is None else f", over {row['seconds']:.0f} s"
+        lines.append(f"  {row['score']:7.2f}  {row['instance']}  {row['name']}  (strongest: {strongest[0]}{covers})")
     lines.append(f"next: schedwatch diagnose --from {url} --node INSTANCE")
     lines.append("processes, libraries and thread variables: run `schedwatch diagnose` on that node")
     return "\n".join(lines)

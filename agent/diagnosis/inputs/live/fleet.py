@@ -4,27 +4,34 @@ window, and one node's workloads as facts.
 ``--from prometheus+http://HOST:9090`` (or ``prometheus+https://``) names the server; the rest of the URL is its
 address as the browser would use it (a path prefix included). Counts over the window come from PromQL
 ``increase(...[Ns])`` grouped by ``instance`` and the workload labels, gauges from their last value; nodes are the
-``instance`` label. Prometheus has only the agents' series: processes, libraries, thread variables and pools need
-`schedwatch diagnose` run on that node.
+``instance`` label. A workload younger than the window (or gone before its end) is counted over the part of the
+window it existed in: the time ``increase`` extrapolated its samples to (see :func:`covered_seconds`), so that its
+rates are not diluted by the time before it started. Prometheus has only the agents' series: processes,
+libraries, thread variables and pools need `schedwatch diagnose` run on that node.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import re
+import time
 import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.live import fetch
 from agent.diagnosis.inputs.live.series import COUNTERS, GAUGES, WORKLOAD_LABELS, Reading, WorkloadTotals, ref_of
 from agent.diagnosis.inputs.live.sources import SourceError
 from agent.diagnosis.inputs.live.window import Window
 
 SCHEME = "prometheus+"
+SPAN_SERIES = ("schedwatch_cpu_usage_seconds_total", "schedwatch_threads")  # what every workload has
+EXTRAPOLATION_THRESHOLD = 1.1  # Prometheus extrapolates to a range's edge closer than this many sample intervals
 QUERY_TIMEOUT = 60.0  # seconds one whole query may take
 MAX_BODY_BYTES = 512 * 1024 * 1024
 
@@ -54,10 +61,14 @@ class PrometheusSource:
         self.name = f"prometheus {self.base}"
         self._timeout = timeout
         self._client = client or fetch.Client()
+        self.evaluated_at: float | None = None  # the time every query of one window is evaluated at
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's vector; SourceError when the server cannot be asked or refuses the query."""
-        url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        params = {"query": expr}
+        if self.evaluated_at is not None:
+            params["time"] = f"{self.evaluated_at:.3f}"
+        url = f"{self.base}/api/v1/query?{urllib.parse.urlencode(params)}"
         try:
             document = json.loads(fetch.get(url, self._timeout, MAX_BODY_BYTES, client=self._client))
         except urllib.error.HTTPError as error:
@@ -88,8 +99,9 @@ class PrometheusSource:
         result = document.get("data", {}).get("result", [])
         return result if isinstance(result, list) else []
 
-    def node_windows(self, seconds: int, node: str | None = None) -> list[NodeWindow]:
-        """Every node's (or one node's) workloads over the last *seconds*; SourceError without schedwatch series."""
+    def node_windows(self, seconds: int, node: str | None = None, at: float | None = None) -> list[NodeWindow]:
+        """Every node's (or one node's) workloads over the *seconds* before *at* (a Unix time; default now);
+        SourceError without schedwatch series."""
         selector = "" if node is None else f'instance=~"{_promql_string(_node_regex(node))}"'
         if not self.query(f"count(schedwatch_build_info{{{selector}}})"):
             where = "" if node is None else f" for a node named {node!r}"
@@ -97,6 +109,7 @@ class PrometheusSource:
                 f"{self.base} has no schedwatch series{where}: is it scraping the agents (job with port 17953)?"
                 + (" Leave out --node to list the nodes it has." if node else "")
             )
+        self.evaluated_at = round(time.time() if at is None else at, 3)
         readings: dict[str, tuple[Reading, Reading]] = {}
 
         def reading(instance: str) -> tuple[Reading, Reading]:
@@ -129,16 +142,59 @@ class PrometheusSource:
                 value = _value(item)
                 if value is not None:
                     totals.gauges[key] = value
+        spans = self._spans(seconds, selector)
         windows = []
         for instance, (before, after) in sorted(readings.items()):
             sources = frozenset(up.get(instance, set()))
             windows.append(
                 NodeWindow(
                     instance,
-                    Window(Reading(before.at, sources, {}), Reading(after.at, sources, after.workloads)),
+                    Window(
+                        Reading(before.at, sources, {}),
+                        Reading(after.at, sources, after.workloads),
+                        spans.get(instance, {}),
+                    ),
                 )
             )
         return windows
+
+    def _spans(self, seconds: int, selector: str) -> dict[str, dict[Workload, float]]:
+        """By instance, the seconds of the window each workload's series cover (the longest of its series)."""
+        end = time.time() if self.evaluated_at is None else self.evaluated_at
+        spans: dict[str, dict[Workload, float]] = {}
+        for name in SPAN_SERIES:
+            for item in self.query(f"{name}{{{selector}}}[{seconds}s]"):
+                samples = [(float(t), float(v)) for t, v in item.get("values", [])]
+                covered = covered_seconds(samples, end - seconds, end, name.endswith("_total"))
+                if covered is None:
+                    continue
+                labels = item["metric"]
+                node = spans.setdefault(labels.get("instance", ""), {})
+                ref = ref_of(labels)
+                node[ref] = max(node.get(ref, 0.0), covered)
+        return spans
+
+
+def covered_seconds(samples: list[tuple[float, float]], start: float, end: float, counter: bool) -> float | None:
+    """The seconds of the range (*start*, *end*] that Prometheus' ``increase`` extrapolates *samples* (time,
+    value) to: the sampled interval, plus at each edge the gap to it when under 1.1 sample intervals, else half an
+    interval (and for a counter no further back than where it would have been 0). ``increase`` over this time is
+    the series' rate; None with fewer than two samples (``increase`` has no value then)."""
+    if len(samples) < 2:
+        return None
+    (first_t, first_v), (last_t, _) = samples[0], samples[-1]
+    sampled = last_t - first_t
+    if sampled <= 0:
+        return None
+    growth = sum(b - a if b >= a else b for (_, a), (_, b) in itertools.pairwise(samples))
+    average = sampled / (len(samples) - 1)
+    to_start, to_end = first_t - start, end - last_t
+    if counter and growth > 0 and first_v >= 0:
+        to_start = min(to_start, sampled * first_v / growth)
+    threshold = average * EXTRAPOLATION_THRESHOLD
+    return (
+        sampled + (to_start if to_start < threshold else average / 2) + (to_end if to_end < threshold else average / 2)
+    )
 
 
 def _value(item: dict[str, Any]) -> float | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from agent.diagnosis.facts import Workload, WorkloadView
 from agent.diagnosis.inputs.live.series import Reading
@@ -12,15 +13,22 @@ FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
 
 @dataclass(frozen=True)
 class Window:
-    """Two readings of the same source, *before* first."""
+    """Two readings of the same source, *before* first; *spans* the seconds of it each workload existed, when a
+    source knows (Prometheus: its first and last samples in the range), for workloads younger than the window."""
 
     before: Reading
     after: Reading
+    spans: Mapping[Workload, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
         """Time between the readings."""
         return self.after.at - self.before.at
+
+    def seconds_of(self, ref: Workload) -> float:
+        """The time *ref*'s counts cover: the part of the window it existed in, the whole window when unknown."""
+        span = self.spans.get(ref)
+        return self.seconds if span is None else min(span, self.seconds)
 
     def delta(self, ref: Workload, key: str) -> float | None:
         """How much a counter grew over the window; None when unknown or when it went backwards (an agent
@@ -55,7 +63,7 @@ def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> Workl
     threads = gauges.get("threads")
     user = window.delta(ref, "cpu_seconds:user")
     system = window.delta(ref, "cpu_seconds:system")
-    seconds = window.seconds
+    seconds = window.seconds_of(ref)
     used = None if user is None or system is None or seconds <= 0 else (user + system) / seconds
     share = None if user is None or system is None or user + system <= 0 else system / (user + system)
     futex = _futex(window, ref)
