@@ -1,2 +1,4 @@
-"""Live facts for `schedwatch diagnose`: node CPU states, processes, pool workers, thread-pool libraries, and the
-allow-listed thread variables of a process's environment."""
+"""Naming the cause of contention: facts about workloads (``facts``), gathered live or from pasted artifacts
+(``inputs``), judged by one rule per cause (``rules``) into findings with their fixes (``findings``), rendered as
+text, JSON or HTML (``render``); ``comparison`` sets two diagnoses side by side and ``standing`` keeps the agent's
+own findings as the ``schedwatch_finding`` series."""
