@@ -15,9 +15,11 @@ import pytest
 
 from agent.diagnosis.inputs import artifacts
 from agent.diagnosis.inputs.artifacts import (
+    backtrace,
     clocksource,
     load,
     mpstat,
+    perf_report,
     perf_stat,
     perf_trace,
     pidstat,
@@ -26,10 +28,12 @@ from agent.diagnosis.inputs.artifacts import (
     top,
     vmstat,
 )
+from agent.diagnosis.inputs.artifacts.backtrace import StackDump
 from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
+from agent.diagnosis.inputs.artifacts.perf_report import PerfReport
 from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
@@ -40,7 +44,9 @@ from agent.diagnosis.inputs.artifacts.top import CpuStates, TaskCounts, TopRepor
 from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
-PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource)
+PARSERS = (
+    perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
+)  # fmt: skip
 
 
 def read(name: str) -> str:
@@ -810,6 +816,9 @@ def test_clocksource_files_of_sysfs() -> None:
 
 
 EXPECTED_FORMAT = {
+    "perf_report": "perf report",
+    "perf_top": "perf report",
+    "_stacks_": "stacks",
     "perf_trace": "perf trace -s",
     "strace": "strace -c",
     "top": "top",
@@ -830,6 +839,8 @@ PARSED_TYPE = {
     "time": TimeReport,
     "perf stat": PerfStatReport,
     "clock source": ClocksourceReport,
+    "perf report": PerfReport,
+    "stacks": StackDump,
 }
 
 
@@ -842,7 +853,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 66
+    assert len(fixtures()) == 75
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
 from agent.diagnosis.findings import Finding, Mechanism, Observation
+from agent.diagnosis.rules import code
 from agent.diagnosis.rules.common import evidence
 
 # Mechanisms whose findings already explain time in the kernel (their evidence names the calls).
@@ -109,8 +110,8 @@ def _clocksource(facts: Facts) -> Observation | None:
 
 
 def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observation, ...]:
-    """The node's clock source, and for each workload whose kernel time no finding explains: what its CPU time
-    shows and what to collect."""
+    """The node's clock source; for each workload whose kernel time no finding explains, what its CPU time shows;
+    for each, what its hottest code and call sites show (rules/code.py); each with what to collect."""
     found: list[Observation] = []
     if (clock := _clocksource(facts)) is not None:
         found.append(clock)
@@ -124,4 +125,5 @@ def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observati
             continue  # the split of a wrong total says nothing
         if not explained and (kernel := _kernel_time(workload)) is not None:
             found.append(kernel)
+        found.extend(code.observations(workload))
     return tuple(found)

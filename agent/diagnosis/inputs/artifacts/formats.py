@@ -18,8 +18,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.inputs.artifacts import (
+    backtrace,
     clocksource,
     mpstat,
+    perf_report,
     perf_stat,
     perf_trace,
     pidstat,
@@ -86,6 +88,8 @@ FORMATS: tuple[Format[Any], ...] = (
     row(vmstat, "vmstat"),
     row(perf_stat, "perf stat (-p, -t, -a)"),
     row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
+    row(perf_report, "perf report --stdio (--children, --sort comm,dso,sym), or a perf top screen"),
+    row(backtrace, "gdb -p PID -batch -ex 'thread apply all bt' (or gstack PID), or backtrace_symbols frames"),
     row(clocksource, "dmesg | grep -i clocksource, or cat .../clocksource0/current_clocksource"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )

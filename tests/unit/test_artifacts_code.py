@@ -1,0 +1,141 @@
+"""Profiles and stacks read from public pastes (sources in fixtures/artifacts/README.md): perf report / perf top
+rows into on-CPU samples, gdb and backtrace_symbols stacks into call sites. Values are read off the files by eye."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.diagnosis.facts import CodeShare
+from agent.diagnosis.inputs.artifacts import backtrace, perf_report, read_environment
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.rules import code, diagnose
+
+FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
+
+
+def read(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def test_perf_report_of_the_interactive_screen_with_its_sample_count() -> None:
+    report = perf_report.parse(read("public_perf_report_hhvm5081_futex.txt"))
+    assert (report.samples, report.event, len(report.rows), report.cut_rows) == (1000, "cycles", 13, 0)
+    assert [row.percent for row in report.rows[:3]] == [14.36, 14.18, 13.86]
+    assert {row.comm for row in report.rows} == {"hhvm"} and {row.mode for row in report.rows} == {"kernel"}
+    assert report.rows[3].symbol == "get_futex_key_refs.isra.13"  # trailing padding cut
+    workload = read_environment([FIXTURES / "public_perf_report_hhvm5081_futex.txt"]).workloads[0]
+    assert workload.cpu_samples is not None and workload.cpu_samples_total == 1000
+    assert workload.cpu_samples[0] == CodeShare("[kernel]", "get_futex_key", "kernel", pytest.approx(143.6))
+
+
+def test_perf_report_rows_with_decimal_commas_and_the_last_row_cut_short() -> None:
+    report = perf_report.parse(read("public_perf_report_openblas1193_tail_comma.txt"))
+    assert len(report.rows) == 10 and report.cut_rows == 1 and report.samples is None
+    assert report.rows[0].dso == "libopenblas_sandybridgep-r0.2.20.dev.so" and report.rows[0].percent == 0.15
+    assert report.rows[4].comm == "mainAsnaGcc" and report.rows[4].symbol == "dasnaPar_cpu._omp_fn.10"
+
+
+def test_perf_report_of_perf_2_6_samples_table() -> None:
+    report = perf_report.parse(read("public_perf_report_qat32_old_samples.txt"))
+    top = report.rows[0]
+    assert (top.samples, top.percent, top.symbol, top.dso, top.mode) == (
+        120249.0, 74.6, "do_raw_spin_lock", "[kernel.kallsyms]", "kernel",
+    )  # fmt: skip
+    assert len(report.rows) == 11 and report.rows[1].dso == "/lib64/libpthread-2.15.so"
+    total = read_environment([FIXTURES / "public_perf_report_qat32_old_samples.txt"]).workloads[0].cpu_samples_total
+    assert total == pytest.approx(120249 * 100 / 74.6)
+
+
+def test_perf_top_snapshots_last_screen_is_read() -> None:
+    report = perf_report.parse(read("public_perf_top_liquorix56_perftop.txt"))
+    assert report.snapshots == 2 and len(report.rows) == 7
+    assert [row.symbol for row in report.rows[:2]] == ["_raw_spin_lock", "delay_tsc"]
+    assert all(row.comm is None and row.dso == "[kernel]" for row in report.rows)
+
+
+def test_perf_top_with_header_and_a_cut_row() -> None:
+    report = perf_report.parse(read("public_perf_top_dynamorio4279_cut.txt"))
+    assert (report.samples, report.event, len(report.rows), report.cut_rows) == (22_000_000, "cpu-clock:pppH", 3, 1)
+    assert report.rows[2].dso == "libdynamorio.so" and report.rows[2].mode == "user"
+
+
+def test_perf_report_children_column() -> None:
+    text = (
+        "# Children      Self  Command  Shared Object  Symbol\n"
+        "    62.50%    12.50%  python  libc.so.6  [.] __sched_yield\n"
+    )
+    row = perf_report.parse(text).rows[0]
+    assert (row.children, row.percent, row.comm, row.dso, row.symbol) == (
+        62.5,
+        12.5,
+        "python",
+        "libc.so.6",
+        "__sched_yield",
+    )
+
+
+def test_backtrace_symbols_frames_with_quotes_and_elisions() -> None:
+    dump = backtrace.parse(read("public_stacks_openblas4496_yield_quoted.txt"))
+    assert [stack.state for stack in dump.stacks] == ["yield", "yield"] and dump.elisions == 1
+    assert [len(stack.frames) for stack in dump.stacks] == [7, 5]
+    caller = dump.stacks[0].caller()
+    assert caller is not None and (caller.library, caller.function) == ("libopenblas_nolapack.so.0", "sgemm_thread_nt")
+    workload = read_environment([FIXTURES / "public_stacks_openblas4496_yield_quoted.txt"]).workloads[0]
+    assert workload.yield_sites == (CodeShare("libopenblas_nolapack.so.0", "sgemm_thread_nt", "user", 2),)
+
+
+def test_gdb_thread_apply_all_bt_threads_and_states() -> None:
+    dump = backtrace.parse(read("public_stacks_fio1934_condwait_cut.txt"))
+    assert [stack.thread for stack in dump.stacks] == [1251746, 1251744, 1251742]
+    assert [stack.state for stack in dump.stacks] == ["futex"] * 3
+    assert [len(stack.frames) for stack in dump.stacks] == [7, 7, 1]  # the last thread cut after its first frame
+    workload = read_environment([FIXTURES / "public_stacks_fio1934_condwait_cut.txt"]).workloads[0]
+    assert workload.threads == 3
+    assert workload.futex_sites == (
+        CodeShare("(program)", "fio_sem_down", "user", 2),
+        CodeShare("(unknown)", None, "user", 1),
+    )
+
+
+def test_gstack_thread_running_in_a_user_spin_lock() -> None:
+    dump = backtrace.parse(read("public_stacks_gperftools663_gstack_spinlock.txt"))
+    (stack,) = dump.stacks
+    assert (stack.thread, stack.state, stack.frames[0].function) == (27838, "running", "base::internal::SpinLockDelay")
+    assert stack.frames[8].library == "libstdc++.so.6"
+    workload = read_environment([FIXTURES / "public_stacks_gperftools663_gstack_spinlock.txt"]).workloads[0]
+    assert workload.cpu_samples == (CodeShare("(program)", "base::internal::SpinLockDelay", "user", 1),)
+
+
+def test_quoted_gdb_bt_in_a_join() -> None:
+    dump = backtrace.parse(read("public_stacks_btop47_quoted_bt.txt"))
+    (stack,) = dump.stacks
+    assert stack.state == "futex" and stack.thread is None and len(stack.frames) == 7
+    caller = stack.caller()
+    assert caller is not None and caller.function == "clean_quit"
+
+
+def test_stacks_refuse_prose() -> None:
+    with pytest.raises(NotThisFormat):
+        backtrace.parse("the program hangs after ctrl+c\n#1 on my list\n")
+
+
+def test_hot_code_kinds_of_the_functions_at_the_top() -> None:
+    def kind(function: str, mode: str = "kernel") -> str | None:
+        found = code.kind_of(CodeShare("[kernel]", function, mode, 1))
+        return None if found is None else found.name
+
+    assert kind("do_sched_yield") == "sched-yield" and kind("yield_task_fair") == "sched-yield"
+    assert (
+        kind("get_futex_key_refs.isra.13") == "futex" and kind("native_queued_spin_lock_slowpath") == "kernel-spin-lock"
+    )
+    assert kind("_raw_spin_unlock_irq") is None  # where interrupts come back on, not a contended lock
+    assert kind("read_hpet") == "clock-read" and kind("clear_page_erms") == "page-faults"
+    assert kind("gomp_team_barrier_wait_end", "user") == "user-spin" and kind("cpuidle_enter_state") == "idle"
+
+
+def test_hot_code_below_the_bar_says_nothing() -> None:
+    # the tail of a profile: its rows are 0.09-0.15 % of the samples each, whatever kind they are
+    diagnosis = diagnose(read_environment([FIXTURES / "public_perf_report_openblas1193_tail_comma.txt"]))
+    assert diagnosis.observations == () and diagnosis.findings == ()
