@@ -16,6 +16,7 @@ import pytest
 from agent.diagnosis.inputs import artifacts
 from agent.diagnosis.inputs.artifacts import (
     backtrace,
+    cgroup_cpu,
     clocksource,
     load,
     mpstat,
@@ -23,12 +24,15 @@ from agent.diagnosis.inputs.artifacts import (
     perf_stat,
     perf_trace,
     pidstat,
+    pressure,
+    proc_status,
     strace,
     time_output,
     top,
     vmstat,
 )
 from agent.diagnosis.inputs.artifacts.backtrace import StackDump
+from agent.diagnosis.inputs.artifacts.cgroup_cpu import CgroupCpu
 from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.formats import detect_format
@@ -37,6 +41,8 @@ from agent.diagnosis.inputs.artifacts.perf_report import PerfReport
 from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
+from agent.diagnosis.inputs.artifacts.pressure import PressureReport
+from agent.diagnosis.inputs.artifacts.proc_status import ProcStatus
 from agent.diagnosis.inputs.artifacts.strace import StraceSummary
 from agent.diagnosis.inputs.artifacts.text import docstring_sample
 from agent.diagnosis.inputs.artifacts.time_output import TimeReport
@@ -46,6 +52,7 @@ from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (
     perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
+    proc_status, pressure, cgroup_cpu,
 )  # fmt: skip
 
 
@@ -819,6 +826,10 @@ EXPECTED_FORMAT = {
     "perf_report": "perf report",
     "perf_top": "perf report",
     "_stacks_": "stacks",
+    "_proc_status_": "/proc/PID/status",
+    "_pressure_": "pressure",
+    "_cgroup_cpu_stat_": "cgroup cpu.stat",
+    "_clocksource_": "clock source",
     "perf_trace": "perf trace -s",
     "strace": "strace -c",
     "top": "top",
@@ -841,6 +852,9 @@ PARSED_TYPE = {
     "clock source": ClocksourceReport,
     "perf report": PerfReport,
     "stacks": StackDump,
+    "/proc/PID/status": ProcStatus,
+    "pressure": PressureReport,
+    "cgroup cpu.stat": CgroupCpu,
 }
 
 
@@ -853,7 +867,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 75
+    assert len(fixtures()) == 87
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

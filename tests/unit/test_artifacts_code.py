@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.diagnosis.facts import CodeShare
-from agent.diagnosis.inputs.artifacts import backtrace, perf_report, read_environment
+from agent.diagnosis.inputs.artifacts import backtrace, cgroup_cpu, perf_report, pressure, proc_status, read_environment
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.rules import code, diagnose
 
@@ -139,3 +139,69 @@ def test_hot_code_below_the_bar_says_nothing() -> None:
     # the tail of a profile: its rows are 0.09-0.15 % of the samples each, whatever kind they are
     diagnosis = diagnose(read_environment([FIXTURES / "public_perf_report_openblas1193_tail_comma.txt"]))
     assert diagnosis.observations == () and diagnosis.findings == ()
+
+
+# --- /proc and cgroup files -------------------------------------------------------------------------------------
+
+
+def test_cgroup_cpu_stat_two_blocks_the_last_is_read() -> None:
+    report = cgroup_cpu.parse(read("public_cgroup_cpu_stat_k0s4954_throttled.txt"))
+    assert (report.blocks, report.periods, report.throttled_periods) == (2, 1197, 496)
+    assert report.throttled_seconds == 395.384834 and report.system_seconds == 8.083877
+    assert report.limit_cores is None
+    (finding,) = diagnose(read_environment([FIXTURES / "public_cgroup_cpu_stat_k0s4954_throttled.txt"])).findings
+    assert finding.cause.value == "cpu-throttling"
+    assert finding.evidence[0].value == pytest.approx(100 * 496 / 1197, abs=1e-3)
+
+
+def test_cgroup_v1_cpu_stat_in_nanoseconds_and_cpu_max() -> None:
+    report = cgroup_cpu.parse(read("public_cgroup_cpu_stat_netdata12595_v1.txt"))
+    assert (report.periods, report.throttled_periods, report.throttled_seconds) == (7, 2, 0.127918677)
+    assert report.user_seconds is None
+    limited = cgroup_cpu.parse("$ cat cpu.max\n150000 100000\n$ cat cpu.stat\nnr_periods 10\nnr_throttled 1\n")
+    assert limited.limit_cores == 1.5
+    assert cgroup_cpu.parse("cat cpu.max\nmax 100000\ncat cpu.stat\nnr_periods 1\nnr_throttled 0\n").limit_cores is None
+
+
+def test_pressure_files_after_prompts_and_as_grep_prints_them() -> None:
+    report = pressure.parse(read("public_pressure_flatcar638_cat_prompts.txt"))
+    assert [(line.resource, line.kind) for line in report.lines] == [
+        ("cpu", "some"), ("io", "some"), ("io", "full"), ("memory", "some"), ("memory", "full"),
+    ]  # fmt: skip
+    node = read_environment([FIXTURES / "public_pressure_node_exporter1174_grep_n.txt"]).node
+    assert node.pressure_waiting_seconds == {"cpu": 1167.162866, "io": 61.955081, "memory": 0.0}
+    assert node.pressure_stalled_seconds == {"io": 58.578187, "memory": 0.0}
+
+
+def test_pressure_lines_without_their_file_are_kept_but_not_placed() -> None:
+    report = pressure.parse(read("public_pressure_procfs40_unnamed.txt"))
+    assert [(line.resource, line.avg10) for line in report.lines] == [(None, 70.24), (None, 57.59)]
+    facts = read_environment([FIXTURES / "public_pressure_procfs40_unnamed.txt"])
+    assert facts.node.pressure_waiting_seconds is None
+    assert any("resource unknown" in note for note in facts.notes)
+    quoted = pressure.parse(read("public_pressure_atop72_quoted.txt"))
+    assert [(line.kind, line.avg10, line.total) for line in quoted.lines] == [("some", 2.04, 157656722)]
+
+
+def test_proc_status_elided_grepped_and_prefixed() -> None:
+    elided = proc_status.parse(read("public_proc_status_readitlater11567_elided.txt"))
+    assert (elided.name, elided.threads, elided.cpus_allowed) == ("mybin", 5, 48)
+    assert elided.affinity == tuple(range(48)) and elided.skipped == 2  # the prompt and `...`
+    grepped = proc_status.parse(read("public_proc_status_gopsutil14_grep.txt"))
+    assert (grepped.voluntary_switches, grepped.involuntary_switches, grepped.threads) == (6067815355, 21817401, None)
+    prefixed = proc_status.parse(read("public_proc_status_rr3286_ctest_prefix_cut.txt"))
+    assert (prefixed.pid, prefixed.name, prefixed.threads) == (3146531, "compress data", 12)
+    assert prefixed.cpus_allowed is None  # cut before Cpus_allowed_list
+    workload = read_environment([FIXTURES / "public_proc_status_readitlater11567_elided.txt"]).workloads[0]
+    assert (workload.threads, workload.cpus_allowed, workload.voluntary_switches) == (5, 48.0, 2849002)
+    assert proc_status.cpu_list("0-3,8,10-11") == (0, 1, 2, 3, 8, 10, 11)
+
+
+def test_clocksource_files_after_cat_prompts() -> None:
+    facts = read_environment([FIXTURES / "public_clocksource_pyinstrument270_cat_prompts.txt"])
+    assert (facts.node.clocksource, facts.node.available_clocksources) == ("hpet", ("hpet", "acpi_pm"))
+    only = read_environment([FIXTURES / "public_clocksource_neon1480_available_only.txt"]).node
+    assert (only.clocksource, only.available_clocksources) == (None, ("hpet", "acpi_pm"))
+    diagnosis = diagnose(read_environment([FIXTURES / "public_clocksource_neon1480_available_only.txt"]))
+    (observation,) = diagnosis.observations
+    assert observation.topic == "clocksource-without-vdso" and "hpet and acpi_pm" in observation.summary

@@ -79,13 +79,21 @@ CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clockso
 def _clocksource(facts: Facts) -> Observation | None:
     node = facts.node
     current = node.clocksource
+    available = node.available_clocksources
+    if current is None and available and all(name in NO_VDSO for name in available):
+        current = available[0]  # none of those it could use has a vDSO: whichever it uses is so
     unstable = [event for event in node.clocksource_events if "unstable" in event]
     if current in NO_VDSO:
         shown = (
             evidence("kernel lines marking the TSC unstable", len(unstable), "lines", f"{current}: no vDSO fast path"),
         )
         summary = (
-            f"The node's clock source is {current}: it has no vDSO fast path, so every clock read "
+            (
+                f"The node's clock source is {current}"
+                if node.clocksource
+                else f"The node's only clock sources are {' and '.join(available or ())}"
+            )
+            + ": no vDSO fast path, so every clock read "
             "(clock_gettime, gettimeofday) is a system call, and a slow one. This is system time spent on the "
             "clock, not thread contention."
         )

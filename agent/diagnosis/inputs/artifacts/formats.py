@@ -19,12 +19,15 @@ from typing import Any, Generic, Protocol, TypeVar
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.inputs.artifacts import (
     backtrace,
+    cgroup_cpu,
     clocksource,
     mpstat,
     perf_report,
     perf_stat,
     perf_trace,
     pidstat,
+    pressure,
+    proc_status,
     saved_report,
     strace,
     time_output,
@@ -90,6 +93,9 @@ FORMATS: tuple[Format[Any], ...] = (
     row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
     row(perf_report, "perf report --stdio (--children, --sort comm,dso,sym), or a perf top screen"),
     row(backtrace, "gdb -p PID -batch -ex 'thread apply all bt' (or gstack PID), or backtrace_symbols frames"),
+    row(proc_status, "cat /proc/PID/status"),
+    row(pressure, "cat /proc/pressure/cpu (or a cgroup's cpu.pressure)"),
+    row(cgroup_cpu, "cat /sys/fs/cgroup/.../cpu.stat (and cpu.max)"),
     row(clocksource, "dmesg | grep -i clocksource, or cat .../clocksource0/current_clocksource"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )
