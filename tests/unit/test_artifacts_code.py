@@ -205,3 +205,19 @@ def test_clocksource_files_after_cat_prompts() -> None:
     diagnosis = diagnose(read_environment([FIXTURES / "public_clocksource_neon1480_available_only.txt"]))
     (observation,) = diagnosis.observations
     assert observation.topic == "clocksource-without-vdso" and "hpet and acpi_pm" in observation.summary
+
+
+def test_recorded_perf_report_with_children_and_call_graphs() -> None:
+    report = perf_report.parse(read("recorded_perf_report_yield_children_callgraph.txt"))
+    first = report.rows[0]
+    assert (first.children, first.percent, first.comm, first.symbol) == (
+        76.59, 0.0, "python3", "entry_SYSCALL_64_after_hwframe",
+    )  # fmt: skip
+    assert report.samples == 1000 and report.event == "cpu-clock:ppp"
+    flat = perf_report.parse(read("recorded_perf_report_yield_dso_sym.txt"))
+    assert [(row.dso, row.symbol, row.percent) for row in flat.rows[:2]] == [
+        ("[kernel.kallsyms]", "finish_task_switch.isra.0", 37.14), ("[kernel.kallsyms]", "do_sched_yield", 11.63),
+    ]  # fmt: skip
+    # the call graph's lines are read past: the self shares of either report add up to all samples
+    assert sum(row.percent for row in report.rows) == pytest.approx(100, abs=0.5)
+    assert sum(row.percent for row in flat.rows) == pytest.approx(100, abs=0.5)

@@ -24,8 +24,8 @@ RUN = ("perf_trace_s", "top_b", "mpstat", "vmstat", "pidstat_t")  # one recorded
 # tool printed an error instead of a report). docs/analyze.md holds the same table with the reasons.
 EXPECTED: dict[tuple[str, ...], str] = {
     ("baremetal_perf_trace_s.txt",): "none",
-    ("clock_perf_trace_s.txt",): "none",
-    ("clock_strace_fc.txt",): "none",
+    ("clock_perf_trace_s.txt",): "observation clock-reads-in-kernel",
+    ("clock_strace_fc.txt",): "observation clock-reads-in-kernel",
     ("clock_top_b.txt",): SYSTEM_TIME,
     ("clock_vmstat.txt",): SYSTEM_TIME,
     ("error_mpstat_usage.txt",): "error",
@@ -116,6 +116,17 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("public_proc_status_gopsutil14_grep.txt",): "none",
     ("public_proc_status_readitlater11567_elided.txt",): "none",
     ("public_proc_status_rr3286_ctest_prefix_cut.txt",): "none",
+    ("public_perf_stat_llvm195239_metric_names.txt",): "none",
+    ("public_perf_stat_netdata_kc247_fenced.txt",): "none",
+    ("public_stacks_bdwgc249_thread_switching.txt",): "none",
+    ("public_stacks_memray336_named_thread_cut.txt",): "observation futex-site",
+    ("public_proc_status_processexporter51_cut.txt",): "none",
+    ("public_strace_neon1480_gettimeofday.txt",): "observation clock-reads-in-kernel",
+    ("public_strace_pyinstrument270_clock_comma.txt",): "observation clock-reads-in-kernel",
+    ("public_time_bash_greenmetrics524_root_prompt.txt",): "none",
+    ("public_proc_status_smc212_many_files_cut.txt",): "none",
+    ("recorded_perf_report_yield_children_callgraph.txt",): "observation hot-code-scheduler",
+    ("recorded_perf_report_yield_dso_sym.txt",): "observation hot-code-scheduler",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

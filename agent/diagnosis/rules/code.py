@@ -186,8 +186,8 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
         by_library[site.library] = by_library.get(site.library, 0.0) + site.count
     library = max(by_library, key=lambda name: by_library[name])
     share = by_library[library] / total if total > 0 else 0.0
-    if share < SITE_SHARE:
-        return None
+    if share < SITE_SHARE or library == "(unknown)":
+        return None  # frames without a library say nothing of who called
     functions = sorted({site.function or "?" for site in sites if site.library == library})
     pool = _pool_of(library)
     summary = f"{by_library[library]:g} of {total:g} stacks in {call} come from {library} ({', '.join(functions[:3])})."
