@@ -3,6 +3,7 @@ rows into on-CPU samples, gdb and backtrace_symbols stacks into call sites. Valu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from agent.diagnosis.facts import CodeShare
 from agent.diagnosis.inputs.artifacts import backtrace, cgroup_cpu, perf_report, pressure, proc_status, read_environment
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import code, diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
@@ -221,3 +223,15 @@ def test_recorded_perf_report_with_children_and_call_graphs() -> None:
     # the call graph's lines are read past: the self shares of either report add up to all samples
     assert sum(row.percent for row in report.rows) == pytest.approx(100, abs=0.5)
     assert sum(row.percent for row in flat.rows) == pytest.approx(100, abs=0.5)
+
+
+def test_a_saved_report_keeps_the_samples_and_sites(tmp_path: Path) -> None:
+    for name in ("public_perf_report_hhvm5081_futex.txt", "public_stacks_openblas4496_yield_quoted.txt"):
+        diagnosis = diagnose(read_environment([FIXTURES / name]))
+        saved = tmp_path / f"{name}.json"
+        saved.write_text(json.dumps(to_json(diagnosis)))
+        again = diagnose(read_environment([saved]))
+        assert again.facts.workloads[0].cpu_samples == diagnosis.facts.workloads[0].cpu_samples
+        assert again.facts.workloads[0].cpu_samples_total == diagnosis.facts.workloads[0].cpu_samples_total
+        assert again.facts.workloads[0].yield_sites == diagnosis.facts.workloads[0].yield_sites
+        assert [o.topic for o in again.observations] == [o.topic for o in diagnosis.observations] != []
