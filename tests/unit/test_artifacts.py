@@ -18,6 +18,7 @@ from agent.diagnosis.inputs.artifacts import (
     backtrace,
     cgroup_cpu,
     clocksource,
+    folded,
     load,
     mpstat,
     perf_report,
@@ -35,6 +36,7 @@ from agent.diagnosis.inputs.artifacts.backtrace import StackDump
 from agent.diagnosis.inputs.artifacts.cgroup_cpu import CgroupCpu
 from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.folded import FoldedReport
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
 from agent.diagnosis.inputs.artifacts.perf_report import PerfReport
@@ -52,7 +54,7 @@ from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (
     perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
-    proc_status, pressure, cgroup_cpu,
+    proc_status, pressure, cgroup_cpu, folded,
 )  # fmt: skip
 
 
@@ -826,6 +828,7 @@ EXPECTED_FORMAT = {
     "perf_report": "perf report",
     "perf_top": "perf report",
     "_stacks_": "stacks",
+    "_folded_": "folded stacks",
     "_proc_status_": "/proc/PID/status",
     "_pressure_": "pressure",
     "_cgroup_cpu_stat_": "cgroup cpu.stat",
@@ -852,6 +855,7 @@ PARSED_TYPE = {
     "clock source": ClocksourceReport,
     "perf report": PerfReport,
     "stacks": StackDump,
+    "folded stacks": FoldedReport,
     "/proc/PID/status": ProcStatus,
     "pressure": PressureReport,
     "cgroup cpu.stat": CgroupCpu,
@@ -867,7 +871,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 98
+    assert len(fixtures()) == 100
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from agent.diagnosis.facts import CodeShare
-from agent.diagnosis.inputs.artifacts import backtrace, cgroup_cpu, perf_report, pressure, proc_status, read_environment
+from agent.diagnosis.inputs.artifacts import (
+    backtrace,
+    cgroup_cpu,
+    folded,
+    perf_report,
+    pressure,
+    proc_status,
+    read_environment,
+)
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import code, diagnose
@@ -235,3 +243,20 @@ def test_a_saved_report_keeps_the_samples_and_sites(tmp_path: Path) -> None:
         assert again.facts.workloads[0].cpu_samples_total == diagnosis.facts.workloads[0].cpu_samples_total
         assert again.facts.workloads[0].yield_sites == diagnosis.facts.workloads[0].yield_sites
         assert [o.topic for o in again.observations] == [o.topic for o in diagnosis.observations] != []
+
+
+def test_folded_stacks_of_py_spy_with_an_elided_frame() -> None:
+    report = folded.parse(read("public_folded_pyspy179_gevent_raw.txt"))
+    assert [stack.count for stack in report.stacks] == [1, 499, 500] and report.elided_frames == 1
+    assert report.stacks[0].frames[-1].function == "handle" and report.stacks[0].frames[-1].library == "base_async.py"
+    assert diagnose(read_environment([FIXTURES / "public_folded_pyspy179_gevent_raw.txt"])).observations == ()
+
+
+def test_recorded_py_spy_native_names_the_python_function_that_yields() -> None:
+    report = folded.parse(read("recorded_folded_pyspy_native_yield.txt"))
+    assert sum(stack.count for stack in report.stacks) == 502 and len(report.stacks) == 16
+    workload = read_environment([FIXTURES / "recorded_folded_pyspy_native_yield.txt"]).workloads[0]
+    assert workload.cpu_samples_total == 502
+    assert workload.yield_sites == (CodeShare("y.py", "spin", "user", 458),)
+    assert workload.cpu_samples is not None and workload.cpu_samples[0].function == "sched_yield"
+    assert workload.cpu_samples[0].count == 443  # the leaf frames named sched_yield, in libc

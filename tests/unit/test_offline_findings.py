@@ -127,6 +127,8 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("public_proc_status_smc212_many_files_cut.txt",): "none",
     ("recorded_perf_report_yield_children_callgraph.txt",): "observation hot-code-scheduler",
     ("recorded_perf_report_yield_dso_sym.txt",): "observation hot-code-scheduler",
+    ("public_folded_pyspy179_gevent_raw.txt",): "none",
+    ("recorded_folded_pyspy_native_yield.txt",): "observation hot-code-sched-yield, observation yield-site",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

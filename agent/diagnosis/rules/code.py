@@ -34,7 +34,9 @@ RECORD = "perf record -g -p PID -- sleep 10; perf report --stdio --no-children -
 KINDS: tuple[Kind, ...] = (
     Kind(
         "sched-yield",
-        re.compile(r"^(?:__)?(?:x64_)?(?:sys_|se_sys_)?sched_yield$|^do_sched_yield$|^yield_task_fair$"),
+        re.compile(
+            r"^(?:__)?(?:x64_)?(?:sys_|se_sys_)?sched_yield$|^do_sched_yield$|^yield_task_fair$|^os_sched_yield$"
+        ),
         "threads calling sched_yield in a loop (idle pool threads spinning for work)",
         (f"{RECORD} (which library calls sched_yield)", "perf trace -s -p PID -- sleep 10 (yields per thread)"),
     ),
@@ -181,6 +183,9 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
     if not sites:
         return None
     total = sum(site.count for site in sites)
+    profiled = workload.cpu_samples_total
+    if call != "sched_yield" and profiled and workload.cpu_samples and total / profiled < KIND_SHARE:
+        return None  # a profile's few samples in futex waits: not what it spends its time on
     by_library: dict[str, float] = {}
     for site in sites:
         by_library[site.library] = by_library.get(site.library, 0.0) + site.count
@@ -206,7 +211,7 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
     elif call == "sched_yield":
         look = ("perf trace -s -p PID -- sleep 10 (yields per thread)", "schedwatch diagnose")
     else:
-        summary += " Threads parked in a futex wait are blocked, not on a CPU: a hang is a wait nobody ends."
+        summary += " Threads in a futex wait are blocked, not on a CPU; in a hang it is a wait nobody ends."
         look = ("the thread that should wake them: its stack in the same dump", "perf trace -s -p PID -- sleep 10")
     shown = (evidence(f"stacks in {call} from {library}", 100 * share, "%", f"bar {100 * SITE_SHARE:g} %"),)
     topic = "yield-site" if call == "sched_yield" else "futex-site"
