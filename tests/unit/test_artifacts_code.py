@@ -260,3 +260,12 @@ def test_recorded_py_spy_native_names_the_python_function_that_yields() -> None:
     assert workload.yield_sites == (CodeShare("y.py", "spin", "user", 458),)
     assert workload.cpu_samples is not None and workload.cpu_samples[0].function == "sched_yield"
     assert workload.cpu_samples[0].count == 443  # the leaf frames named sched_yield, in libc
+
+
+def test_recorded_kernel_stack_of_a_thread_blocked_on_a_lock() -> None:
+    (stack,) = backtrace.parse(read("recorded_stacks_proc_stack_futex.txt")).stacks
+    assert stack.state == "futex" and len(stack.frames) == 7 and stack.caller() is None
+    assert [frame.function for frame in stack.frames[:2]] == ["futex_do_wait", "__futex_wait"]
+    assert {frame.library for frame in stack.frames} == {"[kernel]"}
+    sleeping = backtrace.parse("[<0>] hrtimer_nanosleep+0xb5/0x130\n[<0>] common_nsleep+0x30/0x60\n").stacks[0]
+    assert sleeping.state == "sleep"

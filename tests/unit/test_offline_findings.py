@@ -129,6 +129,7 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("recorded_perf_report_yield_dso_sym.txt",): "observation hot-code-scheduler",
     ("public_folded_pyspy179_gevent_raw.txt",): "none",
     ("recorded_folded_pyspy_native_yield.txt",): "observation hot-code-sched-yield, observation yield-site",
+    ("recorded_stacks_proc_stack_futex.txt",): "none",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

@@ -1,7 +1,8 @@
 """Thread stacks: gdb's ``thread apply all bt`` (also ``gstack`` / ``pstack``, which print the same) and the frames
 glibc's ``backtrace_symbols`` prints (``lib.so(function+0xOFF) [0xADDR]``, as profilers and crash handlers list
-them), pasted with ``> `` quotes, ``[...]`` elisions and wrapped argument lines. From a public thread
-(OpenMathLib/OpenBLAS#4496, frames cut here)::
+them), and a thread's kernel stack from ``/proc/PID/stack`` (``[<0>] futex_wait+0x9a/0x150``), pasted with ``> ``
+quotes, ``[...]`` elisions and wrapped argument lines. From a public thread (OpenMathLib/OpenBLAS#4496, frames cut
+here)::
 
      > /usr/lib/x86_64-linux-gnu/libc-2.31.so(__sched_yield+0x7) [0xe14e7]
      > [...]/openblas/linux-x86_64/libopenblas_nolapack.so.0(sgemm_thread_nt+0xe35) [0x1f4c75]
@@ -41,6 +42,7 @@ PROGRAM = "(program)"  # a gdb frame without `from LIB`: the program itself, or 
 _THREAD = re.compile(r"^Thread (?P<number>\d+) \((?:Thread 0x[0-9a-fA-F]+ |Thread \d+ )?\(?LWP (?P<lwp>\d+)\)")
 _GDB_FRAME = re.compile(r"^#(?P<index>\d+)\s+(?:0x[0-9a-fA-F]+ in (?P<rest>\S.*)|(?P<named>[^\s(]+ \(.*))$")
 _GLIBC_FRAME = re.compile(r"^(?P<path>\S*?)\((?P<function>[^()+\s]*)(?:\+0x[0-9a-fA-F]+)?\)\s*\[0x[0-9a-fA-F]+\]$")
+_KERNEL_FRAME = re.compile(r"^\[<[0-9a-fA-F]+>\] (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+$")
 _BARE_FRAME = re.compile(r"^(?P<function>[A-Za-z_][\w:.<>~]*)\s+\[0x[0-9a-fA-F]+\]$")
 _FROM = re.compile(r"\s+from\s+(?P<library>\S+)$")
 _AT = re.compile(r"\s+at\s+(?P<source>\S+?)(?::\d+)?$")
@@ -56,6 +58,8 @@ FUTEX = re.compile(r"futex|^__lll_lock_wait|^pthread_cond_(?:timed|clock)?wait|^
 IO = re.compile(r"^(?:__GI___|__libc_|__)?(?:poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|read|recv\w*|"
                 r"accept4?|waitpid|wait4|sccp|__syscall_cp)$")  # fmt: skip
 SLEEP = re.compile(r"nanosleep|^usleep$|^sleep$")
+KERNEL_IO = re.compile(r"^(?:ep_poll|do_sys_poll|do_select|core_sys_select|pipe_read|wait_woken|sk_wait_data|"
+                       r"unix_stream_read_generic|tcp_recvmsg|io_schedule|folio_wait_bit)")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,8 @@ class Stack:
     state: str = "running"  # "yield", "futex", "io", "sleep", "running"
 
     def caller(self) -> Frame | None:
-        """The first frame outside the C library, below the innermost (who made the call it stands in)."""
-        return next((frame for frame in self.frames[1:] if not frame.in_libc), None)
+        """The first frame outside the C library and the kernel, below the innermost (who made the call)."""
+        return next((frame for frame in self.frames[1:] if not frame.in_libc and frame.library != code.KERNEL), None)
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,8 @@ def _frame(text: str) -> tuple[Frame, int | None] | None:
         return _gdb_frame(gdb["rest"] or gdb["named"]), int(gdb["index"])
     if (glibc := _GLIBC_FRAME.match(text)) is not None:
         return Frame(code.function(glibc["function"]), code.library(glibc["path"] or None)), None
+    if (kernel := _KERNEL_FRAME.match(text)) is not None:
+        return Frame(kernel["function"], code.KERNEL), None
     if (bare := _BARE_FRAME.match(text)) is not None:
         return Frame(bare["function"], code.UNKNOWN), None
     return None
@@ -148,7 +154,7 @@ def _state(frames: tuple[Frame, ...]) -> str:
             return "futex"
         if SLEEP.search(name):
             return "sleep"
-        if IO.search(name):
+        if IO.search(name) or (frame.library == code.KERNEL and KERNEL_IO.search(name)):
             return "io"
         if not frame.in_libc and name != "syscall":
             break
