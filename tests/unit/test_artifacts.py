@@ -26,6 +26,7 @@ from agent.diagnosis.inputs.artifacts import (
     perf_trace,
     pidstat,
     pressure,
+    proc_sched,
     proc_status,
     strace,
     time_output,
@@ -44,6 +45,7 @@ from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
 from agent.diagnosis.inputs.artifacts.pressure import PressureReport
+from agent.diagnosis.inputs.artifacts.proc_sched import ProcSched
 from agent.diagnosis.inputs.artifacts.proc_status import ProcStatus
 from agent.diagnosis.inputs.artifacts.strace import StraceSummary
 from agent.diagnosis.inputs.artifacts.text import docstring_sample
@@ -54,7 +56,7 @@ from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (
     perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
-    proc_status, pressure, cgroup_cpu, folded,
+    proc_status, pressure, cgroup_cpu, folded, proc_sched,
 )  # fmt: skip
 
 
@@ -830,6 +832,7 @@ EXPECTED_FORMAT = {
     "_stacks_": "stacks",
     "_folded_": "folded stacks",
     "_proc_status_": "/proc/PID/status",
+    "_proc_sched_": "/proc/PID/sched",
     "_pressure_": "pressure",
     "_cgroup_cpu_stat_": "cgroup cpu.stat",
     "_clocksource_": "clock source",
@@ -857,6 +860,7 @@ PARSED_TYPE = {
     "stacks": StackDump,
     "folded stacks": FoldedReport,
     "/proc/PID/status": ProcStatus,
+    "/proc/PID/sched": ProcSched,
     "pressure": PressureReport,
     "cgroup cpu.stat": CgroupCpu,
 }
@@ -871,7 +875,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 101
+    assert len(fixtures()) == 103
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

@@ -15,6 +15,7 @@ from agent.diagnosis.inputs.artifacts import (
     folded,
     perf_report,
     pressure,
+    proc_sched,
     proc_status,
     read_environment,
 )
@@ -269,3 +270,15 @@ def test_recorded_kernel_stack_of_a_thread_blocked_on_a_lock() -> None:
     assert {frame.library for frame in stack.frames} == {"[kernel]"}
     sleeping = backtrace.parse("[<0>] hrtimer_nanosleep+0xb5/0x130\n[<0>] common_nsleep+0x30/0x60\n").stacks[0]
     assert sleeping.state == "sleep"
+
+
+def test_proc_sched_with_and_without_schedstats() -> None:
+    plain = proc_sched.parse(read("public_proc_sched_wca533_systemd.txt"))
+    assert (plain.comm, plain.pid, plain.threads, plain.run_ms) == ("systemd", 1, 1, 236416.940623)
+    assert (plain.voluntary_switches, plain.involuntary_switches, plain.wait_ms) == (897030, 1756, None)
+    cut = proc_sched.parse(read("public_proc_sched_mytools1_ksoftirqd_cut.txt"))
+    assert (cut.comm, cut.pid, cut.run_ms, cut.wait_ms) == ("ksoftirqd/21", 100, 356.127446, None)
+    assert cut.skipped == 2  # the prompt and the wait_sum line cut before its value
+    waited = proc_sched.parse("a (7, #threads: 3)\n---\nse.sum_exec_runtime : 10.0\nse.statistics.wait_sum : 2500.5\n")
+    workload = proc_sched.to_facts(waited, "x").workload
+    assert workload is not None and workload.runqueue_wait_seconds == 2.5005 and workload.threads == 3

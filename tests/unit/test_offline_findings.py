@@ -130,6 +130,8 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("public_folded_pyspy179_gevent_raw.txt",): "none",
     ("recorded_folded_pyspy_native_yield.txt",): "observation hot-code-sched-yield, observation yield-site",
     ("recorded_stacks_proc_stack_futex.txt",): "none",
+    ("public_proc_sched_mytools1_ksoftirqd_cut.txt",): "none",
+    ("public_proc_sched_wca533_systemd.txt",): "none",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,
