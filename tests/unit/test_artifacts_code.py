@@ -282,3 +282,16 @@ def test_proc_sched_with_and_without_schedstats() -> None:
     waited = proc_sched.parse("a (7, #threads: 3)\n---\nse.sum_exec_runtime : 10.0\nse.statistics.wait_sum : 2500.5\n")
     workload = proc_sched.to_facts(waited, "x").workload
     assert workload is not None and workload.runqueue_wait_seconds == 2.5005 and workload.threads == 3
+
+
+def test_the_new_formats_combine_in_one_environment() -> None:
+    names = (
+        "recorded_folded_pyspy_native_yield.txt",
+        "public_proc_status_readitlater11567_elided.txt",
+        "public_cgroup_cpu_stat_netdata12595_v2.txt",
+    )
+    facts = read_environment([FIXTURES / name for name in names])
+    (workload,) = facts.workloads
+    assert (workload.threads, workload.cpus_allowed, workload.periods, workload.user_seconds) == (5, 48.0, 7, 0.027213)
+    assert workload.cpu_samples_total == 502 and workload.yield_sites == (CodeShare("y.py", "spin", "user", 458),)
+    assert [observation.topic for observation in diagnose(facts).observations] == ["hot-code-sched-yield", "yield-site"]
