@@ -159,6 +159,7 @@ class WorkloadView:
     memory_events: dict[str, float] | None = None  # cgroup memory.events: high, max, oom, oom_kill
     # Code attribution: on-CPU samples and call sites, busiest first.
     cpu_samples: tuple[CodeShare, ...] | None = None
+    cpu_samples_total: float | None = None  # every on-CPU sample of the window (a profile may list only its top)
     yield_sites: tuple[CodeShare, ...] | None = None
     futex_sites: tuple[CodeShare, ...] | None = None
 

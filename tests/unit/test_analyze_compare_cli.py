@@ -99,6 +99,9 @@ def test_analyze_fails_only_when_no_file_is_read(capsys: pytest.CaptureFixture[s
     [
         ("public_time_v_borg2196.txt", "public_perf_stat_vim1089_de.txt"),  # the new formats on both sides
         ("public_time_bash_hyperfine515.txt", "gcp_perf_trace_s.txt"),  # a new format against an old one
+        ("public_perf_report_hhvm5081_futex.txt", "public_stacks_openblas4496_yield_quoted.txt"),  # profile, stacks
+        ("public_cgroup_cpu_stat_k0s4954_throttled.txt", "sick_perf_trace_s.txt"),  # cpu.stat against a trace
+        ("public_pressure_flatcar638_cat_prompts.txt", "public_proc_status_readitlater11567_elided.txt"),
     ],
 )
 def test_compare_reads_the_new_formats_on_either_side(capsys: pytest.CaptureFixture[str], a: str, b: str) -> None:

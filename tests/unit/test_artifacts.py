@@ -15,24 +15,38 @@ import pytest
 
 from agent.diagnosis.inputs import artifacts
 from agent.diagnosis.inputs.artifacts import (
+    backtrace,
+    cgroup_cpu,
     clocksource,
+    folded,
     load,
     mpstat,
+    perf_report,
     perf_stat,
     perf_trace,
     pidstat,
+    pressure,
+    proc_sched,
+    proc_status,
     strace,
     time_output,
     top,
     vmstat,
 )
+from agent.diagnosis.inputs.artifacts.backtrace import StackDump
+from agent.diagnosis.inputs.artifacts.cgroup_cpu import CgroupCpu
 from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.folded import FoldedReport
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
+from agent.diagnosis.inputs.artifacts.perf_report import PerfReport
 from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
+from agent.diagnosis.inputs.artifacts.pressure import PressureReport
+from agent.diagnosis.inputs.artifacts.proc_sched import ProcSched
+from agent.diagnosis.inputs.artifacts.proc_status import ProcStatus
 from agent.diagnosis.inputs.artifacts.strace import StraceSummary
 from agent.diagnosis.inputs.artifacts.text import docstring_sample
 from agent.diagnosis.inputs.artifacts.time_output import TimeReport
@@ -40,7 +54,10 @@ from agent.diagnosis.inputs.artifacts.top import CpuStates, TaskCounts, TopRepor
 from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
-PARSERS = (perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource)
+PARSERS = (
+    perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
+    proc_status, pressure, cgroup_cpu, folded, proc_sched,
+)  # fmt: skip
 
 
 def read(name: str) -> str:
@@ -810,6 +827,15 @@ def test_clocksource_files_of_sysfs() -> None:
 
 
 EXPECTED_FORMAT = {
+    "perf_report": "perf report",
+    "perf_top": "perf report",
+    "_stacks_": "stacks",
+    "_folded_": "folded stacks",
+    "_proc_status_": "/proc/PID/status",
+    "_proc_sched_": "/proc/PID/sched",
+    "_pressure_": "pressure",
+    "_cgroup_cpu_stat_": "cgroup cpu.stat",
+    "_clocksource_": "clock source",
     "perf_trace": "perf trace -s",
     "strace": "strace -c",
     "top": "top",
@@ -830,6 +856,13 @@ PARSED_TYPE = {
     "time": TimeReport,
     "perf stat": PerfStatReport,
     "clock source": ClocksourceReport,
+    "perf report": PerfReport,
+    "stacks": StackDump,
+    "folded stacks": FoldedReport,
+    "/proc/PID/status": ProcStatus,
+    "/proc/PID/sched": ProcSched,
+    "pressure": PressureReport,
+    "cgroup cpu.stat": CgroupCpu,
 }
 
 
@@ -842,7 +875,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 66
+    assert len(fixtures()) == 103
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

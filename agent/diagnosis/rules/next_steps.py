@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
 from agent.diagnosis.findings import Finding, Mechanism, Observation
+from agent.diagnosis.rules import code, node
 from agent.diagnosis.rules.common import evidence
 
 # Mechanisms whose findings already explain time in the kernel (their evidence names the calls).
@@ -78,13 +79,21 @@ CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clockso
 def _clocksource(facts: Facts) -> Observation | None:
     node = facts.node
     current = node.clocksource
+    available = node.available_clocksources
+    if current is None and available and all(name in NO_VDSO for name in available):
+        current = available[0]  # none of those it could use has a vDSO: whichever it uses is so
     unstable = [event for event in node.clocksource_events if "unstable" in event]
     if current in NO_VDSO:
         shown = (
             evidence("kernel lines marking the TSC unstable", len(unstable), "lines", f"{current}: no vDSO fast path"),
         )
         summary = (
-            f"The node's clock source is {current}: it has no vDSO fast path, so every clock read "
+            (
+                f"The node's clock source is {current}"
+                if node.clocksource
+                else f"The node's only clock sources are {' and '.join(available or ())}"
+            )
+            + ": no vDSO fast path, so every clock read "
             "(clock_gettime, gettimeofday) is a system call, and a slow one. This is system time spent on the "
             "clock, not thread contention."
         )
@@ -108,9 +117,26 @@ def _clocksource(facts: Facts) -> Observation | None:
     return None
 
 
+def _clock_calls(facts: Facts, workload: WorkloadView) -> Observation | None:
+    """Clock reads taking most of the time in calls that do not block, where no node CPU line can say more
+    (with one, node.py names the signature in its system-time observation)."""
+    if facts.node.cpu is not None or (signature := node.signature_of(workload)) is None:
+        return None
+    what, where, share = signature
+    if "clock" not in what:
+        return None
+    return Observation(
+        "clock-reads-in-kernel",
+        f"{100 * share:.0f} % of the time in system calls that do not block is {what}. Not thread contention.",
+        (evidence("time in clock-read calls", 100 * share, "%", f"of non-blocking call time, bar {50:g} %"),),
+        (where, "perf trace -s -p PID -- sleep 10 (clock calls per second)"),
+        workload=workload.ref,
+    )
+
+
 def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observation, ...]:
-    """The node's clock source, and for each workload whose kernel time no finding explains: what its CPU time
-    shows and what to collect."""
+    """The node's clock source; for each workload whose kernel time no finding explains, what its CPU time shows;
+    for each, what its hottest code and call sites show (rules/code.py); each with what to collect."""
     found: list[Observation] = []
     if (clock := _clocksource(facts)) is not None:
         found.append(clock)
@@ -124,4 +150,7 @@ def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observati
             continue  # the split of a wrong total says nothing
         if not explained and (kernel := _kernel_time(workload)) is not None:
             found.append(kernel)
+        if (clock := _clock_calls(facts, workload)) is not None:
+            found.append(clock)
+        found.extend(code.observations(workload))
     return tuple(found)

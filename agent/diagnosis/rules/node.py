@@ -95,7 +95,8 @@ BLOCKING = frozenset(
 )
 
 
-def _signature(workload: WorkloadView) -> tuple[str, str, float] | None:
+def signature_of(workload: WorkloadView) -> tuple[str, str, float] | None:
+    """The well-known signature of *workload*'s system-call time: (what it likely is, where to look, its share)."""
     times = workload.syscall_seconds
     if not times:
         return None
@@ -153,7 +154,7 @@ def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds
             "measured here explains it."
         )
         for workload in facts.workloads:
-            signature = _signature(workload)
+            signature = signature_of(workload)
             if signature is not None:
                 what, where, share = signature
                 name = workload.ref.name if workload.ref != Workload() else "the traced processes"

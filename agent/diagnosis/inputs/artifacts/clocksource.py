@@ -71,14 +71,30 @@ def _clean(text: str) -> list[str]:
     return [_PREFIX.sub("", line.text.strip()).strip() for line in meaningful(lines(text))]
 
 
+_CAT = re.compile(r"^(?:\S*[$#%] )?cat (?:\S*/)?(?P<file>current_clocksource|available_clocksource)$")
+
+
 def _is_file(rows: list[str]) -> bool:
     return 1 <= len(rows) <= 2 and all(name in KNOWN for row in rows for name in row.split())
+
+
+def _cat_files(rows: list[str]) -> dict[str, tuple[str, ...]]:
+    """``$ cat .../current_clocksource`` and the line after it, for each file a paste shows so."""
+    files: dict[str, tuple[str, ...]] = {}
+    for row, following in zip(rows, [*rows[1:], ""][: len(rows)], strict=True):
+        cat = _CAT.match(row)
+        names = tuple(following.split())
+        if cat and names and all(name in KNOWN for name in names):
+            files[cat["file"]] = names
+    return files
 
 
 def looks_like(text: str) -> bool:
     """True when *text* holds kernel lines about the clock source, or is a clocksource file of sysfs."""
     rows = _clean(text)
-    return _is_file(rows) or any(_SWITCHED.search(row) or _UNSTABLE.search(row) for row in rows)
+    return (
+        _is_file(rows) or bool(_cat_files(rows)) or any(_SWITCHED.search(row) or _UNSTABLE.search(row) for row in rows)
+    )
 
 
 def looks_like_error(text: str) -> bool:
@@ -100,6 +116,10 @@ def parse(text: str) -> ClocksourceReport:
         if len(rows) == 2 and not several:  # two one-word files: current, then available with one source
             current, available = single[0], (single[1],)
         return ClocksourceReport(current, available, (), ())
+    if files := _cat_files(rows):
+        shown = files.get("current_clocksource")
+        skipped = len(rows) - 2 * len(files)
+        return ClocksourceReport(shown[0] if shown else None, files.get("available_clocksource"), (), (), skipped)
     current = None
     unstable: list[str] = []
     events: list[str] = []

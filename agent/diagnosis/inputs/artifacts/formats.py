@@ -18,11 +18,18 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.inputs.artifacts import (
+    backtrace,
+    cgroup_cpu,
     clocksource,
+    folded,
     mpstat,
+    perf_report,
     perf_stat,
     perf_trace,
     pidstat,
+    pressure,
+    proc_sched,
+    proc_status,
     saved_report,
     strace,
     time_output,
@@ -86,6 +93,13 @@ FORMATS: tuple[Format[Any], ...] = (
     row(vmstat, "vmstat"),
     row(perf_stat, "perf stat (-p, -t, -a)"),
     row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
+    row(perf_report, "perf report --stdio (--children, --sort comm,dso,sym), or a perf top screen"),
+    row(backtrace, "gdb -p PID -batch -ex 'thread apply all bt' (or gstack PID), or backtrace_symbols frames"),
+    row(folded, "folded stacks: perf script | stackcollapse-perf.pl, or py-spy record -f raw"),
+    row(proc_status, "cat /proc/PID/status"),
+    row(proc_sched, "cat /proc/PID/sched"),
+    row(pressure, "cat /proc/pressure/cpu (or a cgroup's cpu.pressure)"),
+    row(cgroup_cpu, "cat /sys/fs/cgroup/.../cpu.stat (and cpu.max)"),
     row(clocksource, "dmesg | grep -i clocksource, or cat .../clocksource0/current_clocksource"),
     row(saved_report, "a `schedwatch diagnose --json` report"),
 )

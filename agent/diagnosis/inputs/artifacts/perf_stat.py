@@ -70,7 +70,11 @@ _RUNNING = re.compile(r"\((?P<share>[\d.,]+)%\)$")
 
 
 def _texts(text: str) -> list[Line]:
-    return [Line(line.number, line.text.strip().removeprefix("> ").strip()) for line in meaningful(lines(text))]
+    # `> ` quotes, and a Markdown fence the paste left on the header's line (```` ``` Performance counter ... ````)
+    return [
+        Line(line.number, line.text.strip().removeprefix("> ").strip().removeprefix("```").strip())
+        for line in meaningful(lines(text))
+    ]
 
 
 def looks_like(text: str) -> bool:

@@ -1,0 +1,270 @@
+"""Thread stacks: gdb's ``thread apply all bt`` (also ``gstack`` / ``pstack``, which print the same) and the frames
+glibc's ``backtrace_symbols`` prints (``lib.so(function+0xOFF) [0xADDR]``, as profilers and crash handlers list
+them), and a thread's kernel stack from ``/proc/PID/stack`` (``[<0>] futex_wait+0x9a/0x150``), pasted with ``> ``
+quotes, ``[...]`` elisions and wrapped argument lines. From a public thread (OpenMathLib/OpenBLAS#4496, frames cut
+here)::
+
+     > /usr/lib/x86_64-linux-gnu/libc-2.31.so(__sched_yield+0x7) [0xe14e7]
+     > [...]/openblas/linux-x86_64/libopenblas_nolapack.so.0(sgemm_thread_nt+0xe35) [0x1f4c75]
+     > [...]/openblas/linux-x86_64/libopenblas_nolapack.so.0(exec_blas+0xce) [0x348e8e]
+
+>>> from agent.diagnosis.inputs.artifacts.text import docstring_sample
+>>> report = parse(docstring_sample(__doc__))
+>>> stack = report.stacks[0]
+>>> (len(report.stacks), stack.frames[0].function, stack.frames[1].library, stack.state)
+(1, '__sched_yield', 'libopenblas_nolapack.so.0', 'yield')
+
+Each stack, innermost frame first, is in a state read from where it stands: in ``sched_yield`` (``yield``), in a
+futex wait (``futex``: condition variables, mutexes, semaphores, joins, C++ atomic waits), in I/O or a sleep, or
+``running`` (any other code: on a CPU or runnable when the dump was taken).
+
+Facts (:func:`to_facts`): the threads dumped; the call sites of sched_yield and of futex waits (``yield_sites``,
+``futex_sites``: the first frame outside the C library that called, one per stack); the running stacks' innermost
+frames as on-CPU samples (``cpu_samples``, one per thread: a dump is one moment, not a profile).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
+from agent.diagnosis.inputs.artifacts import code
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.part import Part
+from agent.diagnosis.inputs.artifacts.text import lines
+
+__all__ = ["FORMAT", "Frame", "Stack", "StackDump", "looks_like", "looks_like_error", "parse", "to_facts"]
+
+FORMAT = "stacks"
+PROGRAM = "(program)"  # a gdb frame without `from LIB`: the program itself, or a library with debug info
+
+_THREAD = re.compile(r"^Thread (?P<number>\d+) \((?:Thread 0x[0-9a-fA-F]+ |Thread \d+ )?\(?LWP (?P<lwp>\d+)\)")
+_GDB_FRAME = re.compile(r"^#(?P<index>\d+)\s+(?:0x[0-9a-fA-F]+ in (?P<rest>\S.*)|(?P<named>[^\s(]+ \(.*))$")
+_GLIBC_FRAME = re.compile(r"^(?P<path>\S*?)\((?P<function>[^()+\s]*)(?:\+0x[0-9a-fA-F]+)?\)\s*\[0x[0-9a-fA-F]+\]$")
+_KERNEL_FRAME = re.compile(r"^\[<[0-9a-fA-F]+>\] (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+$")
+_BARE_FRAME = re.compile(r"^(?P<function>[A-Za-z_][\w:.<>~]*)\s+\[0x[0-9a-fA-F]+\]$")
+_FROM = re.compile(r"\s+from\s+(?P<library>\S+)$")
+_AT = re.compile(r"\s+at\s+(?P<source>\S+?)(?::\d+)?$")
+_ELISION = re.compile(r"^(?:\[\.\.\.\]|\.\.\.|…)$")
+
+LIBC_SOURCES = re.compile(r"sysdeps/|nptl/|^pthread_\w+\.c$|^lowlevellock\.S$|^futex-internal\.[ch]$|^clone\.S$|"
+                          r"^syscall\.S$|^__syscall_cp\.c$|^waitpid\.c$")  # fmt: skip
+LIBC_FILES = re.compile(r"^(?:libc|libpthread|ld-linux[\w-]*|libc\.musl[\w-]*|ld-musl[\w-]*)(?:[.-]|$)")
+YIELD = re.compile(r"^(?:__)?sched_yield$|^pthread_yield$|^__GI___sched_yield$")
+FUTEX = re.compile(r"futex|^__lll_lock_wait|^pthread_cond_(?:timed|clock)?wait|^__pthread_cond_|^(?:__new_)?sem_"
+                   r"(?:timed)?wait|^pthread_(?:clock|timed)?join|^__pthread_clockjoin|^pthread_mutex_lock|"
+                   r"__platform_wait|^__lll_timedlock_wait|^do_futex_wait")  # fmt: skip
+IO = re.compile(r"^(?:__GI___|__libc_|__)?(?:poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|read|recv\w*|"
+                r"accept4?|waitpid|wait4|sccp|__syscall_cp)$")  # fmt: skip
+SLEEP = re.compile(r"nanosleep|^usleep$|^sleep$")
+KERNEL_IO = re.compile(r"^(?:ep_poll|do_sys_poll|do_select|core_sys_select|pipe_read|wait_woken|sk_wait_data|"
+                       r"unix_stream_read_generic|tcp_recvmsg|io_schedule|folio_wait_bit)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: its function (None: an address only) and the library it is in."""
+
+    function: str | None
+    library: str
+    source: str | None = None  # gdb's `at FILE:LINE`
+
+    @property
+    def in_libc(self) -> bool:
+        """True for the C library's own frames (the wrappers around a system call)."""
+        if LIBC_FILES.match(self.library):
+            return True
+        return (self.source is not None and LIBC_SOURCES.search(self.source.rsplit("/", 1)[-1]) is not None) or (
+            self.source is not None and LIBC_SOURCES.search(self.source) is not None
+        )
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One thread's stack (innermost first), its thread where gdb names it, and where it stands."""
+
+    frames: tuple[Frame, ...]
+    thread: int | None = None  # gdb's LWP: the thread id
+    state: str = "running"  # "yield", "futex", "io", "sleep", "running"
+
+    def caller(self) -> Frame | None:
+        """The first frame outside the C library and the kernel, below the innermost (who made the call)."""
+        return next((frame for frame in self.frames[1:] if not frame.in_libc and frame.library != code.KERNEL), None)
+
+
+@dataclass(frozen=True)
+class StackDump:
+    """The stacks of one dump or paste, and the lines read past (prompts, prose, source lines, elisions)."""
+
+    stacks: tuple[Stack, ...]
+    skipped: int
+    elisions: int
+
+
+def _unquoted(text: str) -> str:
+    stripped = text.strip()
+    while stripped.startswith(">"):
+        stripped = stripped[1:].strip()
+    return stripped.strip("`").strip()
+
+
+def _function_of(rest: str) -> str:
+    depth = 0
+    for index, char in enumerate(rest):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth = max(0, depth - 1)
+        elif char == "(" and depth == 0:
+            return rest[:index].strip()
+    return rest.split()[0]
+
+
+def _gdb_frame(rest: str) -> Frame:
+    library = _FROM.search(rest)
+    source = _AT.search(rest)
+    name = _function_of(rest)
+    return Frame(
+        None if name == "??" else name,
+        code.library(library["library"]) if library else PROGRAM,
+        source["source"] if source and not library else None,
+    )
+
+
+def _frame(text: str) -> tuple[Frame, int | None] | None:
+    """A frame of *text* and its gdb index (None for glibc's frames), or None."""
+    if (gdb := _GDB_FRAME.match(text)) is not None:
+        return _gdb_frame(gdb["rest"] or gdb["named"]), int(gdb["index"])
+    if (glibc := _GLIBC_FRAME.match(text)) is not None:
+        return Frame(code.function(glibc["function"]), code.library(glibc["path"] or None)), None
+    if (kernel := _KERNEL_FRAME.match(text)) is not None:
+        return Frame(kernel["function"], code.KERNEL), None
+    if (bare := _BARE_FRAME.match(text)) is not None:
+        return Frame(bare["function"], code.UNKNOWN), None
+    return None
+
+
+def _state(frames: tuple[Frame, ...]) -> str:
+    for frame in frames[:3]:  # the call wrappers sit on top
+        name = frame.function or ""
+        if YIELD.search(name):
+            return "yield"
+        if FUTEX.search(name):
+            return "futex"
+        if SLEEP.search(name):
+            return "sleep"
+        if IO.search(name) or (frame.library == code.KERNEL and KERNEL_IO.search(name)):
+            return "io"
+        if not frame.in_libc and name != "syscall":
+            break
+    first = frames[0].function if frames else None
+    return "futex" if first == "syscall" and len(frames) > 1 and FUTEX.search(frames[1].function or "") else "running"
+
+
+def _looks(text: str) -> int:
+    frames = 0
+    for line in lines(text):
+        found = _frame(_unquoted(line.text))
+        if found is not None:
+            frames += 1
+    return frames
+
+
+def looks_like(text: str) -> bool:
+    """True when *text* holds at least two stack frames (``#0  0x... in f () from lib``, ``lib.so(f+0x1) [0x2]``)."""
+    return _looks(text) >= 2
+
+
+def looks_like_error(text: str) -> bool:
+    """gdb's failure to attach."""
+    return any(_unquoted(line.text).startswith("ptrace: Operation not permitted") for line in lines(text)) and (
+        not looks_like(text)
+    )
+
+
+def parse(text: str) -> StackDump:
+    """The stacks in *text*; raises NotThisFormat (see .errors)."""
+    if not looks_like(text):
+        raise NotThisFormat(FORMAT, "fewer than two stack frames (`#0  0x... in f () from lib`, `lib.so(f+0x1) [0x2]`)")
+    stacks: list[Stack] = []
+    current: list[Frame] = []
+    thread: int | None = None
+    skipped = elisions = 0
+
+    def close() -> None:
+        nonlocal current
+        if current:
+            frames = tuple(current)
+            stacks.append(Stack(frames, thread, _state(frames)))
+        current = []
+
+    for line in lines(text):
+        clean = _unquoted(line.text)
+        if not clean:
+            if current and thread is None:
+                close()  # glibc frames: a blank line ends a stack
+            continue
+        if (header := _THREAD.match(clean)) is not None:
+            close()
+            thread = int(header["lwp"])
+            continue
+        if _ELISION.match(clean):
+            elisions += 1
+            continue
+        found = _frame(clean)
+        if found is None:
+            skipped += 1
+            continue
+        frame, index = found
+        if index == 0:
+            close()
+        current.append(frame)
+    close()
+    if not stacks:
+        raise NotThisFormat(FORMAT, "no stack frames (`#0  0x... in f () from lib`, `lib.so(f+0x1) [0x2]`)")
+    return StackDump(tuple(stacks), skipped, elisions)
+
+
+def _sites(stacks: list[Stack]) -> tuple[CodeShare, ...] | None:
+    counted: dict[tuple[str, str | None], float] = {}
+    for stack in stacks:
+        caller = stack.caller()
+        key = (caller.library, caller.function) if caller is not None else (code.UNKNOWN, None)
+        counted[key] = counted.get(key, 0.0) + 1
+    rows = sorted(counted.items(), key=lambda item: -item[1])
+    return tuple(CodeShare(library, function, "user", count) for (library, function), count in rows) or None
+
+
+def to_facts(dump: StackDump, source: str) -> Part:
+    """Threads, the call sites of sched_yield and futex waits, and the running threads' innermost code."""
+    running: dict[tuple[str, str | None], float] = {}
+    for stack in dump.stacks:
+        if stack.state == "running" and stack.frames:
+            top = stack.frames[0]
+            running[(top.library, top.function)] = running.get((top.library, top.function), 0.0) + 1
+    samples = tuple(
+        CodeShare(library, function, "user", count)
+        for (library, function), count in sorted(running.items(), key=lambda item: -item[1])
+    )
+    states: dict[str, int] = {}
+    for stack in dump.stacks:
+        states[stack.state] = states.get(stack.state, 0) + 1
+    told = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+    notes = [
+        f"{source}: {len(dump.stacks)} stacks ({told}): one moment, not a profile; how long each waited is unknown"
+    ]
+    if dump.elisions:
+        notes.append(f"{source}: {dump.elisions} elided part(s) (`[...]`) of the stacks were read past")
+    if dump.skipped:
+        notes.append(f"{source}: {dump.skipped} lines that are not frames (prose, source lines, arguments) skipped")
+    threaded = all(stack.thread is not None for stack in dump.stacks)
+    workload = WorkloadView(
+        ref=Workload(),
+        threads=len(dump.stacks) if threaded else None,
+        cpu_samples=samples or None,
+        cpu_samples_total=float(sum(running.values())) if running else None,
+        yield_sites=_sites([stack for stack in dump.stacks if stack.state == "yield"]),
+        futex_sites=_sites([stack for stack in dump.stacks if stack.state == "futex"]),
+    )
+    return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))

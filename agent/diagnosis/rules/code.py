@@ -1,0 +1,228 @@
+"""What the code at the top of a profile, and the call sites of sched_yield and futex, show: never a finding.
+
+A profile (``perf report``, ``perf top``, the agent's on-CPU samples) says where the CPU time went, stacks say
+which library's function calls ``sched_yield`` or waits in a futex; neither says how long threads waited for a CPU
+or how many there were for how many CPUs. So each is an observation naming the kind of code and the exact command
+that tells more. Kinds that are not thread contention (clock reads, page faults, idle CPUs) say so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.diagnosis import pools
+from agent.diagnosis.facts import CodeShare, WorkloadView
+from agent.diagnosis.findings import Observation
+from agent.diagnosis.rules.common import evidence
+
+KIND_SHARE = 0.2  # of all on-CPU samples, for a kind of code to be named
+SITE_SHARE = 0.5  # of the stacks in sched_yield (or futex), for one calling library to be named
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of code, the functions that are it, what it means and what to collect next."""
+
+    name: str
+    functions: re.Pattern[str]
+    meaning: str
+    look_next: tuple[str, ...]
+
+
+RECORD = "perf record -g -p PID -- sleep 10; perf report --stdio --no-children --sort dso,sym -G"
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        "sched-yield",
+        re.compile(
+            r"^(?:__)?(?:x64_)?(?:sys_|se_sys_)?sched_yield$|^do_sched_yield$|^yield_task_fair$|^os_sched_yield$"
+        ),
+        "threads calling sched_yield in a loop (idle pool threads spinning for work)",
+        (f"{RECORD} (which library calls sched_yield)", "perf trace -s -p PID -- sleep 10 (yields per thread)"),
+    ),
+    Kind(
+        "futex",
+        re.compile(r"futex|^__lll_lock_wait|^__lll_unlock_wake|^__pthread_mutex_lock_full$"),
+        "futex waits and wakes: threads handing a lock or a condition back and forth",
+        (f"{RECORD} (which library's lock)", "perf trace -s -p PID -- sleep 10 (futex calls and time per thread)"),
+    ),
+    Kind(
+        "kernel-spin-lock",
+        re.compile(
+            r"^(?:native_|__pv_)?queued_spin_lock_slowpath$|^_raw_spin_lock(?:_irq|_irqsave|_bh)?$|"
+            r"^do_raw_spin_lock$"
+        ),
+        "a spin lock inside the kernel, taken by many CPUs at once (which lock: the call graph above it)",
+        ("perf record -a -g -- sleep 10; perf report --stdio --no-children -S native_queued_spin_lock_slowpath -G",),
+    ),
+    Kind(
+        "user-spin",
+        re.compile(
+            r"SpinLockDelay|SpinLock::SlowLock|^gomp_(?:team_)?barrier_wait_end$|^gomp_mutex_lock_slow$|"
+            r"^do_spin$|^__kmp_(?:wait|yield|hyper_barrier|fork_barrier|join_barrier)|^blas_thread_server$|"
+            r"^pthread_spin_lock$"
+        ),
+        "threads spinning in user space while they wait (a pool's barrier or idle loop, or a spin lock)",
+        (f"{RECORD} (whose threads spin)", "pidstat -t -p PID 1 5 (%wait: threads waiting for a CPU)"),
+    ),
+    Kind(
+        "scheduler",
+        re.compile(
+            r"^__?schedule$|^pick_next_task|^put_prev_task|^update_curr$|^finish_task_switch|^__switch_to|"
+            r"^context_switch$|^rcu_note_context_switch$|^clear_buddies$|^check_cfs_rq_runtime$|"
+            r"^(?:en|de)queue_(?:task|entity)|^set_next_entity$|^try_to_wake_up$|^select_task_rq"
+        ),
+        "the scheduler itself: threads switching on and off the CPUs very often",
+        ("perf stat -e context-switches,cpu-migrations -p PID -- sleep 10", "pidstat -wt -p PID 1 5"),
+    ),
+    Kind(
+        "syscall-entry",
+        re.compile(
+            r"^entry_SYSCALL|^entry_SYSENTER|^entry_INT80|^syscall_return_via_sysret$|^do_syscall_64$|"
+            r"^sysret32_from_system_call$|^system_call(?:_fastpath|_after_swapgs)?$|"
+            r"^syscall_exit_to_user_mode|^exit_to_user_mode"
+        ),
+        "entering and leaving the kernel: a great many cheap system calls",
+        ("perf trace -s -p PID -- sleep 10 (which calls)", "strace -f -c -p PID for 10 s"),
+    ),
+    Kind(
+        "clock-read",
+        re.compile(
+            r"^read_hpet$|^hpet_.*read|^acpi_pm_read|^pvclock_clocksource_read|^kvm_clock_get_cycles$|"
+            r"^read_tsc$|^ktime_get(?:_ts64|_real_ts64)?$|^(?:__x64_)?sys_clock_gettime$|^do_gettimeofday$"
+        ),
+        "reading the clock inside the kernel: clock reads are system calls (a clock source without vDSO?); "
+        "not thread contention",
+        ("cat /sys/devices/system/clocksource/clocksource0/current_clocksource",),
+    ),
+    Kind(
+        "page-faults",
+        re.compile(
+            r"^clear_page(?:_erms|_rep|_orig)?$|page_fault$|^(?:__)?do_page_fault$|^exc_page_fault$|"
+            r"^(?:__)?handle_mm_fault$|^do_anonymous_page$|^handle_pte_fault$|^copy_page$|"
+            r"^get_page_from_freelist$|^zap_pte_range$|^release_pages$"
+        ),
+        "page faults and pages being zeroed: memory mapped, touched and unmapped over and over; not thread contention",
+        ("perf stat -e page-faults,minor-faults,major-faults -p PID -- sleep 10",),
+    ),
+    Kind(
+        "idle",
+        re.compile(
+            r"^cpuidle_enter_state$|^intel_idle|^default_idle|^native_safe_halt$|^acpi_idle_do_entry$|"
+            r"^poll_idle$|^mwait_idle|^arch_cpu_idle"
+        ),
+        "CPUs with nothing to run (a machine-wide profile counts idle CPUs too); not contention",
+        ("perf top -p PID (the workload alone)",),
+    ),
+)
+NOT_CONTENTION = frozenset({"clock-read", "page-faults", "idle"})
+
+
+def kind_of(row: CodeShare) -> Kind | None:
+    """The kind of code *row* is, or None."""
+    if row.function is None:
+        return None
+    name = row.function.split(".", 1)[0] if row.mode == "kernel" else row.function
+    return next((kind for kind in KINDS if kind.functions.search(name)), None)
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}".rstrip("0").rstrip(".")
+
+
+def _hot_code(workload: WorkloadView) -> Observation | None:
+    samples = workload.cpu_samples
+    if not samples:
+        return None
+    total = workload.cpu_samples_total or sum(row.count for row in samples)
+    if total <= 0:
+        return None
+    by_kind: dict[str, list[CodeShare]] = {}
+    for row in samples:
+        kind = kind_of(row)
+        if kind is not None:
+            by_kind.setdefault(kind.name, []).append(row)
+    shares = {name: sum(row.count for row in rows) / total for name, rows in by_kind.items()}
+    busiest = max(shares, key=lambda name: shares[name], default=None)
+    if busiest is None or shares[busiest] < KIND_SHARE:
+        return None
+    kind = next(kind for kind in KINDS if kind.name == busiest)
+    rows = sorted(by_kind[busiest], key=lambda row: -row.count)
+    names = ", ".join(f"{row.function} ({_pct(row.count / total)} %)" for row in rows[:4])
+    kernel = sum(row.count for row in samples if row.mode == "kernel") / total
+    summary = (
+        f"{_pct(shares[busiest])} % of the on-CPU samples are {kind.meaning}: {names}. "
+        f"{_pct(kernel)} % of the samples are kernel code. A profile shows where the CPU time goes, not how many "
+        "threads wait for how many CPUs."
+    )
+    return Observation(
+        topic=f"hot-code-{busiest}",
+        summary=summary,
+        evidence=(
+            evidence(f"on-CPU samples in {busiest} code", 100 * shares[busiest], "%", f"bar {100 * KIND_SHARE:g} %"),
+            evidence("on-CPU samples in the kernel", 100 * kernel, "%", "of all samples"),
+        ),
+        look_next=kind.look_next,
+        workload=workload.ref,
+    )
+
+
+def _pool_of(library: str) -> pools.PoolImplementation | None:
+    lowered = library.lower()
+    return next(
+        (
+            row
+            for row in pools.IMPLEMENTATIONS
+            if any(lowered.startswith((f"{prefix}.", f"{prefix}-", f"{prefix}_")) for prefix in row.prefixes)
+        ),
+        None,
+    )
+
+
+def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: str) -> Observation | None:
+    if not sites:
+        return None
+    total = sum(site.count for site in sites)
+    profiled = workload.cpu_samples_total
+    if call != "sched_yield" and profiled and workload.cpu_samples and total / profiled < KIND_SHARE:
+        return None  # a profile's few samples in futex waits: not what it spends its time on
+    by_library: dict[str, float] = {}
+    for site in sites:
+        by_library[site.library] = by_library.get(site.library, 0.0) + site.count
+    library = max(by_library, key=lambda name: by_library[name])
+    share = by_library[library] / total if total > 0 else 0.0
+    if share < SITE_SHARE or library == "(unknown)":
+        return None  # frames without a library say nothing of who called
+    functions = sorted({site.function or "?" for site in sites if site.library == library})
+    pool = _pool_of(library)
+    summary = f"{by_library[library]:g} of {total:g} stacks in {call} come from {library} ({', '.join(functions[:3])})."
+    look: tuple[str, ...]
+    if pool is not None and call == "sched_yield":
+        variables = " / ".join(pool.variables) or "its thread count"
+        summary += (
+            f" That is {pool.implementation}'s thread pool: its idle threads yield while they wait for work, which "
+            "burns CPU when the pools' threads outnumber the CPUs."
+        )
+        look = (
+            f"the threads of the process against the CPUs it may use: grep -E 'Threads|Cpus_allowed_list' "
+            f"/proc/PID/status; then {variables}=CPUs/workers",
+            "schedwatch diagnose (yields per second and the pool's size, live)",
+        )
+    elif call == "sched_yield":
+        look = ("perf trace -s -p PID -- sleep 10 (yields per thread)", "schedwatch diagnose")
+    else:
+        summary += " Threads in a futex wait are blocked, not on a CPU; in a hang it is a wait nobody ends."
+        look = ("the thread that should wake them: its stack in the same dump", "perf trace -s -p PID -- sleep 10")
+    shown = (evidence(f"stacks in {call} from {library}", 100 * share, "%", f"bar {100 * SITE_SHARE:g} %"),)
+    topic = "yield-site" if call == "sched_yield" else "futex-site"
+    return Observation(topic, summary, shown, look, workload=workload.ref)
+
+
+def observations(workload: WorkloadView) -> tuple[Observation, ...]:
+    """What *workload*'s on-CPU samples and call sites show, each with what to collect next."""
+    found = [
+        _hot_code(workload),
+        _sites(workload, workload.yield_sites, "sched_yield"),
+        _sites(workload, workload.futex_sites, "futex waits"),
+    ]
+    return tuple(observation for observation in found if observation is not None)
