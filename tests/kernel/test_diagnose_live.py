@@ -22,6 +22,7 @@ from agent.machine.cgroups.layout import read_layout
 from tests.support.agent import REPO, AgentProcess
 from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus
+from tests.support.schemas import assert_valid
 from tests.support.scrape import scrape
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -175,6 +176,7 @@ def test_fleet_ranking_and_node_drill_down_through_prometheus(
         assert ranked.returncode == 0, ranked.stderr
         ranking = json.loads(ranked.stdout)
         assert ranking["schema"] == "schedwatch.fleet/v1"
+        assert_valid(ranking)
         instance = f"127.0.0.1:{agent.port}"
         assert ranking["nodes"] == [instance]
         rows = [row for row in ranking["workloads"] if row["workload"]["cgroup"] == path]
@@ -191,6 +193,7 @@ def test_fleet_ranking_and_node_drill_down_through_prometheus(
         drilled = run_cli("--from", url, "--node", "127.0.0.1", "--duration", "120", "--json", "--cgroup", path)
         assert drilled.returncode == 0, drilled.stderr
         report = json.loads(drilled.stdout)
+        assert_valid(report)
         view = only_workload(report, path)
         assert total <= view["sched_yield_calls"] <= total * 1.25
         assert view["processes"] is None  # Prometheus has no processes: the notes say where to get them
@@ -235,6 +238,7 @@ def test_without_bpf_diagnose_falls_back_to_proc_and_says_so(who: str, tmp_path:
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     report = json.loads(result.stdout)
+    assert_valid(report)
     assert report["sources"] == ["procfs (collectors loaded by diagnose)"]
     assert "collectors not running: syscalls (their counts are unknown, not zero)" in report["notes"]
 

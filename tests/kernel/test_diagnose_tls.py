@@ -23,6 +23,7 @@ import yaml
 from agent.diagnosis.inputs.live import fetch
 from tests.support.agent import REPO, AgentProcess, free_port, require_root
 from tests.support.diagnose import Diagnose
+from tests.support.schemas import assert_valid
 from tests.support.tls import Pair, issue, make_ca
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -311,6 +312,7 @@ def test_a_prometheus_behind_mutual_tls_and_basic_auth_ranks_the_tls_agent(
     ranking = json.loads(result.stdout)
     instance = f"127.0.0.1:{tls_agent.agent.port}"
     assert ranking["schema"] == "schedwatch.fleet/v1" and ranking["nodes"] == [instance]
+    assert_valid(ranking)
     (row,) = ranking["workloads"]
     assert (row["instance"], row["workload"]["cgroup"]) == (instance, path)
     # As in test_diagnose_live's fleet test: increase() extrapolates at most a 1 s scrape interval past the >= 5 s

@@ -23,7 +23,7 @@ from tests.kernel.conftest import GRACE_SECONDS
 from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import REPO, AgentProcess, require_root
-from tests.support.scrape import cgroup_value
+from tests.support.scrape import Scrape, cgroup_value
 from tests.support.workloads import SOURCES, CgroupSandbox, Workload, build
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
@@ -89,6 +89,17 @@ def new_cgroup(agent: AgentProcess, cgroups: CgroupSandbox, name: str) -> tuple[
     group = cgroups.make(name)
     agent.scrape()
     return group, cgroups.relative(group)
+
+
+def yield_program_misses(scrape: Scrape) -> float:
+    """How many sched_yield calls the kernel did not run the BPF agent's program for (its recursion_misses)."""
+    found = {
+        labels: value
+        for labels, value in scrape.find("schedwatch_bpf_program_misses_total", collector="syscalls").items()
+        if "sched_yield" in dict(labels)["program"]
+    }
+    assert len(found) == 1, f"one sched_yield program's misses expected (Linux >= 6.7 counts them): {found}"
+    return next(iter(found.values()))
 
 
 # --- perf mode -----------------------------------------------------------------------------------------------------
@@ -204,7 +215,7 @@ def test_perf_mode_sees_the_numpy126_pool_storm_call_for_call_with_bpf_mode(
 ) -> None:
     # Both agents watch the same cgroup: BPF mode's count is the ground truth for a workload nobody can predict.
     group, path = new_cgroup(perf_agent, cgroups, "perf-numpy126")
-    agent.scrape()
+    missed_before = yield_program_misses(agent.scrape())
     command = [sys.executable, str(SOURCES / "blas_pool.py"), "4", "2"]  # 4 workers, BLAS pools busy for 2 s
     enter = f'echo $$ > {group}/cgroup.procs && exec "$@"'
     pool = subprocess.Popen(
@@ -222,9 +233,15 @@ def test_perf_mode_sees_the_numpy126_pool_storm_call_for_call_with_bpf_mode(
         pool.stdin.close()
         pool.wait(timeout=60)
     by_perf = cgroup_value(perf_agent.scrape(), YIELDS, path)
-    by_bpf = cgroup_value(agent.scrape(), YIELDS, path)
+    scrape = agent.scrape()
+    by_bpf = cgroup_value(scrape, YIELDS, path)
     assert by_perf > 10_000, "4 idle OpenBLAS 0.3.23 pools on 2 CPUs spin in sched_yield"
-    assert by_perf == by_bpf
+    # A perf counter counts every call. The BPF program is not run for a call made while another tracing BPF
+    # program (another agent's, on a busy machine) runs on that CPU, and the kernel counts each such call as a miss
+    # of the program (any cgroup's): BPF's count is short of perf's by at most those misses, and exact without.
+    missed = yield_program_misses(scrape) - missed_before
+    assert missed < by_perf / 100, f"{missed} calls not shown to BPF: too many to judge call for call"
+    assert by_bpf <= by_perf <= by_bpf + missed, (by_perf, by_bpf, missed)
 
 
 # --- procfs (and perf mode's scheduler half) ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent import REPO, free_port, require_root
+from tests.support.schemas import assert_valid
 
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "analyze"
@@ -58,6 +59,7 @@ def test_check_json_says_the_same(state: Path) -> None:
     result = as_nobody("check", "--format", "json", "--state-dir", str(state))
     assert "Traceback" not in result.stderr, result.stderr
     report = json.loads(result.stdout)
+    assert_valid(report)
     assert report["machine"]["is_root"] is False
     assert report["not_checked"]["futex2"].startswith("not checked: tracefs is readable by root only")
     assert report["collectors"]["syscalls"]["ok"] is False and report["mode"]["mode"] == "procfs"
@@ -78,7 +80,9 @@ def test_diagnose_answers_from_proc(state: Path) -> None:
     result = as_nobody("diagnose", "--json", "--duration", "1", "--state-dir", str(state), "--log-level", "error")
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["sources"] == ["procfs (collectors loaded by diagnose)"]
+    report = json.loads(result.stdout)
+    assert_valid(report)
+    assert report["sources"] == ["procfs (collectors loaded by diagnose)"]
 
 
 def test_verify_says_it_needs_root_in_one_line(state: Path) -> None:
@@ -93,6 +97,7 @@ def test_analyze_and_compare_need_no_privilege() -> None:
     analyzed = as_nobody("analyze", "--json", str(FIXTURES / "clock_strace_fc.txt"))
     assert analyzed.returncode == 0 and "Traceback" not in analyzed.stderr, analyzed.stderr
     assert json.loads(analyzed.stdout)["schema"] == "schedwatch.diagnosis/v1"
+    assert_valid(json.loads(analyzed.stdout))
     compared = as_nobody("compare", str(FIXTURES / "clock_strace_fc.txt"), str(FIXTURES / "clock_top_b.txt"))
     assert compared.returncode == 0 and "Traceback" not in compared.stderr, compared.stderr
 

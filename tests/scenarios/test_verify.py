@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.scenarios.catalog import WORKERS, numpy_target
 from tests.support.agent import REPO, require_root
+from tests.support.schemas import assert_valid
 from tests.support.workloads import SOURCES, build
 
 TASKS = 600  # fixed work: ~4-6 s as it is on 2 CPUs (speed-up 1.1-1.45 here with other tests running)
@@ -33,7 +34,9 @@ def verify(
         timeout=600,
     )
     assert result.stdout.strip(), f"no report (exit {result.returncode}): {result.stderr[-3000:]}"
-    return result.returncode, json.loads(result.stdout), result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert_valid(report)
+    return result.returncode, report, result.stderr
 
 
 def test_the_fix_removes_a_numpy126_pools_yields_and_speeds_it_up(tmp_path: Path) -> None:

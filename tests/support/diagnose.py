@@ -9,6 +9,7 @@ import time
 from typing import IO, Any
 
 from tests.support.agent import REPO
+from tests.support.schemas import assert_valid
 
 HERE = (sys.executable, "-m", "agent")  # the agent of this checkout, run by this Python
 
@@ -47,6 +48,7 @@ class Diagnose:
         self.output = "".join(self.log) + err + out
         assert self.process.returncode == 0, f"diagnose exited {self.process.returncode}:\n{''.join(self.log)}{err}"
         document: dict[str, Any] = json.loads(out)
+        assert_valid(document)
         return document
 
     def _rest(self) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from agent.cli import main
 from agent.diagnosis.findings import SCHEMA
+from tests.support.schemas import assert_valid
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 GCP = [str(FIXTURES / "gcp_perf_trace_s.txt"), str(FIXTURES / "gcp_top.txt")]
@@ -37,6 +38,7 @@ def test_analyze_json_is_the_diagnosis_contract(capsys: pytest.CaptureFixture[st
     status, out, _ = run(capsys, "analyze", "--json", *GCP)
     document = json.loads(out)
     assert status == 0 and document["schema"] == SCHEMA
+    assert_valid(document)
     assert [(f["cause"], f["mechanism"]) for f in document["findings"]] == [
         ("thread-pool-oversubscription", "yield-storm")
     ]
@@ -108,6 +110,7 @@ def test_compare_reads_the_new_formats_on_either_side(capsys: pytest.CaptureFixt
     status, out, err = run(capsys, "compare", "--json", str(FIXTURES / a), str(FIXTURES / b))
     assert (status, err) == (0, "")
     report = json.loads(out)
+    assert_valid(report)
     sources = json.dumps(report)
     assert a in sources and b in sources
     status, out, err = run(capsys, "compare", "--json", str(FIXTURES / b), str(FIXTURES / a))
@@ -131,6 +134,7 @@ def test_compare_json_and_html(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     status, out, _ = run(capsys, *argv, "--html", str(page))
     document = json.loads(out)
     assert status == 0 and document["schema"] == "schedwatch.comparison/v1"
+    assert_valid(document)
     assert (document["a"]["name"], document["b"]["name"], document["cause_side"]) == ("GCP", "bare metal", "GCP")
     assert document["a"]["schema"] == SCHEMA and document["b"]["findings"] == []
     assert document["cause"]["cause"] == "thread-pool-oversubscription"

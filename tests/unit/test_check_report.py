@@ -14,6 +14,7 @@ from agent.commands.check import CheckReport, CollectorCheck, WebCheck, to_json,
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import MachineFacts
 from agent.machine.kernel import HeadersChoice
+from tests.support.schemas import assert_valid
 
 GOLDEN = Path(__file__).parent / "fixtures" / "check"
 UPDATE = os.environ.get("SCHEDWATCH_UPDATE_GOLDEN") == "1"  # rewrite the golden files from the code
@@ -193,6 +194,7 @@ def test_the_json_carries_every_fact_the_text_states(name: str) -> None:
         assert f"at most {web['max_connections']} connections, {web['timeout_seconds']:g} s timeout" in text
         assert (f"basic auth as {web['basic_auth_user']}" if web["basic_auth_user"] else "no basic auth") in text
     assert document["ok"] == report.ok == (name == "root")
+    assert_valid(json.loads(json.dumps(document)))
     assert document["schema"] == "schedwatch.check/v1"
 
 

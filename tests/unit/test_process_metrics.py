@@ -4,6 +4,7 @@ open descriptors."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -42,13 +43,14 @@ def test_the_families_are_prometheus_clients_with_the_same_values() -> None:
     for name in ("process_start_time_seconds", "process_max_fds"):
         assert ours[name][2] == theirs[name][2], name
     assert ours["process_virtual_memory_bytes"][2] == pytest.approx(theirs["process_virtual_memory_bytes"][2], 0.01)
-    # /proc/self/stat counts in clock ticks: the two reads differ by the CPU run between them, plus one tick.
+    # /proc/self/stat counts in clock ticks: the two reads differ by the CPU run between them, plus one tick. The
+    # same ticks need not give the same float: prometheus_client divides user and system ticks apart and adds
+    # (4083 ticks as 2 + 4081 are 40.830000000000005 s, ours 40.83): three roundings of half an ulp each against
+    # ours of one, and the upper bound's two additions one more: 4 ulps cover both ends.
     tick = 1 / os.sysconf("SC_CLK_TCK")
-    assert (
-        theirs["process_cpu_seconds"][2]
-        <= ours["process_cpu_seconds"][2]
-        <= theirs["process_cpu_seconds"][2] + cpu_between + tick + 1e-9
-    )
+    theirs_cpu, ours_cpu = theirs["process_cpu_seconds"][2], ours["process_cpu_seconds"][2]
+    rounding = 4 * math.ulp(theirs_cpu + cpu_between + tick)
+    assert theirs_cpu - rounding <= ours_cpu <= theirs_cpu + cpu_between + tick + rounding
     assert ours["process_resident_memory_bytes"][2] == pytest.approx(theirs["process_resident_memory_bytes"][2], 0.05)
 
 

@@ -13,6 +13,7 @@ from agent.machine.cgroups.cpu import read_usage_v2
 from agent.verification.fix import Recommendation, _facts_of
 from agent.verification.runner import Counts, Run, cpu_seconds
 from agent.verification.verdict import Verdict
+from tests.support.schemas import assert_valid
 
 V2_CPU_STAT = "usage_usec 2511224\nuser_usec 2498710\nsystem_usec 12514\n"
 NO_PROCESSES = WorkloadFacts(ProcessSample((), {}, 1.0), (), {})
@@ -76,4 +77,5 @@ def test_counts_a_mode_cannot_give_are_not_counted_in_the_report_and_null_in_jso
         assert line.split()[-4:] == ["not", "counted", "not", "counted"], line
     document = to_json(report)
     assert document["schema"] == "schedwatch.verify/v2" and document["mode"] == "procfs"
+    assert_valid(document)
     assert document["as_is"]["sched_yield_calls"] is None and document["as_is"]["runqueue_wait_seconds"] == 1.5
