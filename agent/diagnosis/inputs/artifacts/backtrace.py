@@ -32,7 +32,7 @@ from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import lines
+from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
 __all__ = ["FORMAT", "Frame", "Stack", "StackDump", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -103,10 +103,7 @@ class StackDump:
 
 
 def _unquoted(text: str) -> str:
-    stripped = text.strip()
-    while stripped.startswith(">"):
-        stripped = stripped[1:].strip()
-    return stripped.strip("`").strip()
+    return unquoted(text).strip("`").strip()
 
 
 def _function_of(rest: str) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import lines
+from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
 __all__ = ["FORMAT", "CgroupCpu", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -54,20 +54,13 @@ class CgroupCpu:
     skipped: int
 
 
-def _clean(text: str) -> str:
-    stripped = text.strip()
-    while stripped.startswith(">"):
-        stripped = stripped[1:].strip()
-    return stripped
-
-
 def _blocks(text: str) -> tuple[list[dict[str, int]], tuple[str, str] | None, int]:
     blocks: list[dict[str, int]] = [{}]
     quota: tuple[str, str] | None = None
     skipped = 0
     after_max = False
     for line in lines(text):
-        clean = _clean(line.text)
+        clean = unquoted(line.text)
         if not clean:
             continue
         if (cat := _CAT.search(clean)) is not None:
@@ -97,7 +90,7 @@ def looks_like(text: str) -> bool:
 
 def looks_like_error(text: str) -> bool:
     """``cat: cpu.stat: No such file or directory``."""
-    first = next((_clean(line.text) for line in lines(text) if line.text.strip()), "")
+    first = next((unquoted(line.text) for line in lines(text) if line.text.strip()), "")
     return bool(re.match(r"^cat: \S*cpu\.(?:stat|max): ", first)) and not looks_like(text)
 
 

@@ -26,7 +26,7 @@ from agent.diagnosis.inputs.artifacts import code
 from agent.diagnosis.inputs.artifacts.backtrace import FUTEX, LIBC_FILES, YIELD, Frame
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import lines
+from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
 __all__ = ["FORMAT", "FoldedReport", "FoldedStack", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -53,13 +53,6 @@ class FoldedReport:
     stacks: tuple[FoldedStack, ...]
     skipped: int
     elided_frames: int
-
-
-def _clean(text: str) -> str:
-    stripped = text.strip()
-    while stripped.startswith(">"):
-        stripped = stripped[1:].strip()
-    return stripped
 
 
 def _frame(text: str) -> Frame | None:
@@ -92,7 +85,7 @@ def looks_like(text: str) -> bool:
     """True when *text* has two or more folded stacks and more stack lines than other lines."""
     found = other = 0
     for line in lines(text):
-        clean = _clean(line.text)
+        clean = unquoted(line.text)
         if not clean:
             continue
         if _stack(clean) is not None:
@@ -114,7 +107,7 @@ def parse(text: str) -> FoldedReport:
     stacks: list[FoldedStack] = []
     skipped = elided = 0
     for line in lines(text):
-        clean = _clean(line.text)
+        clean = unquoted(line.text)
         if not clean:
             continue
         found = _stack(clean)

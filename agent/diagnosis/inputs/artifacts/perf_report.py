@@ -30,7 +30,7 @@ from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import decimal, lines
+from agent.diagnosis.inputs.artifacts.text import decimal, lines, unquoted
 
 __all__ = ["FORMAT", "PerfReport", "ProfileRow", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -70,13 +70,6 @@ class PerfReport:
     skipped: int  # call-graph, comment, header and other lines read past
 
 
-def _unquoted(text: str) -> str:
-    stripped = text.strip()
-    while stripped.startswith(">"):
-        stripped = stripped[1:].strip()
-    return stripped
-
-
 def _row(text: str, children_column: bool) -> ProfileRow | str | None:
     """A row, None when the line is not one, "cut" for a row without its symbol."""
     old = _OLD_ROW.match(text)
@@ -110,7 +103,7 @@ def _row(text: str, children_column: bool) -> ProfileRow | str | None:
 def _looks(text: str) -> tuple[int, int]:
     rows = cut = 0
     for line in lines(text):
-        clean = _unquoted(line.text)
+        clean = unquoted(line.text)
         found = _row(clean, children_column=True) if clean else None
         if isinstance(found, ProfileRow):
             rows += 1
@@ -127,7 +120,7 @@ def looks_like(text: str) -> bool:
 
 def looks_like_error(text: str) -> bool:
     """perf report's own failures: no samples, a file it cannot read."""
-    first = next((_unquoted(line.text) for line in lines(text) if line.text.strip()), "")
+    first = next((unquoted(line.text) for line in lines(text) if line.text.strip()), "")
     return first.startswith(
         ("failed to open perf.data", "The perf.data data has no samples", "The perf.data file has no samples")
     )
@@ -142,7 +135,7 @@ def parse(text: str) -> PerfReport:
     cut = skipped = 0
     seen_top = False
     for line in lines(text):
-        clean = _unquoted(line.text)
+        clean = unquoted(line.text)
         if not clean:
             continue
         if (header := _SAMPLES.match(clean)) is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import decimal, lines
+from agent.diagnosis.inputs.artifacts.text import decimal, lines, unquoted
 
 __all__ = ["FORMAT", "PressureLine", "PressureReport", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -63,21 +63,14 @@ class PressureReport:
     skipped: int
 
 
-def _clean(text: str) -> str:
-    stripped = text.strip()
-    while stripped.startswith(">"):
-        stripped = stripped[1:].strip()
-    return stripped
-
-
 def looks_like(text: str) -> bool:
     """True when *text* holds a ``some avg10=... total=...`` line."""
-    return any(_LINE.match(_clean(line.text)) for line in lines(text))
+    return any(_LINE.match(unquoted(line.text)) for line in lines(text))
 
 
 def looks_like_error(text: str) -> bool:
     """``cat: /proc/pressure/cpu: No such file or directory`` (a kernel without PSI)."""
-    first = next((_clean(line.text) for line in lines(text) if line.text.strip()), "")
+    first = next((unquoted(line.text) for line in lines(text) if line.text.strip()), "")
     return bool(re.match(r"^cat: \S*pressure\S*: ", first)) and not looks_like(text)
 
 
@@ -88,7 +81,7 @@ def parse(text: str) -> PressureReport:
     cgroup = False
     skipped = 0
     for line in lines(text):
-        clean = _clean(line.text)
+        clean = unquoted(line.text)
         if not clean:
             continue
         if (cat := _CAT.search(clean)) is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from agent.diagnosis.facts import NodeView, ProcessView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import decimal, is_decimal, lines
+from agent.diagnosis.inputs.artifacts.text import decimal, is_decimal, lines, unquoted
 
 __all__ = ["FORMAT", "ProcSched", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -51,22 +51,15 @@ class ProcSched:
     skipped: int
 
 
-def _clean(text: str) -> str:
-    stripped = text.strip()
-    while stripped.startswith(">"):
-        stripped = stripped[1:].strip()
-    return stripped
-
-
 def looks_like(text: str) -> bool:
     """True when *text* has the ``comm (PID, #threads: N)`` header and ``se.`` fields."""
-    rows = [_clean(line.text) for line in lines(text)]
+    rows = [unquoted(line.text) for line in lines(text)]
     return any(_HEADER.match(row) for row in rows) and any(row.startswith("se.") and ":" in row for row in rows)
 
 
 def looks_like_error(text: str) -> bool:
     """``cat: /proc/123/sched: No such file or directory``."""
-    first = next((_clean(line.text) for line in lines(text) if line.text.strip()), "")
+    first = next((unquoted(line.text) for line in lines(text) if line.text.strip()), "")
     return bool(re.match(r"^cat: /proc/\d+/(?:task/\d+/)?sched: ", first))
 
 
@@ -78,7 +71,7 @@ def parse(text: str) -> ProcSched:
     fields: dict[str, float] = {}
     skipped = 0
     for line in lines(text):
-        row = _clean(line.text)
+        row = unquoted(line.text)
         if not row or set(row) == {"-"}:
             continue
         if header is None and (match := _HEADER.match(row)) is not None:

@@ -52,6 +52,14 @@ def lines(text: str) -> list[Line]:
     return result
 
 
+def unquoted(text: str) -> str:
+    """*text* without the ``>`` quote prefixes (any depth) and surrounding spaces a pasted reply adds."""
+    stripped = text.strip()
+    while stripped.startswith(">"):
+        stripped = stripped[1:].strip()
+    return stripped
+
+
 def meaningful(all_lines: list[Line]) -> list[Line]:
     """The lines that hold anything but spaces."""
     return [line for line in all_lines if line.text.strip()]
