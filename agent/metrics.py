@@ -129,6 +129,22 @@ SCHED_EVENTS_MISSED = CounterSpec(
     "and from 6.16). Exported only where not 0.",
     (*WORKLOAD_LABELS, "event"),
 )
+RUNQUEUE_WAIT_BY_HOLDER_SECONDS = CounterSpec(
+    "schedwatch_runqueue_wait_by_holder_seconds",
+    "Time the workload's threads waited for a CPU (the sum of schedwatch_runqueue_latency_seconds), by who held "
+    "it: self (a thread of the same workload), other (another workload), kernel (a kernel thread, or no task: an "
+    "idle CPU waking up, or left idle while the workload's CPU quota was used up, see "
+    "schedwatch_cpu_throttled_seconds_total). Each wait goes whole to the task the CPU switched from when the "
+    "thread got it.",
+    (*WORKLOAD_LABELS, "holder"),
+)
+BLOCKED_SECONDS = CounterSpec(
+    "schedwatch_blocked_seconds",
+    "Time the workload's threads slept, from leaving the CPU to their wake-up (the wait for a CPU after it not "
+    "included), by state: interruptible (S: futex waits, sleeps, polls, pipes and sockets), uninterruptible (D and "
+    "I: disk I/O, vfork, some locks). Counted when the thread runs again.",
+    (*WORKLOAD_LABELS, "state"),
+)
 PROCESS_OFFCPU_SECONDS = CounterSpec(
     "schedwatch_process_offcpu_seconds",
     "Off-CPU time per live process by reason; only the most active processes are exported.",

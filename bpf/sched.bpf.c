@@ -1,9 +1,11 @@
-/* Off-CPU time and run-queue latency per cgroup (and per process, opt-in).
+/* Off-CPU time, run-queue latency by holder, and blocked time by kind of
+ * sleep, per cgroup (and off-CPU time and run-queue wait per process, opt-in).
  *
  * sched_switch fires on every context switch of the machine, so each probe
  * does a fixed, small amount of work: at most three hash lookups (four when
  * the kernel did not deliver an earlier event, see enum missed_event), an
- * array slot and a few atomic adds, no loops, nothing sent to user space.
+ * array slot and a few atomic adds, no loops, nothing sent to user space
+ * (and, once per thread and after a cgroup move, one user-stack read).
  *
  * Per thread the program remembers when it left the CPU, why, its cgroup,
  * and since when it has been runnable. When the thread runs again:
@@ -11,7 +13,13 @@
  *                      runnable when switched out) or blocked (sleeping);
  *   run-queue delay  = now - became runnable (woken, new, or preempted),
  *                      attributed to the thread that waited, in the cgroup
- *                      it was switched out from (or its parent's, if new).
+ *                      it was switched out from (or its parent's, if new),
+ *                      and split by holder (enum holder, below);
+ *   blocked time     = woken - left the CPU asleep (now - left, if no
+ *                      wake-up was seen), by the kind of sleep (enum sleep).
+ * So a thread's time is running + run-queue delay + blocked time, apart from
+ * a stopped or traced thread's time (T, t, P: in neither) and what the kernel
+ * did not deliver (enum missed_event).
  *
  * A thread's workload key is read when it first leaves a CPU and again only
  * after some task moved to another cgroup (HAVE_CGROUP_ATTACH: counted in
@@ -27,7 +35,9 @@
  * PIDNS_DEV/PIDNS_INO in sidecar mode (only threads of that pid namespace),
  * KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h),
  * HAVE_CGROUP_ATTACH where the kernel has the cgroup_attach_task tracepoint,
- * and COUNT_MISSED_WAKEUPS where sched_switch's prev_state can be trusted.
+ * COUNT_MISSED_WAKEUPS where sched_switch's prev_state can be trusted, and
+ * INTERRUPTIBLE_MASK / UNINTERRUPTIBLE_MASK (the prev_state bits of "S", and
+ * of "D" and "I", from the same format).
  */
 #include "schedwatch.h"
 
@@ -49,6 +59,32 @@ enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
  * although it stays runnable, and it then runs again with no wake-up at all. */
 enum missed_event { MISSED_SWITCH_IN = 0, MISSED_WAKEUP = 1, MISSED_EVENTS = 2 };
 
+/* Who held the CPU while a thread waited for it: the task the CPU switched
+ * from when the thread got it (the `prev` of that switch), a thread of the
+ * same workload, of another one, or the kernel (a kernel thread, or no task:
+ * an idle CPU's wait is the wake-up's own latency). One holder per wait: when
+ * several tasks ran in turn during one wait, the last one gets all of it.
+ * Interrupts are not told apart: their time is the interrupted task's.
+ * Kernel threads are the tasks without a user address space (no user stack
+ * to read, checked once per thread); in sidecar mode a task outside the
+ * watched pid namespace, kernel threads included, is "other". */
+enum holder { HOLDER_SELF = 0, HOLDER_OTHER = 1, HOLDER_KERNEL = 2, HOLDERS = 3 };
+
+/* What a blocked thread slept in (prev_state when it left the CPU):
+ * interruptible "S"; uninterruptible "D", with "I" (TASK_IDLE: uninterruptible
+ * without counting in the load); anything else (stopped, traced, parked) is
+ * not blocked time. */
+enum sleep { SLEEP_INTERRUPTIBLE = 0, SLEEP_UNINTERRUPTIBLE = 1, SLEEPS = 2, SLEEP_OTHER = 2 };
+
+#ifndef INTERRUPTIBLE_MASK
+#define INTERRUPTIBLE_MASK 0x1   /* "S" since Linux 4.14 */
+#endif
+#ifndef UNINTERRUPTIBLE_MASK
+#define UNINTERRUPTIBLE_MASK 0x82  /* "D" | "I" since Linux 4.14 */
+#endif
+
+enum task_kind { KIND_UNKNOWN = 0, KIND_USER = 1, KIND_KERNEL = 2 };
+
 /* Upper bounds (inclusive, ns) of the run-queue histogram; the agent exports
  * the same bounds (agent/probes/sched.py, RUNQ_BUCKET_BOUNDS). */
 #define RUNQ_BUCKETS 10
@@ -58,7 +94,10 @@ struct thread_state {
     u64 offcpu_since;    /* when it left the CPU; 0 while running or unknown */
     u64 runnable_since;  /* when it became runnable; 0 unless waiting for a CPU */
     u32 tgid;            /* kept only with per-process totals (MAX_PROCESSES > 0) */
-    u32 reason;          /* enum offcpu_reason of the current off-CPU period */
+    u8 reason;           /* enum offcpu_reason of the current off-CPU period */
+    u8 sleep;            /* enum sleep of a blocked period */
+    u8 kind;             /* enum task_kind, read with the key */
+    u8 unused;
     u64 key_read_at;     /* cgroup moves counted when cgroup_id was read, plus one; 0: never read */
 };
 
@@ -67,6 +106,8 @@ struct cgroup_sched {
     u64 runq_ns;
     u64 runq_buckets[RUNQ_BUCKETS];  /* their sum is the number of waits */
     u64 missed[MISSED_EVENTS];
+    u64 runq_by_holder_ns[HOLDERS];  /* their sum is runq_ns */
+    u64 blocked_ns[SLEEPS];
 };
 
 struct process_sched {
@@ -183,8 +224,9 @@ static __always_inline bool wakeup_missed(u64 slept_at)
 #endif
 }
 
-/* The thread `tid` is about to run: account its off-CPU period and wait. */
-static __always_inline void account_switch_in(u32 tid, u64 now)
+/* The thread `tid` is about to run, taking the CPU from a task of workload
+ * `holder_key` (or from the kernel): account its off-CPU period and wait. */
+static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, bool holder_kernel)
 {
     struct thread_state *state = threads.lookup(&tid);
     if (!state || (state->offcpu_since == 0 && state->runnable_since == 0))
@@ -194,6 +236,14 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
     u32 reason = state->reason < REASONS ? state->reason : BLOCKED;
     u64 cgroup_id = state->cgroup_id;
     bool did_wait = state->runnable_since != 0;
+    u64 blocked = 0;
+    if (reason == BLOCKED && state->offcpu_since) {
+        if (!did_wait)
+            blocked = offcpu;
+        else if (state->runnable_since > state->offcpu_since)
+            blocked = state->runnable_since - state->offcpu_since;
+    }
+    u32 sleep = state->sleep;
     bool missed_wakeup =
         reason == BLOCKED && !did_wait && state->offcpu_since && wakeup_missed(state->offcpu_since);
     state->offcpu_since = 0;
@@ -210,7 +260,11 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
             u32 bucket = runq_bucket(waited);
             if (bucket < RUNQ_BUCKETS)
                 __sync_fetch_and_add(&cg->runq_buckets[bucket], 1);
+            u32 holder = holder_kernel ? HOLDER_KERNEL : holder_key == cgroup_id ? HOLDER_SELF : HOLDER_OTHER;
+            __sync_fetch_and_add(&cg->runq_by_holder_ns[holder], waited);
         }
+        if (blocked && sleep < SLEEPS)
+            __sync_fetch_and_add(&cg->blocked_ns[sleep], blocked);
     }
 #if MAX_PROCESSES > 0
     u32 tgid = state->tgid;
@@ -232,9 +286,16 @@ static __always_inline void account_switch_in(u32 tid, u64 now)
 #endif
 }
 
-/* Read the outgoing thread's workload key again if it was never read, or if
- * a task has moved to another cgroup since. */
-static __always_inline void refresh_workload_key(struct thread_state *state)
+/* Whether current is a kernel thread: it has no user stack (no address space). */
+static __always_inline u8 current_kind(void *ctx)
+{
+    u64 ip = 0;
+    return bpf_get_stack(ctx, &ip, sizeof(ip), BPF_F_USER_STACK) > 0 ? KIND_USER : KIND_KERNEL;
+}
+
+/* Read the outgoing thread's workload key (and kind) again if never read, or
+ * if a task has moved to another cgroup since. */
+static __always_inline void refresh_workload_key(void *ctx, struct thread_state *state)
 {
 #ifdef HAVE_CGROUP_ATTACH
     u32 zero = 0;
@@ -243,36 +304,55 @@ static __always_inline void refresh_workload_key(struct thread_state *state)
     if (state->key_read_at == read_at)
         return;
     state->key_read_at = read_at;
+    state->kind = current_kind(ctx);
+#else
+    if (state->kind == KIND_UNKNOWN)
+        state->kind = current_kind(ctx);
 #endif
     state->cgroup_id = workload_key();  /* current is still the outgoing thread */
+}
+
+static __always_inline u32 sleep_of(u64 prev_state)
+{
+    if (prev_state & INTERRUPTIBLE_MASK)
+        return SLEEP_INTERRUPTIBLE;
+    if (prev_state & UNINTERRUPTIBLE_MASK)
+        return SLEEP_UNINTERRUPTIBLE;
+    return SLEEP_OTHER;
 }
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
     u32 prev = args->prev_pid;
+    u64 holder_key = 0;  /* not a workload's key: "other" */
+    bool holder_kernel = prev == 0;  /* pid 0: the idle task */
     if (args->prev_state & DEAD_MASK) {
         /* An exited thread leaves the CPU for good (after sched_process_exit):
          * no state for it, or dead threads would fill the map. */
         threads.delete(&prev);
-    } else if (prev != 0 && WATCHED()) {  /* pid 0: the idle task */
+        holder_key = workload_key();
+    } else if (prev != 0 && WATCHED()) {
         struct thread_state *state = thread_entry(prev);
         if (state) {
             bool runnable = (args->prev_state & STATE_MASK) == 0;
             if (state->offcpu_since)  /* never seen arriving since it last left */
                 count_missed(state->cgroup_id, MISSED_SWITCH_IN);
-            refresh_workload_key(state);
+            refresh_workload_key(args, state);
 #if MAX_PROCESSES > 0
             state->tgid = watched_tgid();
 #endif
             state->offcpu_since = now;
             state->reason = runnable ? PREEMPTED : BLOCKED;
+            state->sleep = runnable ? SLEEP_OTHER : sleep_of(args->prev_state);
             state->runnable_since = runnable ? now : 0;
+            holder_key = state->cgroup_id;
+            holder_kernel = state->kind == KIND_KERNEL;
         }
     }
     u32 next = args->next_pid;
     if (next != 0)
-        account_switch_in(next, now);
+        account_switch_in(next, now, holder_key, holder_kernel);
     return KEEP_EVENT;
 }
 

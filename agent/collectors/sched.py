@@ -1,4 +1,5 @@
-"""The sched collector: off-CPU time by reason and run-queue latency per workload (and per process)."""
+"""The sched collector: off-CPU time by reason, run-queue latency (and its split by holder) and blocked time by sleep
+per workload (and off-CPU time and run-queue wait per process)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.bpf.probes.sched import (
+    HOLDERS,
     MISSED_EVENTS,
     OFFCPU_REASONS,
     REQUIRED_TRACEPOINTS,
     RUNQ_BUCKET_BOUNDS,
+    SLEEPS,
     CgroupSched,
     ProcessSched,
     SchedProbe,
@@ -30,7 +33,9 @@ NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
 _REASONS = len(OFFCPU_REASONS)
 _MISSED = len(MISSED_EVENTS)
-_BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed
+_BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed,
+_MISSED_END = _BUCKETS_END + _MISSED  # run-queue ns by holder, blocked ns by sleep
+_HOLDERS_END = _MISSED_END + len(HOLDERS)
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -39,11 +44,11 @@ def check(facts: MachineFacts) -> Availability:
 
 
 class SchedCollector(BpfCollector):
-    """Off-CPU time and run-queue latency per workload; per-cgroup vector: off-CPU ns by reason, run-queue ns,
-    run-queue histogram buckets, events missed by kind."""
+    """Off-CPU time, run-queue latency and blocked time per workload; per-cgroup vector: off-CPU ns by reason,
+    run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by holder, blocked ns by sleep."""
 
     name = NAME
-    vector_width = _BUCKETS_END + _MISSED
+    vector_width = _HOLDERS_END + len(SLEEPS)
 
     def __init__(self, context: CollectorContext, probe: SchedProbe | None = None) -> None:
         """*probe*: read instead of loading the program (tests hand fixture snapshots in)."""
@@ -52,24 +57,40 @@ class SchedCollector(BpfCollector):
         super().__init__(context, probe)
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
-        """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind."""
-        return (*stats.counts.offcpu_ns, stats.counts.runq_ns, *stats.runq_buckets, *stats.missed)
+        """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by
+        holder, blocked ns by sleep."""
+        return (
+            *stats.counts.offcpu_ns,
+            stats.counts.runq_ns,
+            *stats.runq_buckets,
+            *stats.missed,
+            *stats.runq_by_holder_ns,
+            *stats.blocked_ns,
+        )
 
     def workload_families(self) -> list[RowFamily]:
-        """Off-CPU seconds by reason, the run-queue histogram, and the events missed, per workload."""
+        """Off-CPU seconds by reason, the run-queue histogram, the events missed, run-queue seconds by holder and
+        blocked seconds by sleep, per workload."""
         return [
             metrics.OFFCPU_SECONDS.family(),
             metrics.RUNQUEUE_LATENCY.family(),
             metrics.SCHED_EVENTS_MISSED.family(),
+            metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS.family(),
+            metrics.BLOCKED_SECONDS.family(),
         ]
 
     def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's off-CPU seconds by reason, run-queue histogram, and the kinds of event missed (if any)."""
-        missed = totals[_BUCKETS_END:]
+        """One workload's off-CPU seconds by reason, run-queue histogram, the kinds of event missed (if any),
+        run-queue seconds by holder and blocked seconds by sleep (every holder and sleep, zeros included)."""
+        missed = totals[_BUCKETS_END:_MISSED_END]
+        holders = totals[_MISSED_END:_HOLDERS_END]
+        sleeps = totals[_HOLDERS_END:]
         return (
             [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
             [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 : _BUCKETS_END]), totals[_REASONS] / 1e9)],
             [((*labels, event), count) for event, count in zip(MISSED_EVENTS, missed, strict=True) if count],
+            [((*labels, holder), ns / 1e9) for holder, ns in zip(HOLDERS, holders, strict=True)],
+            [((*labels, sleep), ns / 1e9) for sleep, ns in zip(SLEEPS, sleeps, strict=True)],
         )
 
     def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:

@@ -294,6 +294,20 @@ def sched_switch_dead_mask(root: Path | None = None) -> int | None:
     return sum(set(bits)) or None
 
 
+def sched_switch_state_mask(letters: str, root: Path | None = None) -> int | None:
+    """The prev_state bits sched_switch prints as any of *letters* (e.g. "S", or "DI"), from the ``__print_flags``
+    table of the tracepoint's print format; None when the format cannot be read or has none of them."""
+    text = _sched_switch_format(root)
+    if text is None:
+        return None
+    bits = {
+        int(value, 16)
+        for value, letter in re.findall(r'\{\s*(0x[0-9a-fA-F]+)\s*,\s*"([A-Za-z])"\s*\}', text)
+        if letter in letters
+    }
+    return sum(bits) or None
+
+
 def _balanced_parentheses(text: str, start: int) -> str | None:
     if start >= len(text) or text[start] != "(":
         return None

@@ -148,8 +148,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
     [
         (
             ["--max-cgroups", "1000000"],
-            "argument --max-cgroups: 1000000 would preallocate about 603 MiB of kernel memory (632 bytes per cgroup "
-            "in the syscalls, sched and families maps); give at most 524288 (316 MiB)",
+            "argument --max-cgroups: 1000000 would preallocate about 641 MiB of kernel memory (672 bytes per cgroup "
+            "in the syscalls, sched and families maps); give at most 524288 (336 MiB)",
         ),
         (
             ["--max-processes", "2000000"],

@@ -122,6 +122,8 @@ def sched_snapshot(captured: dict[str, Any], ids: dict[str, int]) -> SchedSnapsh
             SchedCounts(tuple(entry["counts"]["offcpu_ns"]), entry["counts"]["runq_ns"]),
             tuple(entry["runq_buckets"]),
             tuple(entry["missed"]),
+            tuple(entry["runq_by_holder_ns"]),
+            tuple(entry["blocked_ns"]),
         )
         for path, entry in captured["cgroups"].items()
     }

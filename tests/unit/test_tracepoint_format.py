@@ -21,9 +21,16 @@ def test_dead_mask_is_the_exit_states() -> None:
     assert kernel.sched_switch_dead_mask(TRACEFS) == 0x10 | 0x20  # "X" (EXIT_DEAD) and "Z" (EXIT_ZOMBIE)
 
 
+def test_sleep_masks_are_the_letters_asked_for() -> None:
+    assert kernel.sched_switch_state_mask("S", TRACEFS) == 0x01  # TASK_INTERRUPTIBLE
+    assert kernel.sched_switch_state_mask("DI", TRACEFS) == 0x02 | 0x80  # TASK_UNINTERRUPTIBLE, TASK_REPORT_IDLE
+    assert kernel.sched_switch_state_mask("Q", TRACEFS) is None  # no such letter in the table
+
+
 def test_masks_are_none_without_a_format(tmp_path: Path) -> None:
     assert kernel.sched_switch_blocked_mask(tmp_path) is None
     assert kernel.sched_switch_dead_mask(tmp_path) is None
+    assert kernel.sched_switch_state_mask("S", tmp_path) is None
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Off-CPU time and run-queue latency (bpf/sched.bpf.c): load, read the maps into plain snapshots."""
+"""Off-CPU time, run-queue latency by holder and blocked time by sleep (bpf/sched.bpf.c): load, read the maps into
+plain snapshots."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from agent.machine import kernel
 
 OFFCPU_REASONS = ("preempted", "blocked")  # enum offcpu_reason order
 MISSED_EVENTS = ("switch_in", "wakeup")  # enum missed_event order
+HOLDERS = ("self", "other", "kernel")  # enum holder order: who had the CPU a thread waited for
+SLEEPS = ("interruptible", "uninterruptible")  # enum sleep order: what a blocked thread slept in
 # Seconds; + Inf, as in runq_bucket(). Dense between 0.5 and 25 ms, where a CPU-bound thread that shares its CPU
 # waits (a scheduler slice is a few ms) and where oversubscribed thread pools were measured here.
 RUNQ_BUCKET_BOUNDS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 1e-1)
@@ -24,6 +27,8 @@ REQUIRED_TRACEPOINTS = (
 )
 FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
 FALLBACK_DEAD_MASK = 0x30  # EXIT_DEAD | EXIT_ZOMBIE as reported since Linux 4.14
+FALLBACK_INTERRUPTIBLE_MASK = 0x1  # "S" since Linux 4.14
+FALLBACK_UNINTERRUPTIBLE_MASK = 0x82  # "D" | "I" (TASK_IDLE) since Linux 4.14
 
 logger = get_logger("sched")
 
@@ -38,12 +43,15 @@ class SchedCounts:
 
 @dataclass(frozen=True)
 class CgroupSched:
-    """A cgroup's counters, its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf), and the events
-    of its threads the kernel did not deliver (by MISSED_EVENTS)."""
+    """A cgroup's counters, its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf), the events
+    of its threads the kernel did not deliver (by MISSED_EVENTS), its run-queue ns by who held the CPU (by HOLDERS)
+    and its blocked ns by what its threads slept in (by SLEEPS)."""
 
     counts: SchedCounts
     runq_buckets: tuple[int, ...]
     missed: tuple[int, ...]
+    runq_by_holder_ns: tuple[int, ...]
+    blocked_ns: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,10 @@ def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str 
     defines = common_defines(limits, tracefs)
     defines["STATE_MASK"] = hex(kernel.sched_switch_blocked_mask(tracefs) or FALLBACK_BLOCKED_MASK)
     defines["DEAD_MASK"] = hex(kernel.sched_switch_dead_mask(tracefs) or FALLBACK_DEAD_MASK)
+    defines["INTERRUPTIBLE_MASK"] = hex(kernel.sched_switch_state_mask("S", tracefs) or FALLBACK_INTERRUPTIBLE_MASK)
+    defines["UNINTERRUPTIBLE_MASK"] = hex(
+        kernel.sched_switch_state_mask("DI", tracefs) or FALLBACK_UNINTERRUPTIBLE_MASK
+    )
     if kernel.has_tracepoint("cgroup", "cgroup_attach_task", tracefs):
         defines["HAVE_CGROUP_ATTACH"] = None  # workload keys cached per thread until a task moves
     if prev_state_is_exact(kernel.version_tuple(kernel.kernel_release())):
@@ -129,4 +141,6 @@ def _cgroup(value: Any) -> CgroupSched:
         counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
         runq_buckets=tuple(value.runq_buckets),
         missed=tuple(value.missed),
+        runq_by_holder_ns=tuple(value.runq_by_holder_ns),
+        blocked_ns=tuple(value.blocked_ns),
     )
