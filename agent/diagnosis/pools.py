@@ -19,7 +19,7 @@ class PoolImplementation:
 
     api: str  # blas, openmp, tbb, torch, numexpr, accelerate
     implementation: str
-    prefixes: tuple[str, ...]  # lowercased basenames start with one of these and then "." or "-"; () = never mapped
+    prefixes: tuple[str, ...]  # lowercased basenames start with one of these, then ".", "-" or "_"; () = never mapped
     variables: tuple[str, ...]  # what a fix sets for its thread count, its own first; () = no variable caps it
     also_reads: tuple[str, ...] = ()  # other names it takes the count from (a fix need not set them)
     tuning: tuple[str, ...] = ()  # how its idle threads wait (spin or sleep)
@@ -94,6 +94,17 @@ COUNT_VARIABLES: tuple[str, ...] = tuple(
 ALLOWED_VARIABLES: tuple[str, ...] = tuple(
     dict.fromkeys([*COUNT_VARIABLES, *(name for row in IMPLEMENTATIONS for name in row.tuning)])
 )
+
+
+def implementation_of(basename: str) -> PoolImplementation | None:
+    """The row a file named *basename* is (``libopenblasp-r0.3.21.so``, ``libopenblas_haswellp-r0.2.20.so``,
+    ``libgomp.so.1``), or None."""
+    name = basename.lower()
+    for row in IMPLEMENTATIONS:
+        for prefix in row.prefixes:
+            if name.startswith(prefix) and name[len(prefix) : len(prefix) + 1] in (".", "-", "_"):
+                return row
+    return None
 
 
 def variables_of(implementation: str) -> tuple[str, ...]:

@@ -279,19 +279,8 @@ def _sched_switch_format(root: Path | None) -> str | None:
 
 
 def sched_switch_dead_mask(root: Path | None = None) -> int | None:
-    """The prev_state bits sched_switch reports for a task's last switch-out after it exited ("X" and "Z").
-
-    Read from the ``__print_flags`` table of the tracepoint's print format, like the blocked mask.
-    """
-    text = _sched_switch_format(root)
-    if text is None:
-        return None
-    bits = [
-        int(value, 16)
-        for value, letter in re.findall(r'\{\s*(0x[0-9a-fA-F]+)\s*,\s*"([A-Z])"\s*\}', text)
-        if letter in ("X", "Z")
-    ]
-    return sum(set(bits)) or None
+    """The prev_state bits sched_switch reports for a task's last switch-out after it exited ("X" and "Z")."""
+    return sched_switch_state_mask("XZ", root)
 
 
 def sched_switch_state_mask(letters: str, root: Path | None = None) -> int | None:

@@ -11,14 +11,13 @@ import pytest
 from threadpoolctl import threadpool_info
 
 from agent.diagnosis.inputs.processes.libraries import (
-    IMPLEMENTATIONS,
     Library,
-    kind_of,
     libraries_in,
     mapped_files,
     read_rodata,
     version_from_name,
 )
+from agent.diagnosis.pools import IMPLEMENTATIONS, implementation_of
 from agent.machine.procfs import ProcFS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-diagnosis"
@@ -101,6 +100,7 @@ def test_a_plain_process_maps_no_thread_pool() -> None:
     ("basename", "implementation", "version"),
     [
         ("libopenblasp-r0.3.21.so", "openblas", "0.3.21"),  # Debian's openblas-pthread
+        ("libopenblas_haswellp-r0.2.20.so", "openblas", "0.2.20"),  # an OpenBLAS built for one CPU family
         ("libopenblas64_p-r0-0cf96a72.3.23.dev.so", "openblas", "0.3.23.dev"),  # numpy 1.26.4's wheel
         ("libscipy_openblas64_-32a4b2a6.so", "openblas", None),  # numpy 2.x's wheel
         ("libgomp-a34b3233.so.1.0.0", "gnu", "1.0.0"),  # libgomp as wheels vendor it
@@ -114,7 +114,7 @@ def test_a_plain_process_maps_no_thread_pool() -> None:
     ],
 )
 def test_known_file_names(basename: str, implementation: str, version: str | None) -> None:
-    kind = kind_of(basename)
+    kind = implementation_of(basename)
     assert kind is not None
     assert kind.implementation == implementation
     assert version_from_name(kind, basename) == version
@@ -124,7 +124,7 @@ def test_known_file_names(basename: str, implementation: str, version: str | Non
     "basename", ["libtbbmalloc.so.2", "libgompx.so.1", "libgfortran-040039e1.so.5.0.0", "libc.so.6", "libomp"]
 )
 def test_other_files_are_not_thread_pools(basename: str) -> None:
-    assert kind_of(basename) is None
+    assert implementation_of(basename) is None
 
 
 def test_every_api_of_the_issue_is_in_the_table() -> None:

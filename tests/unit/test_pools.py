@@ -10,7 +10,6 @@ import pytest
 from agent.diagnosis import pools
 from agent.diagnosis.facts import LibraryView
 from agent.diagnosis.inputs.processes.environment import ALLOWED
-from agent.diagnosis.inputs.processes.libraries import kind_of
 from agent.diagnosis.rules.fixes import pool_fix, pool_variables
 from agent.verification.fix import THREAD_VARIABLES
 from tests.unit.report_samples import sick_workload
@@ -43,7 +42,7 @@ def test_every_variable_a_finding_sets_is_allow_listed() -> None:
 )
 def test_every_mapped_library_has_a_row_its_file_names_find(row: pools.PoolImplementation) -> None:
     for prefix in row.prefixes:
-        assert kind_of(f"{prefix}.so.1") is row
+        assert pools.implementation_of(f"{prefix}.so.1") is row
     # tbb sizes its pool by the CPUs it may use; every other mapped pool has a variable that caps it.
     assert row.variables or row.implementation == "tbb"
 

@@ -84,12 +84,7 @@ int main(int argc, char **argv)
     vforks = atol(argv[7]);
     if (threads < 0 || threads > MAX_THREADS)
         return 2;
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        sched_setaffinity(0, sizeof(set), &set); /* threads created below inherit it */
-    }
+    pin_to_cpu(cpu); /* threads created below inherit it */
     static struct part parts[MAX_THREADS + 1];
     pthread_t ids[MAX_THREADS];
     for (int t = 0; t < threads; t++) {

@@ -1,4 +1,4 @@
-/* Shared by the test workloads: join a cgroup, report, wait to be released, read the clock. */
+/* Shared by the test workloads: join a cgroup, report, wait to be released, read the clock, pin to a CPU. */
 #ifndef WORKLOAD_COMMON_H
 #define WORKLOAD_COMMON_H
 
@@ -45,5 +45,23 @@ static inline double now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+#ifdef _GNU_SOURCE
+#include <sched.h>
+
+/* Pin this thread, and the threads it makes afterwards, to `cpu` (-1: leave them where they may run). */
+static inline void pin_to_cpu(int cpu)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        perror("sched_setaffinity");
+        exit(2);
+    }
+}
+#endif
 
 #endif

@@ -47,12 +47,7 @@ int main(int argc, char **argv)
     char json[256];
     snprintf(json, sizeof(json), "{\"pid\": %d}", getpid());
     report_and_hold(json, atoi(argv[5]));
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        sched_setaffinity(0, sizeof(set), &set); /* threads created below inherit it */
-    }
+    pin_to_cpu(cpu); /* threads created below inherit it */
     unsigned long long main_run0, main_wait0;
     own_schedstat(&main_run0, &main_wait0);
     pthread_t ids[256];

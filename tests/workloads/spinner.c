@@ -43,12 +43,7 @@ int main(int argc, char **argv)
     int cpu = atoi(argv[4]);
     if (threads < 1 || threads > 256)
         return 2;
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        sched_setaffinity(0, sizeof(set), &set); /* threads created below inherit it */
-    }
+    pin_to_cpu(cpu); /* threads created below inherit it */
     pthread_barrier_init(&spun, NULL, threads + 1);
     pthread_t ids[256];
     for (int t = 0; t < threads; t++)

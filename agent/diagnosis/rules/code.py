@@ -167,18 +167,6 @@ def _hot_code(workload: WorkloadView) -> Observation | None:
     )
 
 
-def _pool_of(library: str) -> pools.PoolImplementation | None:
-    lowered = library.lower()
-    return next(
-        (
-            row
-            for row in pools.IMPLEMENTATIONS
-            if any(lowered.startswith((f"{prefix}.", f"{prefix}-", f"{prefix}_")) for prefix in row.prefixes)
-        ),
-        None,
-    )
-
-
 def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: str) -> Observation | None:
     if not sites:
         return None
@@ -194,7 +182,7 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
     if share < SITE_SHARE or library == "(unknown)":
         return None  # frames without a library say nothing of who called
     functions = sorted({site.function or "?" for site in sites if site.library == library})
-    pool = _pool_of(library)
+    pool = pools.implementation_of(library)
     summary = f"{by_library[library]:g} of {total:g} stacks in {call} come from {library} ({', '.join(functions[:3])})."
     look: tuple[str, ...]
     if pool is not None and call == "sched_yield":

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.text import decimal, lines, meaningful
+from agent.diagnosis.inputs.artifacts.text import decimal, lines, meaningful, unquoted
 
 __all__ = ["FORMAT", "TimeReport", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -69,7 +69,7 @@ _UNITS = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-
 
 
 def _texts(text: str) -> list[tuple[int, str]]:
-    return [(line.number, line.text.strip().removeprefix("> ").strip()) for line in meaningful(lines(text))]
+    return [(line.number, unquoted(line.text)) for line in meaningful(lines(text))]
 
 
 def _shape(text: str) -> str | None:

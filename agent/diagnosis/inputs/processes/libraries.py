@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from agent.diagnosis.pools import IMPLEMENTATIONS, PoolImplementation
+from agent.diagnosis.pools import PoolImplementation, implementation_of
 from agent.machine.procfs import ProcFS, decode, printable
 
 RODATA_LIMIT = 4 * 1024 * 1024  # bytes of .rodata searched for a version (OpenBLAS's is ~130 KB)
@@ -41,16 +41,6 @@ class Library:
     path: str  # as the process sees it, printable
     version: str | None
     version_source: str  # "file name", "file contents" or "unknown"
-
-
-def kind_of(basename: str) -> PoolImplementation | None:
-    """The row of the pool table a file named *basename* is, or None."""
-    name = basename.lower()
-    for kind in IMPLEMENTATIONS:
-        for prefix in kind.prefixes:
-            if name.startswith(prefix) and name[len(prefix) : len(prefix) + 1] in (".", "-"):
-                return kind
-    return None
 
 
 def version_from_name(kind: PoolImplementation, basename: str) -> str | None:
@@ -90,7 +80,7 @@ def libraries_in(
     found = []
     for path, addresses in mapped_files(maps).items():
         basename = path.rsplit("/", 1)[-1]
-        kind = kind_of(basename)
+        kind = implementation_of(basename)
         if kind is None:
             continue
         version = version_from_name(kind, basename)
