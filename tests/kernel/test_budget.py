@@ -11,7 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from agent.diagnosis.facts import Workload as DiagnosedWorkload
+from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
+from agent.diagnosis.inputs.live.series import read_families
+from agent.diagnosis.inputs.live.window import Window, workload_view
 from tests.support.agent import AgentProcess
 from tests.support.scrape import Scrape, cgroup_value, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build
@@ -140,3 +145,44 @@ def test_running_waiting_and_blocked_add_up_to_the_threads_lives(
         "lives": lives,
         "children": children,
     }
+
+
+def test_diagnose_reads_the_budget_of_a_workload_preempted_by_a_neighbour(
+    agent: AgentProcess, cgroups: CgroupSandbox, budget: Path, spinner: Path
+) -> None:
+    """diagnose's path (two readings of /metrics -> WorkloadView): a thread on CPU 1 spins 1 s beside a neighbour
+    spinning there in another cgroup, then sleeps 10 x 10 ms and vforks 5 children that sleep 10 ms each. Its wait
+    for a CPU is the neighbour's, its uninterruptible time is the vforks', the rest of its sleep is 'sleep'."""
+    sleeps, vforks, sleep_ns = 10, 5, 10_000_000
+    victim_group, neighbour_group = cgroups.make("budget-victim"), cgroups.make("budget-neighbour")
+    path = cgroups.relative(victim_group)
+    before = agent.scrape()
+    with ThreadPoolExecutor(2) as pool:
+        neighbour_started = pool.submit(Workload, spinner, neighbour_group, 1, 1.0, 1, hold=False)
+        victim = Workload(budget, victim_group, 1, 0, 1.0, sleeps, sleep_ns, vforks, hold=False)
+        neighbour_started.result()
+    after = agent.scrape()
+    window = Window(
+        read_families(text_string_to_metric_families(before.text), 0.0),
+        read_families(text_string_to_metric_families(after.text), 1.0),
+    )
+    view = with_budget_inputs(window, workload_view(window, DiagnosedWorkload(cgroup=path), 2))
+    missed = missed_switches(after, cgroup=path, container_id="")
+    assert missed <= 2, f"the kernel did not deliver {missed} switches: too many to judge"
+
+    holders, blocked = view.waiting_by_holder, view.blocked_by_kind
+    assert holders is not None and set(holders) == set(HOLDERS), holders
+    assert view.runqueue_wait_seconds is not None
+    assert sum(holders.values()) == pytest.approx(view.runqueue_wait_seconds, abs=3e-6)
+    # Two spinners share CPU 1 for 1 s: each waits about half of it, nearly all while the other held the CPU.
+    assert view.runqueue_wait_seconds > 0.25, holders
+    assert holders["other"] >= 0.85 * view.runqueue_wait_seconds, holders
+
+    (part,) = victim.truth["parts"]
+    slept, vforked = part["slept_ns"] / 1e9, part["vfork_ns"] / 1e9
+    assert blocked is not None and set(blocked) == {"futex", "io", "sleep"}, blocked
+    assert view.futex_wait_seconds is not None and blocked["futex"] == view.futex_wait_seconds
+    assert (vforks - missed) * sleep_ns / 1e9 * 0.99 <= blocked["io"] <= vforked, (blocked, vforked)
+    # Interruptible: the thread's sleeps and its children's, less the futex waits (a single thread has almost none).
+    lower = (sleeps + vforks - missed) * sleep_ns / 1e9 * 0.99 - blocked["futex"]
+    assert lower <= blocked["sleep"] <= slept + vforked, (blocked, slept, vforked)

@@ -68,6 +68,15 @@ def sick_workload() -> WorkloadView:
             ThreadView(tid=104, comm=HOSTILE_COMM, pid=103, sched_yield_calls=3_900_000, sched_yield_seconds=3.9),
             ThreadView(tid=105, comm="python", pid=103, futex_calls=1, futex_seconds=9.5, futex_max_seconds=9.5),
         ),
+        # Its time budget: 9 threads x 10 s = 19.7 s running + 14.2 s waiting + 56.1 s blocked.
+        user_seconds=12.5,
+        system_seconds=7.2,
+        syscall_calls_by_family={"yield": 7_800_000.0, "futex": 2350.0, "memory": 120.0, "file": 64.0, "other": 40.0},
+        syscall_seconds_by_family={"yield": 5.9, "futex": 31.6, "memory": 0.002, "file": 0.01, "other": 0.0},
+        waiting_by_holder={"self": 13.1, "other": 0.9, "kernel": 0.2},
+        blocked_by_kind={"futex": 31.5, "io": 0.0, "sleep": 24.6},
+        pressure_waiting_seconds={"cpu": 8.1, "memory": 0.0, "io": 0.0},
+        pressure_stalled_seconds={"cpu": 2.2, "memory": 0.0, "io": 0.0},
     )
 
 

@@ -3,6 +3,7 @@ seconds by family, pressure, and unknown (None) wherever the series cannot tell,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,68 @@ def test_prometheus_increases_read_as_a_window_from_zero() -> None:
     assert measured.syscall_calls_by_family == {family: float(MADE.get(family, 0)) for family in FAMILIES}
     assert measured.syscall_seconds_by_family is not None
     assert measured.syscall_seconds_by_family["sleep"] == pytest.approx(0.420176546, abs=1e-12)
+
+
+def sched_split(cgroup: str, values: dict[str, dict[str, float]]) -> str:
+    """The two budget families of the sched program for one cgroup, as an agent prints them."""
+    labels = f'container_id="",container="",pod="",namespace="",cgroup="{cgroup}"'
+    lines = []
+    for family, label in (("runqueue_wait_by_holder", "holder"), ("blocked", "state")):
+        lines.append(f"# TYPE schedwatch_{family}_seconds counter")
+        lines += [
+            f'schedwatch_{family}_seconds_total{{{labels},{label}="{name}"}} {value}'
+            for name, value in values[family].items()
+        ]
+    return "\n".join(lines) + "\n"
+
+
+BEFORE_SPLIT = {
+    "runqueue_wait_by_holder": {"self": 1.0, "other": 2.0, "kernel": 0.5},
+    "blocked": {"interruptible": 10.0, "uninterruptible": 1.0},
+}
+AFTER_SPLIT = {
+    "runqueue_wait_by_holder": {"self": 1.25, "other": 2.5, "kernel": 0.5},
+    "blocked": {"interruptible": 10.75, "uninterruptible": 1.5},
+}
+
+
+def with_split(text: str, split: dict[str, dict[str, float]], mode: str = "bpf") -> str:
+    return text.replace('schedwatch_mode{mode="bpf"}', f'schedwatch_mode{{mode="{mode}"}}') + sched_split(
+        MEASURED.cgroup, split
+    )
+
+
+def test_waiting_by_holder_and_blocked_time_grow_over_the_window() -> None:
+    measured = view(MEASURED, with_split(BEFORE, BEFORE_SPLIT), with_split(AFTER, AFTER_SPLIT))
+    assert measured.waiting_by_holder == {"self": 0.25, "other": 0.5, "kernel": 0.0}
+    # No futex count (the recording ran without the syscalls collector): interruptible sleep is all 'sleep'.
+    assert measured.futex_wait_seconds is None
+    assert measured.blocked_by_kind == {"io": 0.5, "sleep": 0.75}
+    # A workload of the same reading without a series of its own had no wait and no sleep: 0, not unknown.
+    empty = view(EMPTY, with_split(BEFORE, BEFORE_SPLIT), with_split(AFTER, AFTER_SPLIT))
+    assert empty.waiting_by_holder == {"self": 0.0, "other": 0.0, "kernel": 0.0}
+    assert empty.blocked_by_kind == {"io": 0.0, "sleep": 0.0}
+
+
+def test_futex_waits_come_out_of_the_interruptible_sleep_and_never_below_zero() -> None:
+    window = Window(reading(with_split(BEFORE, BEFORE_SPLIT), 10.0), reading(with_split(AFTER, AFTER_SPLIT), 11.0))
+    base = workload_view(window, MEASURED, 2)
+    shorter = with_budget_inputs(window, replace(base, futex_wait_seconds=0.5))
+    assert shorter.blocked_by_kind == {"io": 0.5, "futex": 0.5, "sleep": 0.25}
+    # A futex wait's seconds also hold the wait for a CPU after its wake-up: more than the sleep leaves 0.
+    longer = with_budget_inputs(window, replace(base, futex_wait_seconds=0.9))
+    assert longer.blocked_by_kind == {"io": 0.5, "futex": 0.9, "sleep": 0.0}
+
+
+@pytest.mark.parametrize("mode", ["perf", "procfs"])
+def test_waiting_by_holder_and_blocked_time_are_unknown_without_bpf(mode: str) -> None:
+    measured = view(MEASURED, with_split(BEFORE, BEFORE_SPLIT, mode), with_split(AFTER, AFTER_SPLIT, mode))
+    assert measured.waiting_by_holder is None
+    assert measured.blocked_by_kind is None
+
+
+def test_an_agent_older_than_the_budget_series_tells_neither() -> None:
+    assert "schedwatch_runqueue_wait_by_holder" not in AFTER  # recorded before the sched program split them
+    measured = view(MEASURED)
+    assert measured.waiting_by_holder is None
+    assert measured.blocked_by_kind is None

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agent.diagnosis.render.text import make_console, number, printable, render_comparison_text, render_text
+from agent.diagnosis.render.numbers import number
+from agent.diagnosis.render.text import make_console, printable, render_comparison_text, render_text
 from tests.unit.report_samples import healthy_diagnosis, sample_comparison, sample_diagnosis
 
 GOLDEN = Path(__file__).parent / "fixtures" / "reports"

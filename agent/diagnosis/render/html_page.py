@@ -20,18 +20,18 @@ from typing import Any
 from agent.diagnosis.comparison import Comparison
 from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
+from agent.diagnosis.render.budget import budget_lines
 from agent.diagnosis.render.json_report import comparison_to_json, to_json
+from agent.diagnosis.render.numbers import number, plural, with_unit
 from agent.diagnosis.render.text import (
     UNNAMED,
     cpu_states,
     difference_cells,
-    number,
-    plural,
+    named_workloads,
     rank_processes,
     rank_threads,
     rank_workloads,
     summary,
-    with_unit,
     workload_name,
 )
 from agent.identity.labels import visible
@@ -255,6 +255,9 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
         ("waited for a CPU", _known(workload.runqueue_wait_seconds, " s")),
     ]
     parts = [f"<h2>{_e(name)} {badge}</h2>", _table(("fact", "value"), [(k, v) for k, v in facts if v])]
+    budget = budget_lines(workload) if workload.ref in named_workloads(diagnosis) else ()
+    if budget:
+        parts.append(f"<h3>Time budget (thread-seconds)</h3>{_list(budget)}")
     for pool in workload.pools or ():
         parts.append(f"<p>pool: {pool.size} workers of <b>{_e(pool.command)}</b> under {pool.parent_pid}</p>")
     for library in workload.libraries or ():

@@ -12,7 +12,6 @@ The renderer knows nothing of the rules: it draws what the diagnosis holds.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
 from typing import IO
@@ -25,6 +24,8 @@ from rich.tree import Tree
 from agent.diagnosis.comparison import Comparison, Difference
 from agent.diagnosis.facts import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
+from agent.diagnosis.render.budget import budget_lines
+from agent.diagnosis.render.numbers import number, plural, with_unit
 from agent.identity.labels import visible
 
 SHOWN = 8  # threads and processes drawn per workload; the rest are counted
@@ -63,31 +64,6 @@ def make_console(file: IO[str] | None = None, width: int | None = None) -> Conso
         emoji=False,
         markup=False,
     )
-
-
-def number(value: float) -> str:
-    """A value as people read it: 5,119,771 · 61.4 · 1.97 · 0.0123."""
-    if not math.isfinite(value):
-        return str(value)
-    if value == int(value) and abs(value) < 1e15:
-        return f"{int(value):,}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
-def plural(count: int, noun: str) -> str:
-    """ "1 thread", "2 threads"."""
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
-
-
-def with_unit(value: float, unit: str) -> str:
-    """*value* and its unit, a plural unit made singular for exactly one ("1 thread")."""
-    if unit == "%":
-        return f"{number(value)} %"
-    if value == 1 and unit in ("threads", "calls", "tasks", "processes", "CPUs"):
-        unit = unit.removesuffix("es") if unit == "processes" else unit.removesuffix("s")
-    return f"{number(value)} {unit}".rstrip()
 
 
 def workload_name(ref: Workload | None) -> str:
@@ -299,6 +275,25 @@ def rank_workloads(diagnosis: Diagnosis) -> list[WorkloadView]:
     )
 
 
+def named_workloads(diagnosis: Diagnosis) -> set[Workload | None]:
+    """The workloads a finding, an undecided rule or an observation names: those whose time budget is drawn."""
+    return (
+        {finding.workload for finding in diagnosis.findings}
+        | {unchecked.workload for unchecked in diagnosis.unchecked}
+        | {observation.workload for observation in diagnosis.observations}
+    )
+
+
+def _budget(workload: WorkloadView, tree: Tree) -> None:
+    lines = budget_lines(workload)
+    if not lines:
+        return
+    over = f" over {number(workload.seconds)} s" if workload.seconds is not None else ""
+    branch = tree.add(_text(f"time budget{over} (thread-seconds)", style="bold"))
+    for line in lines:
+        branch.add(_text(line))
+
+
 def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
     title = _text(workload_name(workload.ref), style="bold")
@@ -306,6 +301,8 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
     title.append(f"  {verdict}", style="red" if findings else "green")
     branch = tree.add(title)
     branch.add(_text(_workload_summary(workload)))
+    if workload.ref in named_workloads(diagnosis):
+        _budget(workload, branch)
     for pool in workload.pools or ():
         line = _text(f"pool: {pool.size} workers of ")
         line.append(printable(pool.command), style="cyan")

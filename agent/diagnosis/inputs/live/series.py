@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from prometheus_client.core import Metric
 
@@ -33,6 +34,8 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
     "schedwatch_syscall_seconds_total": ("syscall_seconds", "family", "syscall_families"),
     "schedwatch_pressure_waiting_seconds_total": ("pressure_waiting", "resource", "pressure"),
     "schedwatch_pressure_stalled_seconds_total": ("pressure_stalled", "resource", "pressure"),
+    "schedwatch_runqueue_wait_by_holder_seconds_total": ("waiting_by_holder", "holder", "sched"),
+    "schedwatch_blocked_seconds_total": ("blocked", "state", "sched"),
 }
 GAUGES: dict[str, str] = {
     "schedwatch_cpu_limit_cores": "cpu_limit_cores",
@@ -47,9 +50,10 @@ ZERO_WHEN_ABSENT: dict[str, str] = {
     "offcpu_seconds:preempted": "sched",
 }
 # Counts the agent's mode (schedwatch_mode, docs/modes.md) cannot give, though their collector runs: unknown there.
+# A split count ("waiting_by_holder") stands for every one of its parts.
 NOT_IN_MODE: dict[str, frozenset[str]] = {
-    "perf": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted"}),
-    "procfs": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted"}),
+    "perf": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted", "waiting_by_holder", "blocked"}),
+    "procfs": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted", "waiting_by_holder", "blocked"}),
 }
 MODE = "schedwatch_mode"
 BUILD_INFO = "schedwatch_build_info"
@@ -88,6 +92,11 @@ class Reading:
             return totals.counts[key]
         collector = ZERO_WHEN_ABSENT.get(key)
         return 0.0 if collector is not None and collector in self.up and key not in self.unknown else None
+
+    @cached_property
+    def kinds(self) -> frozenset[str]:
+        """Every count any workload of the reading has, a split count by its name alone ("waiting_by_holder")."""
+        return frozenset(key.split(":", 1)[0] for totals in self.workloads.values() for key in totals.counts)
 
     def lacks_value(self, ref: Workload, key: str) -> bool:
         """Whether a series of the workload's count was there without a number (a NaN from Prometheus)."""
