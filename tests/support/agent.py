@@ -104,9 +104,9 @@ class AgentProcess:
         return self.process.returncode
 
 
-def kubelet_docker_agent(work: Path, docker_socket: Path) -> AgentProcess:
+def kubelet_docker_agent(work: Path, docker_socket: Path, *extra: str) -> AgentProcess:
     """An agent whose only runtime is a Docker API named as the kubelet's own (cri-dockerd), so that its
-    io.kubernetes.* labels are trusted as pod and namespace; not yet ready (call wait_ready)."""
+    io.kubernetes.* labels are trusted as pod and namespace, with *extra* flags; not yet ready (call wait_ready)."""
     return AgentProcess(
         work / "agent.log",
         "--runtime.docker-sockets",
@@ -119,6 +119,7 @@ def kubelet_docker_agent(work: Path, docker_socket: Path) -> AgentProcess:
         "",
         "--state-dir",
         str(work),
+        *extra,
     )
 
 
