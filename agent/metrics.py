@@ -150,6 +150,16 @@ PROCESS_OFFCPU_SECONDS = CounterSpec(
     "Off-CPU time per live process by reason; only the most active processes are exported.",
     (*PROCESS_LABELS, "reason"),
 )
+PROCESS_RUNQUEUE_WAIT_BY_HOLDER_SECONDS = CounterSpec(
+    "schedwatch_process_runqueue_wait_by_holder_seconds",
+    "schedwatch_runqueue_wait_by_holder_seconds_total per live process; only the most active processes are exported.",
+    (*PROCESS_LABELS, "holder"),
+)
+PROCESS_BLOCKED_SECONDS = CounterSpec(
+    "schedwatch_process_blocked_seconds",
+    "schedwatch_blocked_seconds_total per live process; only the most active processes are exported.",
+    (*PROCESS_LABELS, "state"),
+)
 PROCESS_RUNQUEUE_WAIT_SECONDS = CounterSpec(
     "schedwatch_process_runqueue_wait_seconds",
     "Time the process's threads waited for a CPU; only the most active processes are exported.",

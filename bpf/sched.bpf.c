@@ -115,6 +115,8 @@ struct process_sched {
     u64 offcpu_ns[REASONS];
     u64 runq_ns;
     u64 runq_waits;
+    u64 runq_by_holder_ns[HOLDERS];  /* their sum is runq_ns */
+    u64 blocked_ns[SLEEPS];
 };
 
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
@@ -248,6 +250,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
         reason == BLOCKED && !did_wait && state->offcpu_since && wakeup_missed(state->offcpu_since);
     state->offcpu_since = 0;
     state->runnable_since = 0;
+    u32 holder = holder_kernel ? HOLDER_KERNEL : holder_key == cgroup_id ? HOLDER_SELF : HOLDER_OTHER;
 
     struct cgroup_sched *cg = cgroup_entry(cgroup_id);
     if (cg) {
@@ -260,7 +263,6 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
             u32 bucket = runq_bucket(waited);
             if (bucket < RUNQ_BUCKETS)
                 __sync_fetch_and_add(&cg->runq_buckets[bucket], 1);
-            u32 holder = holder_kernel ? HOLDER_KERNEL : holder_key == cgroup_id ? HOLDER_SELF : HOLDER_OTHER;
             __sync_fetch_and_add(&cg->runq_by_holder_ns[holder], waited);
         }
         if (blocked && sleep < SLEEPS)
@@ -282,7 +284,10 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
     if (did_wait) {
         __sync_fetch_and_add(&proc->runq_ns, waited);
         __sync_fetch_and_add(&proc->runq_waits, 1);
+        __sync_fetch_and_add(&proc->runq_by_holder_ns[holder], waited);
     }
+    if (blocked && sleep < SLEEPS)
+        __sync_fetch_and_add(&proc->blocked_ns[sleep], blocked);
 #endif
 }
 

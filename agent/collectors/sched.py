@@ -97,12 +97,18 @@ class SchedCollector(BpfCollector):
         """The same per live process, for those whose threads waited longest for a CPU."""
         offcpu = metrics.PROCESS_OFFCPU_SECONDS.family()
         runq = metrics.PROCESS_RUNQUEUE_WAIT_SECONDS.family()
+        by_holder = metrics.PROCESS_RUNQUEUE_WAIT_BY_HOLDER_SECONDS.family()
+        blocked = metrics.PROCESS_BLOCKED_SECONDS.family()
         activity = {pid: p.counts.runq_ns for pid, p in processes.items()}
         for labels, process in self.chosen_processes(processes, activity):
             for index, reason in enumerate(OFFCPU_REASONS):
                 offcpu.add_metric([*labels, reason], process.counts.offcpu_ns[index] / 1e9)
             runq.add_metric(labels, process.counts.runq_ns / 1e9)
-        return [offcpu, runq]
+            for holder, ns in zip(HOLDERS, process.runq_by_holder_ns, strict=True):
+                by_holder.add_metric([*labels, holder], ns / 1e9)
+            for sleep, ns in zip(SLEEPS, process.blocked_ns, strict=True):
+                blocked.add_metric([*labels, sleep], ns / 1e9)
+        return [offcpu, runq, by_holder, blocked]
 
 
 def _start(context: CollectorContext) -> Collector:

@@ -7,6 +7,7 @@ workload's doing and what the neighbours' may be.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -186,3 +187,41 @@ def test_diagnose_reads_the_budget_of_a_workload_preempted_by_a_neighbour(
     # Interruptible: the thread's sleeps and its children's, less the futex waits (a single thread has almost none).
     lower = (sleeps + vforks - missed) * sleep_ns / 1e9 * 0.99 - blocked["futex"]
     assert lower <= blocked["sleep"] <= slept + vforked, (blocked, slept, vforked)
+
+
+def test_a_live_process_has_its_own_budget_split(agent: AgentProcess, cgroups: CgroupSandbox, budget: Path) -> None:
+    """Per process (the kernel tests' agent keeps the top 1000): a process that sleeps 10 x 10 ms and vforks 5
+    children sleeping 10 ms each is blocked uninterruptibly for the vforks, interruptibly for its own sleeps only
+    (its children's sleeps are theirs), and its waits for a CPU by holder add up to its run-queue wait.
+
+    A process's totals begin at its exec, before it joins its cgroup and begins the measured work: loading the
+    binary can sleep uninterruptibly on disk reads (8 ms was seen). Each bound allows the time the process lived
+    outside its measured part (from before it was started to its report, less main_life_ns)."""
+    sleeps, vforks, sleep_ns = 10, 5, 10_000_000
+    group = cgroups.make("budget-process")
+    started = time.monotonic_ns()
+    workload = Workload(budget, group, 1, 0, 0, sleeps, sleep_ns, vforks)
+    outside = (time.monotonic_ns() - started - workload.truth["main_life_ns"]) / 1e9
+    try:
+        scrape = agent.scrape()
+        pid = str(workload.pid)
+        (part,) = workload.truth["parts"]
+        slept, vforked = part["slept_ns"] / 1e9, part["vfork_ns"] / 1e9
+        states = {
+            state: scrape.value("schedwatch_process_blocked_seconds_total", pid=pid, state=state)
+            for state in ("interruptible", "uninterruptible")
+        }
+        holders = {
+            holder: scrape.value("schedwatch_process_runqueue_wait_by_holder_seconds_total", pid=pid, holder=holder)
+            for holder in HOLDERS
+        }
+        waited = scrape.value("schedwatch_process_runqueue_wait_seconds_total", pid=pid)
+        assert None not in states.values() and None not in holders.values() and waited is not None, (states, holders)
+        missed = missed_switches(scrape, cgroup=cgroups.relative(group), container_id="")
+        assert missed <= 2, f"the kernel did not deliver {missed} switches: too many to judge"
+        lower_d, lower_s = ((count - missed) * sleep_ns / 1e9 * 0.99 for count in (vforks, sleeps))
+        assert lower_d <= states["uninterruptible"] <= vforked + outside, (states, vforked, outside)
+        assert lower_s <= states["interruptible"] <= slept + outside, (states, slept, outside)
+        assert sum(holders.values()) == pytest.approx(waited, abs=3e-6)
+    finally:
+        workload.release()

@@ -153,8 +153,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
         ),
         (
             ["--max-processes", "2000000"],
-            "argument --max-processes: 2000000 would preallocate about 488 MiB of kernel memory (256 bytes per "
-            "process in the syscalls and sched maps); give at most 1048576 (256 MiB)",
+            "argument --max-processes: 2000000 would preallocate about 565 MiB of kernel memory (296 bytes per "
+            "process in the syscalls and sched maps); give at most 1048576 (296 MiB)",
         ),
         (
             ["--max-threads", "5000000"],

@@ -56,11 +56,14 @@ class CgroupSched:
 
 @dataclass(frozen=True)
 class ProcessSched:
-    """A live process's counters, its run-queue wait count, and the cgroup it last ran in."""
+    """A live process's counters, its run-queue wait count, the cgroup it last ran in, its run-queue ns by who held
+    the CPU (by HOLDERS) and its blocked ns by what its threads slept in (by SLEEPS)."""
 
     cgroup_id: int
     counts: SchedCounts
     runq_waits: int
+    runq_by_holder_ns: tuple[int, ...]
+    blocked_ns: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,8 @@ class SchedProbe(BpfProbe):
                     cgroup_id=value.cgroup_id,
                     counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
                     runq_waits=value.runq_waits,
+                    runq_by_holder_ns=tuple(value.runq_by_holder_ns),
+                    blocked_ns=tuple(value.blocked_ns),
                 )
                 for key, value in self.table("processes").items()
             }
