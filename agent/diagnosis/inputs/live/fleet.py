@@ -47,6 +47,7 @@ class NodeWindow:
 
     instance: str
     window: Window
+    cpus: int | None = None  # the node's online CPUs (schedwatch_node_cpus); None: an agent without that series
 
 
 class PrometheusSource:
@@ -143,6 +144,11 @@ class PrometheusSource:
                 if value is not None:
                     totals.gauges[key] = value
         spans = self._spans(seconds, selector)
+        cpus: dict[str, int] = {}
+        for item in self.query(f"max by (instance) (schedwatch_node_cpus{{{selector}}})"):
+            value = _value(item)
+            if value is not None:
+                cpus[item["metric"].get("instance", "")] = int(value)
         windows = []
         for instance, (before, after) in sorted(readings.items()):
             sources = frozenset(up.get(instance, set()))
@@ -154,6 +160,7 @@ class PrometheusSource:
                         Reading(after.at, sources, after.workloads),
                         spans.get(instance, {}),
                     ),
+                    cpus.get(instance),
                 )
             )
         return windows
