@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from agent.commands.diagnose import fleet_ranking
+from agent.diagnosis.inputs.live.fleet import PrometheusSource
+from agent.diagnosis.inputs.live.members import Filter
 from tests.support.agent import REPO, AgentProcess
 from tests.support.prometheus import Prometheus
 from tests.support.workloads import CgroupSandbox
@@ -33,6 +36,15 @@ def prometheus(agent: AgentProcess, tmp_path_factory: pytest.TempPathFactory) ->
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def recording(agent: AgentProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A second Prometheus scraping the same agent with the fleet recording rules loaded."""
+    rules = [REPO / "deploy" / "prometheus" / "fleet_rules.yaml"]
+    server = Prometheus(tmp_path_factory.mktemp("recording"), [f"127.0.0.1:{agent.port}"], rule_files=rules)
+    yield server
+    server.stop()
+
+
 def diagnose_json(*flags: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "agent", "diagnose", *flags, "--json"],
@@ -46,6 +58,21 @@ def diagnose_json(*flags: str) -> dict[str, Any]:
     return document
 
 
+def ranking_row(server: Prometheus, cgroup: str, at: str, recorded: bool) -> dict[str, Any]:
+    """The pool's row of the ranking over the 60 s before *at* (a Unix time)."""
+    source = PrometheusSource(f"prometheus+{server.url}")
+    windows = source.node_windows(60, at=float(at))
+    rows = [
+        row
+        for row in fleet_ranking(windows, Filter(cgroup=cgroup), 60)["workloads"]
+        if row["workload"]["cgroup"] == cgroup
+    ]
+    assert len(rows) == 1, rows
+    assert source.recorded == recorded
+    row: dict[str, Any] = rows[0]
+    return row
+
+
 def pool_fix(report: dict[str, Any], cgroup: str) -> dict[str, Any]:
     found = [f for f in report["findings"] if f["cause"] == POOL and f["workload"]["cgroup"] == cgroup]
     assert len(found) == 1, [(f["cause"], f["workload"]) for f in report["findings"]]
@@ -54,7 +81,7 @@ def pool_fix(report: dict[str, Any], cgroup: str) -> dict[str, Any]:
 
 
 def test_a_4_worker_numpy_pool_gets_the_nodes_thread_count_through_prometheus(
-    agent: AgentProcess, prometheus: Prometheus, cgroups: CgroupSandbox
+    agent: AgentProcess, prometheus: Prometheus, recording: Prometheus, cgroups: CgroupSandbox
 ) -> None:
     if not NUMPY_126.exists():
         pytest.fail(f"{NUMPY_126} is missing: python3 -m venv /tmp/fleet-np126 && pip install numpy==1.26.4")
@@ -64,12 +91,13 @@ def test_a_4_worker_numpy_pool_gets_the_nodes_thread_count_through_prometheus(
         [NUMPY_126, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True
     )
     assert version.stdout.startswith("1.26"), version
-    # Busy for 150 s (no hold): the whole process group is killed when the test is done with it.
+    # Busy for 170 s (no hold): the whole process group is killed when the test is done with it.
     pool = subprocess.Popen(
-        [NUMPY_126, NUMPY_POOL, group, str(WORKERS), "unset", "150s", "0"],
+        [NUMPY_126, NUMPY_POOL, group, str(WORKERS), "unset", "170s", "0"],
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
+    started = time.monotonic()
     try:
         deadline = time.monotonic() + 120  # standing evaluations every 10 s, scrapes every 1 s
         while not prometheus.query(f'schedwatch_pool_workers{{cgroup="{path}"}} == {WORKERS}'):
@@ -90,6 +118,18 @@ def test_a_4_worker_numpy_pool_gets_the_nodes_thread_count_through_prometheus(
         assert threads == max(1, (cpus or 1) // WORKERS)
         plural = "s" if threads != 1 else ""
         assert any(f"{WORKERS} workers x {threads} thread{plural} fit {cpus} CPUs" in s for s in fleet_fix["steps"])
+
+        # The ranking from the recorded per-workload rates matches the one from the raw series over one window.
+        # rate1m divides by 60 s whatever its samples cover: a workload's first minute of recorded rates is diluted,
+        # so the window compared opens a minute after the pool started (and the pool is still busy at its end).
+        while time.monotonic() < started + 130:
+            time.sleep(1)
+        at = f"{time.time():.3f}"
+        raw = ranking_row(prometheus, path, at, recorded=False)
+        recorded = ranking_row(recording, path, at, recorded=True)
+        for field in ("cpu_used_cores", "runqueue_wait_per_second", "sched_yield_per_second"):
+            assert raw[field] > 0, raw
+            assert abs(recorded[field] - raw[field]) <= 0.10 * raw[field], (field, raw, recorded)
     finally:
         os.killpg(pool.pid, signal.SIGKILL)
         pool.wait(timeout=30)
