@@ -117,6 +117,8 @@ class AgentCollector:
         families = [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
         if self._findings is not None:
             families.append(self._findings.family())
+            families.append(self._findings.pool_workers_family())
+            families.append(self._findings.node_cpus_family())
         return families
 
 

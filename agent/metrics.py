@@ -233,6 +233,17 @@ FINDING = GaugeSpec(
     "more (schedwatch diagnose on the node adds its processes, libraries and the fix).",
     ("cause", "mechanism", *WORKLOAD_LABELS),
 )
+POOL_WORKERS = GaugeSpec(
+    "schedwatch_pool_workers",
+    "Pool workers of a workload the standing evaluation flags (the largest group of its processes sharing parent "
+    "and command, else 1): what the fix needs to size each worker's threads. Only flagged workloads have it.",
+    WORKLOAD_LABELS,
+)
+NODE_CPUS = GaugeSpec(
+    "schedwatch_node_cpus",
+    "The node's online CPUs, as the agent's rules count them.",
+    (),
+)
 
 # --- the agent itself ---------------------------------------------------------------------------
 BUILD_INFO = GaugeSpec(

@@ -229,7 +229,7 @@ def _fleet(args: argparse.Namespace, wanted: Filter, client: fetch.Client) -> in
             raise SourceError(f"--node {args.node} names {len(windows)} instances ({names}): give the full instance")
         (window,) = windows
         name = f"{source.name} node {window.instance}"
-        facts = facts_from_window(window.window, wanted, name, False, ProcFS(), None, None, 0.0)
+        facts = facts_from_window(window.window, wanted, name, False, ProcFS(), None, None, 0.0, window.cpus)
         return print_diagnosis(diagnose(facts), args.json)
     ranking = fleet_ranking(windows, wanted, seconds)
     if args.json:
@@ -241,7 +241,7 @@ def fleet_ranking(windows: list[NodeWindow], wanted: Filter, seconds: int) -> di
     """Every node's workloads matching *wanted*, ranked by contention score (JSON, schema FLEET_SCHEMA)."""
     rows: list[dict[str, Any]] = []
     for node in windows:
-        for view in ranked(workload_views(node.window, None)):
+        for view in ranked(workload_views(node.window, node.cpus)):
             if not wanted.matches(view.ref):
                 continue
             rows.append(

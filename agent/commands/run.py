@@ -12,11 +12,14 @@ from agent import __version__, assembly, config, log, memory
 from agent.collectors.common.limits import workload_map_size
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
+from agent.commands.diagnose import cgroup_tree
+from agent.diagnosis.inputs.processes import census
 from agent.diagnosis.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.identity.placement import ProcessKeys
 from agent.machine import kernel
 from agent.machine.cpus import online_cpu_count
+from agent.machine.procfs import ProcFS
 from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
@@ -63,7 +66,9 @@ def serve_metrics(settings: config.Settings) -> int:
     stop_signals: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda received, _frame: stop_signals.append(received))
-    findings = StandingFindings(online_cpu_count())
+    findings = StandingFindings(
+        online_cpu_count(), count_workers=census.counter(ProcFS(), cgroup_tree(settings.cgroup_root))
+    )
     agent_collector = AgentCollector(
         started.running,
         started.reasons(),

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.diagnosis.facts import Facts, NodeView
+from agent.diagnosis.facts import Facts, NodeView, Workload
 from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
 from agent.diagnosis.inputs.live.series import NotSchedwatch, Reading, read_families
 from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_view
@@ -32,9 +32,15 @@ class StandingFindings:
     """The findings of the last evaluation; scrapes hand their families over at most every EVALUATE_SECONDS."""
 
     def __init__(
-        self, node_cpus: int, clock: Callable[[], float] = time.monotonic, every: float = EVALUATE_SECONDS
+        self,
+        node_cpus: int,
+        clock: Callable[[], float] = time.monotonic,
+        every: float = EVALUATE_SECONDS,
+        count_workers: Callable[[list[Workload]], dict[Workload, int]] | None = None,
     ) -> None:
         self._node = NodeView(cpus=node_cpus)
+        self._count_workers = count_workers
+        self._workers: dict[Workload, int] = {}
         self._clock = clock
         self._every = every
         self._handed_at: float | None = None
@@ -48,6 +54,20 @@ class StandingFindings:
         family = metrics.FINDING.family()
         for row in self._rows:
             family.add_metric(list(row), 1)
+        return family
+
+    def pool_workers_family(self) -> Metric:
+        """The pool workers of the workloads the last evaluation flagged (none without a counter)."""
+        family = metrics.POOL_WORKERS.family()
+        for ref, workers in sorted(self._workers.items(), key=lambda item: item[0].cgroup)[:MAX_SERIES]:
+            family.add_metric([ref.container_id, ref.container, ref.pod, ref.namespace, ref.cgroup], workers)
+        return family
+
+    def node_cpus_family(self) -> Metric:
+        """The node's CPUs the rules count with."""
+        family = metrics.NODE_CPUS.family()
+        if self._node.cpus is not None:
+            family.add_metric([], self._node.cpus)
         return family
 
     def hand_over(self, families: Iterable[Metric]) -> None:
@@ -80,6 +100,8 @@ class StandingFindings:
             for view in (workload_view(window, ref, self._node.cpus) for ref in changed_workloads(window))
             if view.ref.cgroup not in CATCH_ALL and score(view, self._node) >= FLAG_SCORE
         ]
+        if self._count_workers is not None:
+            self._workers = self._count_workers([view.ref for view in views][:MAX_SERIES])
         diagnosis = diagnose(Facts(node=self._node, workloads=tuple(views), sources=("schedwatch_finding",)))
         rows: set[Row] = {
             (

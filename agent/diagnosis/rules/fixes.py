@@ -40,8 +40,11 @@ def _already_set(processes: Iterable[ProcessView], names: tuple[str, ...]) -> li
 def pool_fix(
     workload: WorkloadView, cpus: float | None, workers: int, libraries: tuple[LibraryView, ...] | None, spin: bool
 ) -> Fix:
-    """Cap each worker's pool so that workers x threads fit the CPUs it may use."""
-    threads = threads_per_process(cpus, workers)
+    """Cap each worker's pool so that workers x threads fit the CPUs it may use. A workload whose processes were
+    not read (series of another machine) has the workers its node counted, else no number: the formula."""
+    if workload.processes is None and not workload.pools:
+        workers = workload.pool_workers or 0
+    threads = threads_per_process(cpus, workers) if workers > 0 else None
     count = str(threads) if threads is not None else "N"
     names = pool_variables(libraries)
     implementations = {library.implementation for library in libraries or ()}

@@ -36,6 +36,11 @@ QUERY_TIMEOUT = 60.0  # seconds one whole query may take
 MAX_BODY_BYTES = 512 * 1024 * 1024
 
 
+def recorded_name(name: str) -> str:
+    """The series deploy/prometheus/fleet_rules.yaml records for counter sample *name*: its per-workload rate."""
+    return "instance_workload:" + name.removesuffix("_total").removesuffix("_sum") + ":rate1m"
+
+
 def is_prometheus(url: str) -> bool:
     """Whether --from names a Prometheus server."""
     return url.startswith(SCHEME)
@@ -47,6 +52,7 @@ class NodeWindow:
 
     instance: str
     window: Window
+    cpus: int | None = None  # the node's online CPUs (schedwatch_node_cpus); None: an agent without that series
 
 
 class PrometheusSource:
@@ -62,6 +68,7 @@ class PrometheusSource:
         self._timeout = timeout
         self._client = client or fetch.Client()
         self.evaluated_at: float | None = None  # the time every query of one window is evaluated at
+        self.recorded = False  # whether the last window read the fleet rules' recorded rates
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's vector; SourceError when the server cannot be asked or refuses the query."""
@@ -122,14 +129,26 @@ class PrometheusSource:
             labels = item["metric"]
             up.setdefault(labels.get("instance", ""), set()).add(labels.get("source", ""))
         group = ", ".join(("instance", *WORKLOAD_LABELS))
+        spans = self._spans(seconds, selector)
+        self.recorded = bool(self.query(f"count({recorded_name(SPAN_SERIES[0])}{{{selector}}})"))
         for name, (key, split, _collector) in COUNTERS.items():
             by = f"{group}, {split}" if split else group
-            for item in self.query(f"sum by ({by}) (increase({name}{{{selector}}}[{seconds}s]))"):
+            if self.recorded:  # the fleet rules' rates, averaged over the window, times the time each one covers
+                expr = f"sum by ({by}) (avg_over_time({recorded_name(name)}{{{selector}}}[{seconds}s]))"
+            else:
+                expr = f"sum by ({by}) (increase({name}{{{selector}}}[{seconds}s]))"
+            for item in self.query(expr):
                 labels = item["metric"]
                 full = f"{key}:{labels.get(split, '')}" if split else key
                 after = reading(labels.get("instance", ""))[1]
-                totals = after.workloads.setdefault(ref_of(labels), WorkloadTotals())
+                ref = ref_of(labels)
                 value = _value(item)
+                if self.recorded:
+                    covered = spans.get(labels.get("instance", ""), {}).get(ref)
+                    if covered is None:
+                        continue  # fewer than two samples of its raw series: no rate over any time
+                    value = None if value is None else value * covered
+                totals = after.workloads.setdefault(ref, WorkloadTotals())
                 if value is None:
                     totals.no_value.add(full)
                 else:
@@ -142,7 +161,11 @@ class PrometheusSource:
                 value = _value(item)
                 if value is not None:
                     totals.gauges[key] = value
-        spans = self._spans(seconds, selector)
+        cpus: dict[str, int] = {}
+        for item in self.query(f"max by (instance) (schedwatch_node_cpus{{{selector}}})"):
+            value = _value(item)
+            if value is not None:
+                cpus[item["metric"].get("instance", "")] = int(value)
         windows = []
         for instance, (before, after) in sorted(readings.items()):
             sources = frozenset(up.get(instance, set()))
@@ -154,6 +177,7 @@ class PrometheusSource:
                         Reading(after.at, sources, after.workloads),
                         spans.get(instance, {}),
                     ),
+                    cpus.get(instance),
                 )
             )
         return windows

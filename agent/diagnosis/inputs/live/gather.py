@@ -97,9 +97,11 @@ def facts_from_window(
     tree: Path | None,
     node: tuple[NodeSample, NodeSample] | None,
     detail_seconds: float,
+    node_cpus: int | None = None,
 ) -> Facts:
     """Facts of the workloads over *window*; the flagged (or asked for) ones read closely when the source is local."""
-    node_cpus = len(node[1].ticks.cpus) if node is not None else None
+    if node is not None:
+        node_cpus = len(node[1].ticks.cpus)
     views = [with_budget_inputs(window, view) for view in workload_views(window, node_cpus) if wanted.matches(view.ref)]
     if not wanted.empty and not views:
         raise NothingMatches(
@@ -121,7 +123,7 @@ def facts_from_window(
             "processes, libraries, thread variables and pools were not read: the series are another machine's; "
             "run `schedwatch diagnose` on that node for them"
         )
-    node_facts = NodeView() if node is None else node_view(node[0], node[1], window.seconds)
+    node_facts = NodeView(cpus=node_cpus) if node is None else node_view(node[0], node[1], window.seconds)
     return Facts(node=node_facts, workloads=tuple(ranked(views)), sources=(source_name,), notes=tuple(notes))
 
 

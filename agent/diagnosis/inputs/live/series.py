@@ -41,6 +41,7 @@ GAUGES: dict[str, str] = {
     "schedwatch_cpu_limit_cores": "cpu_limit_cores",
     "schedwatch_threads": "threads",
     "schedwatch_syscall_timed": "syscall_timed",
+    "schedwatch_pool_workers": "pool_workers",  # flagged workloads only
 }
 # Counts that are 0 for a workload without a series, as long as their collector runs.
 ZERO_WHEN_ABSENT: dict[str, str] = {

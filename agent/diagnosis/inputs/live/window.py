@@ -61,6 +61,7 @@ def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> Workl
     gauges = totals.gauges if totals is not None else {}
     limit = gauges.get("cpu_limit_cores")
     threads = gauges.get("threads")
+    workers = gauges.get("pool_workers")
     user = window.delta(ref, "cpu_seconds:user")
     system = window.delta(ref, "cpu_seconds:system")
     seconds = window.seconds_of(ref)
@@ -75,6 +76,7 @@ def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> Workl
         cpu_used_cores=used,
         system_share=share,
         threads=None if threads is None else int(threads),
+        pool_workers=None if workers is None else int(workers),
         sched_yield_calls=window.delta(ref, "sched_yield_calls"),
         futex_calls=futex,
         futex_wait_seconds=window.delta(ref, "futex_wait_seconds"),

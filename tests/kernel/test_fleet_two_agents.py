@@ -1,0 +1,84 @@
+"""Two agents (two instance labels) under one real Prometheus: the ranking spans both, and `--node` drills into
+each. Both agents see the whole machine (there is no flag scoping an agent to a cgroup subtree yet), so the one
+workload is ranked under each instance, with the same counts (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agent import REPO, AgentProcess
+from tests.support.prometheus import Prometheus
+from tests.support.workloads import CgroupSandbox, Workload
+
+YIELDS = 200_000
+THREADS = 2
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    process = AgentProcess(
+        tmp_path_factory.mktemp("second") / "agent.log", "--state-dir", str(tmp_path_factory.mktemp("state2"))
+    )
+    process.wait_ready()
+    yield process
+    assert process.stop() == 0, process.log()
+
+
+def diagnose_json(*flags: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "diagnose", *flags, "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def test_the_ranking_spans_two_agents_and_node_drills_into_each(
+    agent: AgentProcess, second: AgentProcess, cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
+) -> None:
+    instances = [f"127.0.0.1:{agent.port}", f"127.0.0.1:{second.port}"]
+    prometheus = Prometheus(tmp_path, instances)
+    group = cgroups.make("two-agents")
+    path = cgroups.relative(group)
+    first = Workload(yielder, group, 1, 1)  # the series exists before the storm, as increase() needs
+    try:
+        series = f'schedwatch_sched_yield_calls_total{{cgroup="{path}"}}'
+        deadline = time.monotonic() + 60
+        while len(prometheus.query(f"count_over_time({series}[1m]) >= 3")) < 2:
+            assert time.monotonic() < deadline, prometheus.query(series)
+            time.sleep(0.5)
+        storm = Workload(yielder, group, YIELDS, THREADS)
+        total = YIELDS * THREADS + 1
+        try:
+            deadline = time.monotonic() + 60
+            while len(prometheus.query(f"{series} == {total}")) < 2:
+                assert time.monotonic() < deadline, prometheus.query(series)
+                time.sleep(0.5)
+            url = f"prometheus+{prometheus.url}"
+            ranking = diagnose_json("--from", url, "--duration", "120")
+            assert sorted(ranking["nodes"]) == sorted(instances)
+            rows = [row for row in ranking["workloads"] if row["workload"]["cgroup"] == path]
+            assert sorted(row["instance"] for row in rows) == sorted(instances)
+            for instance in instances:
+                report = diagnose_json("--from", url, "--node", instance, "--duration", "120", "--cgroup", path)
+                (view,) = [w for w in report["workloads"] if w["ref"]["cgroup"] == path]
+                # the storm's yields (the first workload's 1 came before the range's first sample, or inside it)
+                assert YIELDS * THREADS <= view["sched_yield_calls"] <= total * 1.25, (instance, view)
+                assert report["node"]["cpus"] is not None
+        finally:
+            storm.release()
+    finally:
+        first.release()
+        prometheus.stop()
