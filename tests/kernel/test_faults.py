@@ -582,7 +582,10 @@ def test_full_thread_maps_count_drops_keep_call_counts_exact_and_recover(
         # Each wait timed out after wait_ns, and the kernel saw no more than the workload measured around its calls.
         assert waited is not None and waits * wait_ns / 1e9 <= waited <= int(str(truth["waited_ns"])) / 1e9
         blocked = recovered.value("schedwatch_offcpu_seconds_total", cgroup=path, reason="blocked")
-        assert blocked is not None and blocked >= waits * wait_ns / 1e9
+        # A switch the kernel did not deliver (this VM's pid 1 threads raise no events) loses one off-CPU period.
+        missed = missed_switches(recovered, cgroup=path, container_id="")
+        assert missed <= 1, f"the kernel did not deliver {missed} switches: too many to judge"
+        assert blocked is not None and blocked >= (waits - missed) * wait_ns / 1e9, (blocked, missed)
     finally:
         if parked is not None and parked.poll() is None:
             parked.kill()

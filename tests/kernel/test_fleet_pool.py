@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,11 +18,11 @@ import pytest
 from agent.commands.diagnose import fleet_ranking
 from agent.diagnosis.inputs.live.fleet import PrometheusSource
 from agent.diagnosis.inputs.live.members import Filter
+from tests.scenarios.catalog import numpy_target
 from tests.support.agent import REPO, AgentProcess
 from tests.support.prometheus import Prometheus
 from tests.support.workloads import CgroupSandbox
 
-NUMPY_126 = Path(os.environ.get("SCHEDWATCH_NUMPY126_PYTHON", "/tmp/fleet-np126/bin/python"))
 NUMPY_POOL = REPO / "tests" / "workloads" / "numpy_pool.py"
 WORKERS = 4
 POOL = "thread-pool-oversubscription"
@@ -83,17 +82,17 @@ def pool_fix(report: dict[str, Any], cgroup: str) -> dict[str, Any]:
 def test_a_4_worker_numpy_pool_gets_the_nodes_thread_count_through_prometheus(
     agent: AgentProcess, prometheus: Prometheus, recording: Prometheus, cgroups: CgroupSandbox
 ) -> None:
-    if not NUMPY_126.exists():
-        pytest.fail(f"{NUMPY_126} is missing: python3 -m venv /tmp/fleet-np126 && pip install numpy==1.26.4")
+    numpy_126 = {**os.environ, "PYTHONPATH": str(numpy_target("1.26"))}  # pip-installed into tests/.build once
     group = cgroups.make("fleet-pool")
     path = cgroups.relative(group)
     version = subprocess.run(
-        [NUMPY_126, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True
+        [sys.executable, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True, env=numpy_126
     )
     assert version.stdout.startswith("1.26"), version
     # Busy for 170 s (no hold): the whole process group is killed when the test is done with it.
     pool = subprocess.Popen(
-        [NUMPY_126, NUMPY_POOL, group, str(WORKERS), "unset", "170s", "0"],
+        [sys.executable, NUMPY_POOL, group, str(WORKERS), "unset", "170s", "0"],
+        env=numpy_126,
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )

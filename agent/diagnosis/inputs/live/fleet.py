@@ -32,6 +32,7 @@ from agent.diagnosis.inputs.live.window import Window
 SCHEME = "prometheus+"
 SPAN_SERIES = ("schedwatch_cpu_usage_seconds_total", "schedwatch_threads")  # what every workload has
 EXTRAPOLATION_THRESHOLD = 1.1  # Prometheus extrapolates to a range's edge closer than this many sample intervals
+RECORDED_RATE_SECONDS = 60  # the range of rate() in deploy/prometheus/fleet_rules.yaml
 QUERY_TIMEOUT = 60.0  # seconds one whole query may take
 MAX_BODY_BYTES = 512 * 1024 * 1024
 
@@ -131,10 +132,11 @@ class PrometheusSource:
         group = ", ".join(("instance", *WORKLOAD_LABELS))
         spans = self._spans(seconds, selector)
         self.recorded = bool(self.query(f"count({recorded_name(SPAN_SERIES[0])}{{{selector}}})"))
+        lookback = self._recorded_lookback(seconds, selector) if self.recorded else seconds
         for name, (key, split, _collector) in COUNTERS.items():
             by = f"{group}, {split}" if split else group
             if self.recorded:  # the fleet rules' rates, averaged over the window, times the time each one covers
-                expr = f"sum by ({by}) (avg_over_time({recorded_name(name)}{{{selector}}}[{seconds}s]))"
+                expr = f"sum by ({by}) (avg_over_time({recorded_name(name)}{{{selector}}}[{lookback}s]))"
             else:
                 expr = f"sum by ({by}) (increase({name}{{{selector}}}[{seconds}s]))"
             for item in self.query(expr):
@@ -181,6 +183,19 @@ class PrometheusSource:
                 )
             )
         return windows
+
+    def _recorded_lookback(self, seconds: int, selector: str) -> int:
+        """The range of recorded 1-minute rates whose average covers the *seconds* before the evaluation time: each
+        rate looks one rule range back, so rates of the last ``seconds - 60`` s cover the window (averaging every
+        rate of the window would reach a minute before it). At least one and a half of the rules' evaluation
+        intervals, read from the recorded samples, so that every workload has a rate to average."""
+        interval = 0.0
+        for item in self.query(f"{recorded_name(SPAN_SERIES[0])}{{{selector}}}[{seconds + RECORDED_RATE_SECONDS}s]"):
+            times = [float(t) for t, _ in item.get("values", [])]
+            gaps = sorted(b - a for a, b in itertools.pairwise(times))
+            if gaps:
+                interval = max(interval, gaps[len(gaps) // 2])
+        return max(seconds - RECORDED_RATE_SECONDS, math.ceil(1.5 * interval), 1)
 
     def _spans(self, seconds: int, selector: str) -> dict[str, dict[Workload, float]]:
         """By instance, the seconds of the window each workload's series cover (the longest of its series)."""
