@@ -29,6 +29,8 @@ from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.invariants import assert_counters_monotonic, complaints
 from tests.support.prometheus import Prometheus
 from tests.support.scrape import Scrape, missed_switches
+from tests.support.sidecar import PREFIX as SIDECAR_PREFIX
+from tests.support.sidecar import Sidecar
 from tests.support.workloads import CgroupSandbox, Workload, build
 
 YIELDS = "schedwatch_sched_yield_calls_total"
@@ -409,39 +411,10 @@ def test_churn_of_cgroups_and_processes_during_scrapes_loses_nothing(
 # --- bounded maps full --------------------------------------------------------------------------------------------
 
 
-class Sidecar:
+def sidecar_agent(tmp_path: Path, *flags: str) -> Sidecar:
     """An agent in a pid namespace of its own (--sidecar): it counts only what runs in there, so that nothing
     else on the machine takes a slot of its tiny maps."""
-
-    def __init__(self, tmp_path: Path, *flags: str) -> None:
-        self.agent = start(tmp_path, "--sidecar", *flags, prefix=("unshare", "--pid", "--fork", "--mount-proc"))
-        children = Path(f"/proc/{self.agent.process.pid}/task/{self.agent.process.pid}/children").read_text().split()
-        (self.pid,) = (int(child) for child in children)
-
-    def command(self, binary: Path, *args: object) -> list[str]:
-        """A command line running *binary* inside the namespace."""
-        return ["nsenter", "--target", str(self.pid), "--pid", "--mount", "--", str(binary), *map(str, args)]
-
-    def run(self, binary: Path, *args: object) -> dict[str, object]:
-        """Run a workload inside the namespace to its end; its ground truth."""
-        done = subprocess.run(self.command(binary, *args, 0), capture_output=True, text=True, check=True, timeout=60)
-        truth: dict[str, object] = json.loads(done.stdout.splitlines()[0])
-        return truth
-
-    def hold(self, binary: Path, *args: object) -> tuple[subprocess.Popen[str], dict[str, object]]:
-        """Start a workload inside the namespace that stays until its stdin closes; it and its ground truth."""
-        held = subprocess.Popen(
-            self.command(binary, *args, 1), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert held.stdout is not None
-        truth: dict[str, object] = json.loads(held.stdout.readline())
-        return held, truth
-
-    def stop(self) -> int:
-        if self.agent.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGTERM)
-        return self.agent.stop()
+    return Sidecar(start(tmp_path, "--sidecar", *flags, prefix=SIDECAR_PREFIX))
 
 
 def map_entries(pid: int, name: str) -> int:
@@ -473,7 +446,7 @@ def test_full_cgroup_map_counts_drops_keeps_exact_counts_and_recovers(
     cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
 ) -> None:
     capacity = 3
-    sidecar = Sidecar(tmp_path, "--max-cgroups", str(capacity), "--no-collector.sched")
+    sidecar = sidecar_agent(tmp_path, "--max-cgroups", str(capacity), "--no-collector.sched")
     agent = sidecar.agent
     try:
         groups = [cgroups.make(f"full{index}") for index in range(capacity + 2)]
@@ -508,7 +481,7 @@ def test_full_cgroup_map_counts_drops_keeps_exact_counts_and_recovers(
 def test_full_process_map_counts_drops_keeps_exact_counts_and_recovers(
     cgroups: CgroupSandbox, yielder: Path, tmp_path: Path
 ) -> None:
-    sidecar = Sidecar(tmp_path, "--process-top-k", "2", "--max-processes", "2", "--no-collector.sched")
+    sidecar = sidecar_agent(tmp_path, "--process-top-k", "2", "--max-processes", "2", "--no-collector.sched")
     agent = sidecar.agent
     holders: list[subprocess.Popen[str]] = []
     try:
@@ -545,7 +518,7 @@ def test_full_process_map_counts_drops_keeps_exact_counts_and_recovers(
 def test_full_thread_maps_count_drops_keep_call_counts_exact_and_recover(
     cgroups: CgroupSandbox, spinner: Path, futexer: Path, tmp_path: Path
 ) -> None:
-    sidecar = Sidecar(tmp_path, "--max-threads", "8")
+    sidecar = sidecar_agent(tmp_path, "--max-threads", "8")
     agent = sidecar.agent
     waits, wait_ns = 4, 20_000_000
     parked: subprocess.Popen[str] | None = None
