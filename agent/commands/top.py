@@ -1,15 +1,17 @@
 """`schedwatch top`: a live view of where each workload's thread-seconds go, refreshed every --interval.
 
 One row per workload: CPU used against its limit, system share and its top system-call families, waiting for a
-CPU (by holder where the agent exports it), throttled, blocked, yields/s, futex/s, run-queue p99, threads and the
-active finding. Keys sort by a column (the key under the help line), q quits. When stdout is not a terminal, or
-with --once, it prints plain lines: one table per interval, or one table and exits. Reads collectors loaded in
-this process (as diagnose does) or a running agent (--from http://HOST:PORT). docs/top.md.
+CPU (by holder where the agent exports it), throttled, blocked, yields/s, futex/s, run-queue p99, threads against
+the CPU limit and the active finding; with --processes, its most active processes under it. Keys sort by a column
+(the key under the help line), q quits. When stdout is not a terminal, or with --once, it prints plain lines: one
+table per interval, or one table and exits. Reads collectors loaded in this process (as diagnose does) or a
+running agent (--from http://HOST:PORT). docs/top.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +33,9 @@ from agent.diagnosis.inputs.live.fleet import is_prometheus
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
 from agent.machine.procfs import ProcFS
-from agent.top.table import BY_KEY, BY_NAME, Column, Snapshot, rows, snapshot, sorted_rows
+from agent.top.table import BY_KEY, BY_NAME, Column, Row, Snapshot, nested, process_rows, rows, snapshot
+
+PROCESSES_LOADED_HERE = 50  # --process-top-k of the collectors top loads itself for --processes
 
 MIN_INTERVAL = 0.5
 MAX_INTERVAL = 60.0
@@ -60,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sort", choices=sorted(BY_NAME), default="cpu", help="the column to sort by (default cpu)")
     parser.add_argument("--once", action="store_true", help="print one table (over one interval) and exit")
+    parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="show each workload's processes under it (the agent's per-process series: the --process-top-k most "
+        f"active processes of the node; loading the collectors here, the {PROCESSES_LOADED_HERE} most active)",
+    )
     parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
     parser.add_argument("--pod", default="", help="only workloads of this pod")
     parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
@@ -88,6 +98,10 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
     if args.source:
         yield AgentSource(args.source, client=client).families
         return
+    if args.processes:
+        settings = dataclasses.replace(
+            settings, process_top_k=PROCESSES_LOADED_HERE, max_processes=config.Settings.max_processes
+        )
     with loaded_collectors(settings) as source:
         if not isinstance(source, CollectedSource):
             raise SourceError("the collectors loaded here gave no families to read")  # loaded_collectors' contract
@@ -100,9 +114,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         wanted = filter_for_pid(ProcFS(), Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid))
         with _reader(args, parser) as read:
             title = f"schedwatch top: {args.source or 'collectors loaded here'}"
+            table = _Table(wanted, args.processes)
             if args.once or not sys.stdout.isatty():
-                return _plain(read, wanted, BY_NAME[args.sort], args.interval, title, args.once)
-            return _live(read, wanted, BY_NAME[args.sort], args.interval, title)
+                return _plain(read, table, BY_NAME[args.sort], args.interval, title, args.once)
+            return _live(read, table, BY_NAME[args.sort], args.interval, title)
     except (SourceError, NoSuchProcess) as error:
         print(f"schedwatch top: {error}", file=sys.stderr)
         return 2
@@ -115,21 +130,33 @@ def _taken(read: Read) -> Snapshot:
     return snapshot(families, at)
 
 
-def _plain(read: Read, wanted: Filter, by: Column, seconds: float, title: str, once: bool) -> int:
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """Which rows to show: the workloads *wanted* matches, and their processes when asked."""
+
+    wanted: Filter
+    processes: bool
+
+    def rows(self, before: Snapshot, after: Snapshot) -> tuple[list[Row], list[Row]]:
+        shown = process_rows(before, after, self.wanted) if self.processes else []
+        return rows(before, after, self.wanted), shown
+
+
+def _plain(read: Read, table: _Table, by: Column, seconds: float, title: str, once: bool) -> int:
     from agent.top.screen import plain
 
     before = _taken(read)
     while True:
         time.sleep(seconds)
         after = _taken(read)
-        print(plain(sorted_rows(rows(before, after, wanted), by), by, title), flush=True)
+        print(plain(nested(*table.rows(before, after), by), by, title), flush=True)
         if once:
             return 0
         print(flush=True)
         before = after
 
 
-def _live(read: Read, wanted: Filter, by: Column, seconds: float, title: str) -> int:
+def _live(read: Read, table: _Table, by: Column, seconds: float, title: str) -> int:
     from rich.console import Console
     from rich.live import Live
 
@@ -137,7 +164,7 @@ def _live(read: Read, wanted: Filter, by: Column, seconds: float, title: str) ->
     from agent.top.screen import rich_table
 
     before = _taken(read)
-    table = []
+    shown: tuple[list[Row], list[Row]] = ([], [])
     console = Console()
     with Keys(sys.stdin.fileno()) as keys, Live(console=console, auto_refresh=False, screen=True) as live:
         live.update(f"{title}: first reading, next in {seconds:g} s", refresh=True)
@@ -150,10 +177,10 @@ def _live(read: Read, wanted: Filter, by: Column, seconds: float, title: str) ->
                 by = BY_KEY.get(key, by)
             else:
                 after = _taken(read)
-                table = rows(before, after, wanted)
+                shown = table.rows(before, after)
                 before, deadline = after, time.monotonic() + seconds
-            if table:
-                live.update(rich_table(sorted_rows(table, by), by, title, console.width), refresh=True)
+            if shown[0]:
+                live.update(rich_table(nested(*shown, by), by, title, console.width), refresh=True)
 
 
 COMMAND = Command(

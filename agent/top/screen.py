@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
 from agent.top.table import COLUMNS, Column, Row, cells
@@ -40,5 +41,5 @@ def rich_table(table: Sequence[Row], by: Column, title: str, width: int) -> Tabl
             min_width=None if index == 0 else widths[index],
         )
     for line in grid:
-        view.add_row(*line)
+        view.add_row(*(escape(cell) for cell in line))  # names are a tenant's: never rich markup
     return view

@@ -1,8 +1,11 @@
-"""The rows of `schedwatch top`: one per workload, from two readings of schedwatch's series.
+"""The rows of `schedwatch top`: one per workload, and on request one per process under it, from two readings
+of schedwatch's series.
 
 Pure: a Snapshot is parsed from prometheus_client metric families (collected in this process or parsed from an
 agent's /metrics), and rows() turns two snapshots into rates over the time between them. A column whose series is
-absent from the later reading is None (shown "-"), never 0: 0 means the series is there and did not move.
+absent from the later reading is None (shown "-"), never 0: 0 means the series is there and did not move. A
+process row reads the agent's per-process series (the --process-top-k most active processes): they have no CPU,
+limit, throttling, run-queue histogram, threads or findings, so those cells are "-".
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ COUNTERS: dict[str, tuple[str, str | None]] = {
     "schedwatch_sched_yield_calls_total": ("yields", None),
     "schedwatch_futex_calls_total": ("futex", "op"),
 }
+# The same keys from the per-process series.
+PROCESS_COUNTERS: dict[str, tuple[str, str | None]] = {
+    "schedwatch_process_runqueue_wait_by_holder_seconds_total": ("holder", "holder"),
+    "schedwatch_process_runqueue_wait_seconds_total": ("runqueue_wait", None),
+    "schedwatch_process_blocked_seconds_total": ("blocked", "state"),
+    "schedwatch_process_sched_yield_calls_total": ("yields", None),
+    "schedwatch_process_futex_calls_total": ("futex", "op"),
+}
 GAUGES = {"schedwatch_cpu_limit_cores": "limit", "schedwatch_threads": "threads"}
 BUCKETS = "schedwatch_runqueue_latency_seconds_bucket"
 FINDING = "schedwatch_finding"
@@ -49,16 +60,37 @@ class Series:
 
 
 @dataclass(frozen=True)
+class Process:
+    """A process of a workload, as its per-process series name it."""
+
+    ref: Workload
+    pid: int
+    comm: str
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """Every workload's series at one moment (seconds on a monotonic clock)."""
+    """Every workload's series, and every exported process's, at one moment (seconds on a monotonic clock)."""
 
     at: float
     workloads: dict[Workload, Series]
+    processes: dict[Process, Series] = field(default_factory=dict)
+
+
+def _add(
+    series: Series, table: dict[str, tuple[str, str | None]], name: str, labels: dict[str, str], value: float
+) -> None:
+    key, split = table[name]
+    if split is not None:
+        key = f"{key}:{labels.get(split, '')}"
+    if not math.isnan(value):
+        series.counts[key] = series.counts.get(key, 0.0) + value
 
 
 def snapshot(families: Iterable[Metric], at: float) -> Snapshot:
     """The workloads' series among *families*."""
     workloads: dict[Workload, Series] = {}
+    processes: dict[Process, Series] = {}
 
     def of(labels: dict[str, str]) -> Series:
         return workloads.setdefault(ref_of(labels), Series())
@@ -69,12 +101,10 @@ def snapshot(families: Iterable[Metric], at: float) -> Snapshot:
             if not any(label in labels for label in WORKLOAD_LABELS):
                 continue
             if name in COUNTERS:
-                key, split = COUNTERS[name]
-                if split is not None:
-                    key = f"{key}:{labels.get(split, '')}"
-                if not math.isnan(value):
-                    series = of(labels)
-                    series.counts[key] = series.counts.get(key, 0.0) + value
+                _add(of(labels), COUNTERS, name, labels, value)
+            elif name in PROCESS_COUNTERS and labels.get("pid", "").isdigit():
+                process = Process(ref_of(labels), int(labels["pid"]), labels.get("comm", ""))
+                _add(processes.setdefault(process, Series()), PROCESS_COUNTERS, name, labels, value)
             elif name in GAUGES and not math.isnan(value):
                 of(labels).gauges[GAUGES[name]] = value
             elif name == BUCKETS:
@@ -83,7 +113,7 @@ def snapshot(families: Iterable[Metric], at: float) -> Snapshot:
                 series.buckets[bound] = series.buckets.get(bound, 0.0) + value
             elif name == FINDING and value == 1:
                 of(labels).findings.append(labels.get("cause", "?"))
-    return Snapshot(at, workloads)
+    return Snapshot(at, workloads, processes)
 
 
 @dataclass(frozen=True)
@@ -92,6 +122,7 @@ class Row:
 
     ref: Workload
     name: str
+    pid: int | None = None  # a process row's process; None for the workload's own row
     cpu_cores: float | None = None  # user + system, in CPUs
     limit_cores: float | None = None
     system_share: float | None = None  # 0..1 of cpu
@@ -143,8 +174,8 @@ def quantile(q: float, before: dict[float, float], after: dict[float, float]) ->
     return lower
 
 
-def row(ref: Workload, before: Series | None, after: Series, seconds: float) -> Row:
-    """One workload's row over *seconds*."""
+def row(ref: Workload, before: Series | None, after: Series, seconds: float, process: Process | None = None) -> Row:
+    """One workload's row over *seconds*, or one of its *process*'s."""
 
     def rate(key: str) -> float | None:
         value = _delta(before, after, key)
@@ -165,7 +196,8 @@ def row(ref: Workload, before: Series | None, after: Series, seconds: float) -> 
     threads = after.gauges.get("threads")
     return Row(
         ref=ref,
-        name=ref.name,
+        name=ref.name if process is None else f"{process.pid} {process.comm}",
+        pid=None if process is None else process.pid,
         cpu_cores=cpu,
         limit_cores=after.gauges.get("limit"),
         system_share=share,
@@ -182,15 +214,31 @@ def row(ref: Workload, before: Series | None, after: Series, seconds: float) -> 
     )
 
 
-def rows(before: Snapshot, after: Snapshot, wanted: Filter = EVERYTHING) -> list[Row]:
-    """The rows of every workload of *after* that *wanted* matches, over the time between the readings."""
+def _seconds(before: Snapshot, after: Snapshot) -> float:
     seconds = after.at - before.at
     if seconds <= 0:
         raise ValueError(f"readings {seconds:g} s apart: the later must come after the earlier")
+    return seconds
+
+
+def rows(before: Snapshot, after: Snapshot, wanted: Filter = EVERYTHING) -> list[Row]:
+    """The rows of every workload of *after* that *wanted* matches, over the time between the readings."""
+    seconds = _seconds(before, after)
     return [
         row(ref, before.workloads.get(ref), series, seconds)
         for ref, series in after.workloads.items()
         if wanted.matches(ref)
+    ]
+
+
+def process_rows(before: Snapshot, after: Snapshot, wanted: Filter = EVERYTHING) -> list[Row]:
+    """The rows of every process *after* has series of, in a workload *wanted* matches (a process that was not
+    exported at *before* counts from 0: the agent exports a process from its first event on)."""
+    seconds = _seconds(before, after)
+    return [
+        row(process.ref, before.processes.get(process), series, seconds, process)
+        for process, series in after.processes.items()
+        if wanted.matches(process.ref)
     ]
 
 
@@ -246,6 +294,18 @@ def sorted_rows(table: Iterable[Row], by: Column) -> list[Row]:
     return [item for _value, item in known] + sorted(unknown, key=lambda item: item.name)
 
 
+def nested(workloads: Iterable[Row], processes: Iterable[Row], by: Column) -> list[Row]:
+    """*workloads* sorted by *by*, each followed by its own *processes*, sorted by *by* too."""
+    under: dict[Workload, list[Row]] = {}
+    for item in processes:
+        under.setdefault(item.ref, []).append(item)
+    out = []
+    for item in sorted_rows(workloads, by):
+        out.append(item)
+        out += sorted_rows(under.get(item.ref, ()), by)
+    return out
+
+
 def cells(r: Row) -> list[str]:
     """The row's cells as text, in COLUMNS order; "-" for unknown."""
 
@@ -259,8 +319,11 @@ def cells(r: Row) -> list[str]:
     if r.families:
         system += " " + ",".join(f"{name}:{share * 100:.0f}%" for name, share in r.families)
     p99 = "-" if r.runqueue_p99_seconds is None else f"{r.runqueue_p99_seconds * 1000:.2f}ms"
+    threads = "-" if r.threads is None else str(r.threads)
+    if r.threads is not None and r.limit_cores is not None:
+        threads += f"/{r.limit_cores:g}"  # threads against the CPUs the workload may use
     return [
-        r.name,
+        r.name if r.pid is None else f"  {r.name}",
         cpu,
         system,
         num(r.waiting_cores, ".2f"),
@@ -272,6 +335,6 @@ def cells(r: Row) -> list[str]:
         num(r.yields_per_second, ".0f"),
         num(r.futex_per_second, ".0f"),
         p99,
-        "-" if r.threads is None else str(r.threads),
+        threads,
         r.finding or "-",
     ]

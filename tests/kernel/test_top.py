@@ -26,9 +26,9 @@ RATE_TOLERANCE = 0.15
 
 
 @pytest.fixture(scope="module")
-def workloads(cgroups: CgroupSandbox) -> Iterator[tuple[str, str, str]]:
-    """(their common parent cgroup, the slow one's, the fast one's) as top labels them; named so that by name the
-    slow one comes first and by yields the fast one."""
+def workloads(cgroups: CgroupSandbox) -> Iterator[tuple[str, str, str, int, int]]:
+    """(their common parent cgroup, the slow one's, the fast one's) as top labels them, then the slow and the fast
+    process's pids; named so that by name the slow one comes first and by yields the fast one."""
     require_root()
     binary = build("paced_yielder")
     parent = cgroups.make("top")
@@ -39,7 +39,7 @@ def workloads(cgroups: CgroupSandbox) -> Iterator[tuple[str, str, str]]:
     fast = Workload(binary, fast_dir, FAST_PER_MS)
     assert slow.truth["yields_per_second"] == 5_000 and fast.truth["yields_per_second"] == 40_000
     try:
-        yield cgroups.relative(parent), cgroups.relative(slow_dir), cgroups.relative(fast_dir)
+        yield cgroups.relative(parent), cgroups.relative(slow_dir), cgroups.relative(fast_dir), slow.pid, fast.pid
     finally:
         slow.release()
         fast.release()
@@ -103,8 +103,8 @@ def assert_rate(cell: str, expected: float) -> None:
     assert abs(float(cell) - expected) <= RATE_TOLERANCE * expected, f"{cell}/s shown, {expected:g}/s made"
 
 
-def test_top_in_a_terminal_shows_the_rates_sorts_by_key_and_quits(workloads: tuple[str, str, str]) -> None:
-    parent, slow, fast = workloads
+def test_top_in_a_terminal_shows_the_rates_sorts_by_key_and_quits(workloads: tuple[str, str, str, int, int]) -> None:
+    parent, slow, fast, *_ = workloads
     # tmux hands the session the COLUMNS and LINES of whoever started it (80 x 24 under pytest): drop them, so top
     # sizes itself by the terminal, 200 x 50, as it would for a person.
     command = "env -u COLUMNS -u LINES " + shlex.join(top_command(parent, "--sort", "name"))
@@ -130,8 +130,8 @@ def test_top_in_a_terminal_shows_the_rates_sorts_by_key_and_quits(workloads: tup
         session.kill()
 
 
-def test_top_piped_prints_one_plain_table_with_once(workloads: tuple[str, str, str]) -> None:
-    parent, slow, fast = workloads
+def test_top_piped_prints_one_plain_table_with_once(workloads: tuple[str, str, str, int, int]) -> None:
+    parent, slow, fast, *_ = workloads
     result = subprocess.run(
         top_command(parent, "--once", "--sort", "yields"), cwd=REPO, capture_output=True, text=True, timeout=180
     )
@@ -147,8 +147,10 @@ def test_top_piped_prints_one_plain_table_with_once(workloads: tuple[str, str, s
     assert all(Path(name).is_relative_to(parent) for name in rows)  # --cgroup: nothing else
 
 
-def test_top_from_a_running_agent_shows_the_same_rates(agent: AgentProcess, workloads: tuple[str, str, str]) -> None:
-    parent, slow, fast = workloads
+def test_top_from_a_running_agent_shows_the_same_rates(
+    agent: AgentProcess, workloads: tuple[str, str, str, int, int]
+) -> None:
+    parent, slow, fast, *_ = workloads
     result = subprocess.run(
         top_command(parent, "--once", "--from", f"http://127.0.0.1:{agent.port}"),
         cwd=REPO,
@@ -161,6 +163,30 @@ def test_top_from_a_running_agent_shows_the_same_rates(agent: AgentProcess, work
     assert lines[0] == f"schedwatch top: http://127.0.0.1:{agent.port}  sorted by cpu"
     assert_rate(column(lines, "YIELD/s", slow), 5_000)
     assert_rate(column(lines, "YIELD/s", fast), 40_000)
+
+
+def test_top_with_processes_shows_each_process_under_its_workload(
+    agent: AgentProcess, workloads: tuple[str, str, str, int, int]
+) -> None:
+    """In tmux, from the running agent (it exports per-process series: --process-top-k): each paced yielder's
+    process row comes right under its workload's row, with the process's own yields per second."""
+    parent, slow, fast, slow_pid, fast_pid = workloads
+    extra = ("--processes", "--sort", "name", "--from", f"http://127.0.0.1:{agent.port}")
+    command = "env -u COLUMNS -u LINES " + shlex.join(top_command(parent, *extra)) + "; sleep 60"
+    session = Tmux(command)
+    try:
+        screen = session.wait_for(f"{fast_pid} paced_yielder", 30)
+        time.sleep(INTERVAL + 0.5)  # a window wholly after both workloads started
+        screen = session.wait_for(f"{fast_pid} paced_yielder", 10)
+        names = [line.strip().split()[0] for line in screen if line.strip()]
+        at = {name: names.index(name) for name in (slow, str(slow_pid), fast, str(fast_pid))}
+        assert at[str(slow_pid)] == at[slow] + 1 and at[str(fast_pid)] == at[fast] + 1, "\n".join(screen)
+        assert_rate(column(screen, "YIELD/s", str(slow_pid)), 5_000)
+        assert_rate(column(screen, "YIELD/s", str(fast_pid)), 40_000)
+        assert column(screen, "CPU", str(fast_pid)) == "-"  # no per-process CPU series: unknown, not 0
+        session.keys("q")
+    finally:
+        session.kill()
 
 
 @pytest.mark.parametrize(
