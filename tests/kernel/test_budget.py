@@ -7,6 +7,7 @@ workload's doing and what the neighbours' may be.
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ from agent.diagnosis.facts import Workload as DiagnosedWorkload
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
 from agent.diagnosis.inputs.live.series import read_families
 from agent.diagnosis.inputs.live.window import Window, workload_view
+from agent.machine.node_stat import parse_proc_stat
 from tests.support.agent import AgentProcess
 from tests.support.scrape import Scrape, cgroup_value, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build
@@ -32,6 +34,13 @@ HOLDERS = ("self", "other", "kernel")
 @pytest.fixture(scope="module")
 def budget() -> Path:
     return build("budget")
+
+
+def taken_ticks(cpu: int) -> int:
+    """Ticks of *cpu* since boot that no task's running time includes: taken by the hypervisor (steal) or spent
+    in interrupts (irq, softirq), from /proc/stat."""
+    ticks = parse_proc_stat(Path("/proc/stat").read_text()).cpus[cpu]
+    return ticks.steal + ticks.irq + ticks.softirq
 
 
 def by_holder(scrape: Scrape, path: str) -> dict[str, float]:
@@ -118,6 +127,7 @@ def test_running_waiting_and_blocked_add_up_to_the_threads_lives(
     """Three threads pinned to CPU 1 each spin 0.5 s, sleep 10 x 10 ms and vfork 5 sleeping children: every
     thread-second of their lives (and of the children's) is running, waiting for a CPU, or blocked."""
     group = cgroups.make("adds-up")
+    taken_before = taken_ticks(1)
     workload = Workload(budget, group, 1, 2, 0.5, 10, 10_000_000, 5)
     parts = workload.truth["parts"]
     lives = workload.truth["main_life_ns"] / 1e9 + sum(part["life_ns"] for part in parts[1:]) / 1e9
@@ -128,6 +138,10 @@ def test_running_waiting_and_blocked_add_up_to_the_threads_lives(
         scrape = agent.scrape()
     finally:
         workload.release()
+    # Time the hypervisor took from CPU 1 (steal), or interrupts took, while a thread ran there passed in the
+    # thread's life but in no part: cpu.stat's running time leaves both out (measured: 2.2 % of a run missing, on
+    # a VM losing 1-3 % of each CPU to steal). Up to one tick more, as /proc/stat counts whole ticks.
+    taken = (taken_ticks(1) - taken_before + 1) / os.sysconf("SC_CLK_TCK")
     path = cgroups.relative(group)
     running = sum(cgroup_value(scrape, CPU_USAGE, path, mode=mode) for mode in ("user", "system"))
     waiting = sum(by_holder(scrape, path).values())
@@ -139,7 +153,8 @@ def test_running_waiting_and_blocked_add_up_to_the_threads_lives(
     # after releasing the parent is not in it), and the main thread's start before its first measurement and exit
     # after its last are a few microseconds each. cpu.stat counts in microseconds.
     upper = lives + children
-    assert upper * 0.98 <= total <= upper * 1.01 + 0.001, {
+    assert upper * 0.98 - taken <= total <= upper * 1.01 + 0.001, {
+        "taken by steal and interrupts": taken,
         "running": running,
         "waiting": waiting,
         "blocked": blocked,
