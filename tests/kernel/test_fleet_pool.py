@@ -5,7 +5,6 @@ from the raw series and from the recorded ones, match the node's `diagnose` over
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from agent.diagnosis.inputs.live.fleet import PrometheusSource
 from agent.diagnosis.inputs.live.members import Filter
 from tests.scenarios.catalog import numpy_target
 from tests.support.agent import REPO, AgentProcess
+from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus
 from tests.support.workloads import CgroupSandbox
 
@@ -43,19 +43,6 @@ def recording(agent: AgentProcess, tmp_path_factory: pytest.TempPathFactory) -> 
     server = Prometheus(tmp_path_factory.mktemp("recording"), [f"127.0.0.1:{agent.port}"], rule_files=rules)
     yield server
     server.stop()
-
-
-def diagnose_json(*flags: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent", "diagnose", *flags, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
 
 
 def ranking_row(server: Prometheus, cgroup: str, at: str, recorded: bool) -> dict[str, Any]:
@@ -105,10 +92,10 @@ def test_a_4_worker_numpy_pool_gets_the_nodes_thread_count_through_prometheus(
             time.sleep(1)
         assert [float(i["value"][1]) for i in prometheus.query("schedwatch_node_cpus")] == [float(os.cpu_count() or 0)]
 
-        node = diagnose_json("--from", f"http://127.0.0.1:{agent.port}", "--duration", "10", "--cgroup", path)
-        fleet = diagnose_json(
+        node = Diagnose("--from", f"http://127.0.0.1:{agent.port}", "--duration", "10", "--cgroup", path).result()
+        fleet = Diagnose(
             "--from", f"prometheus+{prometheus.url}", "--node", "127.0.0.1", "--duration", "60", "--cgroup", path
-        )
+        ).result()
         cpus = os.cpu_count()
         assert fleet["node"]["cpus"] == cpus
         node_fix, fleet_fix = pool_fix(node, path), pool_fix(fleet, path)
@@ -125,15 +112,11 @@ def test_a_4_worker_numpy_pool_gets_the_nodes_thread_count_through_prometheus(
         # is still busy at its end).
         while time.monotonic() < started + 70:
             time.sleep(1)
-        minute = subprocess.Popen(
-            [sys.executable, "-m", "agent", "diagnose", "--json", "--from", f"http://127.0.0.1:{agent.port}",
-             "--duration", "60", "--cgroup", path],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        out, err = minute.communicate(timeout=180)
+        minute = Diagnose(
+            "--from", f"http://127.0.0.1:{agent.port}", "--duration", "60", "--cgroup", path
+        ).result()  # fmt: skip
         at = f"{time.time():.3f}"  # the diagnose read the agent a moment ago: its minute ends here, within ~1 s
-        assert minute.returncode == 0, err
-        (view,) = [w for w in json.loads(out)["workloads"] if w["ref"]["cgroup"] == path]
+        (view,) = [w for w in minute["workloads"] if w["ref"]["cgroup"] == path]
         seconds = view["seconds"]
         node_rates = {
             "cpu_used_cores": view["cpu_used_cores"],

@@ -4,17 +4,14 @@ workload is ranked under each instance, with the same counts (issue 27)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.agent import REPO, AgentProcess
+from tests.support.agent import AgentProcess
+from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus
 from tests.support.workloads import CgroupSandbox, Workload
 
@@ -30,19 +27,6 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     process.wait_ready()
     yield process
     assert process.stop() == 0, process.log()
-
-
-def diagnose_json(*flags: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent", "diagnose", *flags, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
 
 
 def test_the_ranking_spans_two_agents_and_node_drills_into_each(
@@ -67,12 +51,12 @@ def test_the_ranking_spans_two_agents_and_node_drills_into_each(
                 assert time.monotonic() < deadline, prometheus.query(series)
                 time.sleep(0.5)
             url = f"prometheus+{prometheus.url}"
-            ranking = diagnose_json("--from", url, "--duration", "120")
+            ranking = Diagnose("--from", url, "--duration", "120").result()
             assert sorted(ranking["nodes"]) == sorted(instances)
             rows = [row for row in ranking["workloads"] if row["workload"]["cgroup"] == path]
             assert sorted(row["instance"] for row in rows) == sorted(instances)
             for instance in instances:
-                report = diagnose_json("--from", url, "--node", instance, "--duration", "120", "--cgroup", path)
+                report = Diagnose("--from", url, "--node", instance, "--duration", "120", "--cgroup", path).result()
                 (view,) = [w for w in report["workloads"] if w["ref"]["cgroup"] == path]
                 # the storm's yields (the first workload's 1 came before the range's first sample, or inside it)
                 assert YIELDS * THREADS <= view["sched_yield_calls"] <= total * 1.25, (instance, view)
