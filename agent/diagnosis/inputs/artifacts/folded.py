@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code
-from agent.diagnosis.inputs.artifacts.backtrace import FUTEX, LIBC_FILES, YIELD, Frame
+from agent.diagnosis.facts import NodeView, Workload, WorkloadView
+from agent.diagnosis.inputs.artifacts import code, sampled
+from agent.diagnosis.inputs.artifacts.backtrace import Frame
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
@@ -35,7 +35,6 @@ FORMAT = "folded stacks"
 _LINE = re.compile(r"^(?P<stack>\S.*?) (?P<count>\d+)$")
 _PLACE = re.compile(r"^(?P<function>.+?) \((?P<where>[^()]+)\)$")
 _ELIDED = re.compile(r"^\[\.\.\..*\]$|^\.\.\.$")
-PYTHON_YIELD = re.compile(r"^os_sched_yield$")  # CPython's os.sched_yield, whose libc call py-spy shows unnamed
 
 
 @dataclass(frozen=True)
@@ -119,49 +118,10 @@ def parse(text: str) -> FoldedReport:
     return FoldedReport(tuple(stacks), skipped, elided)
 
 
-def _is_yield(frame: Frame) -> bool:
-    name = frame.function or ""
-    return bool(YIELD.search(name) or PYTHON_YIELD.search(name))
-
-
-def _site(frames: tuple[Frame, ...], at: int) -> tuple[str, str | None]:
-    """The caller of frames[at]: the nearest frame towards the root outside the C library and the yield call."""
-    for frame in reversed(frames[:at]):
-        if not LIBC_FILES.match(frame.library) and not _is_yield(frame):
-            return frame.library, frame.function
-    return code.UNKNOWN, None
-
-
 def to_facts(report: FoldedReport, source: str) -> Part:
     """On-CPU samples by leaf frame, and the callers of sched_yield and futex waits."""
-    leaves: dict[tuple[str, str | None, str], float] = {}
-    yields: dict[tuple[str, str | None], float] = {}
-    futexes: dict[tuple[str, str | None], float] = {}
-    for stack in report.stacks:
-        leaf = stack.frames[-1]
-        mode = "kernel" if leaf.library == code.KERNEL else "user"
-        key = (leaf.library, leaf.function, mode)
-        leaves[key] = leaves.get(key, 0.0) + stack.count
-        user = [index for index, frame in enumerate(stack.frames) if frame.library != code.KERNEL]
-        for index in reversed(user):
-            frame = stack.frames[index]
-            if _is_yield(frame):
-                site = _site(stack.frames, index)
-                yields[site] = yields.get(site, 0.0) + stack.count
-                break
-            if FUTEX.search(frame.function or ""):
-                site = _site(stack.frames, index)
-                futexes[site] = futexes.get(site, 0.0) + stack.count
-                break
-
-    def rows(counted: dict[tuple[str, str | None], float]) -> tuple[CodeShare, ...] | None:
-        ordered = sorted(counted.items(), key=lambda item: -item[1])
-        return tuple(CodeShare(library, function, "user", count) for (library, function), count in ordered) or None
-
-    samples = tuple(
-        CodeShare(library, function, mode, count)
-        for (library, function, mode), count in sorted(leaves.items(), key=lambda item: -item[1])
-    )
+    stacks = [sampled.Counted(tuple(reversed(stack.frames)), stack.count) for stack in report.stacks]
+    yield_sites, futex_sites = sampled.call_sites(stacks)
     notes = [f"{source}: {len(report.stacks)} folded stacks: a profile's counts, not how long it ran"]
     if report.elided_frames:
         notes.append(f"{source}: {report.elided_frames} elided frame(s) (`[...]`) read past")
@@ -169,9 +129,9 @@ def to_facts(report: FoldedReport, source: str) -> Part:
         notes.append(f"{source}: {report.skipped} lines that are not folded stacks skipped")
     workload = WorkloadView(
         ref=Workload(),
-        cpu_samples=samples,
+        cpu_samples=sampled.leaf_samples(stacks),
         cpu_samples_total=float(sum(stack.count for stack in report.stacks)),
-        yield_sites=rows(yields),
-        futex_sites=rows(futexes),
+        yield_sites=yield_sites,
+        futex_sites=futex_sites,
     )
     return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))
