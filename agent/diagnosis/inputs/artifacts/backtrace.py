@@ -51,7 +51,7 @@ _ELISION = re.compile(r"^(?:\[\.\.\.\]|\.\.\.|…)$")
 LIBC_SOURCES = re.compile(r"sysdeps/|nptl/|^pthread_\w+\.c$|^lowlevellock\.S$|^futex-internal\.[ch]$|^clone\.S$|"
                           r"^syscall\.S$|^__syscall_cp\.c$|^waitpid\.c$")  # fmt: skip
 LIBC_FILES = re.compile(r"^(?:libc|libpthread|ld-linux[\w-]*|libc\.musl[\w-]*|ld-musl[\w-]*)(?:[.-]|$)")
-YIELD = re.compile(r"^(?:__)?sched_yield$|^pthread_yield$|^__GI___sched_yield$")
+YIELD = re.compile(r"^(?:__GI_)?(?:__)?sched_yield$|^pthread_yield$")
 FUTEX = re.compile(r"futex|^__lll_lock_wait|^pthread_cond_(?:timed|clock)?wait|^__pthread_cond_|^(?:__new_)?sem_"
                    r"(?:timed)?wait|^pthread_(?:clock|timed)?join|^__pthread_clockjoin|^pthread_mutex_lock|"
                    r"__platform_wait|^__lll_timedlock_wait|^do_futex_wait")  # fmt: skip
@@ -142,7 +142,8 @@ def _frame(text: str) -> tuple[Frame, int | None] | None:
     return None
 
 
-def _state(frames: tuple[Frame, ...]) -> str:
+def state_of(frames: tuple[Frame, ...]) -> str:
+    """Where a stack (innermost frame first) stands: in sched_yield, a futex wait, I/O, a sleep, or running."""
     for frame in frames[:3]:  # the call wrappers sit on top
         name = frame.function or ""
         if YIELD.search(name):
@@ -193,7 +194,7 @@ def parse(text: str) -> StackDump:
         nonlocal current
         if current:
             frames = tuple(current)
-            stacks.append(Stack(frames, thread, _state(frames)))
+            stacks.append(Stack(frames, thread, state_of(frames)))
         current = []
 
     for line in lines(text):

@@ -34,6 +34,7 @@ FORMAT = "folded stacks"
 
 _LINE = re.compile(r"^(?P<stack>\S.*?) (?P<count>\d+)$")
 _PLACE = re.compile(r"^(?P<function>.+?) \((?P<where>[^()]+)\)$")
+WAKER = "--"  # offwaketime's folded stacks: the blocked thread's frames, "--", then its waker's
 _ELIDED = re.compile(r"^\[\.\.\..*\]$|^\.\.\.$")
 
 
@@ -80,18 +81,27 @@ def _stack(text: str) -> tuple[FoldedStack, int] | None:
     return FoldedStack(tuple(frames), int(match["count"])), len(parts) - len(frames)
 
 
-def looks_like(text: str) -> bool:
-    """True when *text* has two or more folded stacks and more stack lines than other lines."""
-    found = other = 0
+def _rows(text: str) -> list[str]:
+    """The pasted lines, a stack a terminal wrapped (a line with frames but no count, then its rest) joined again."""
+    rows: list[str] = []
     for line in lines(text):
         clean = unquoted(line.text)
         if not clean:
             continue
-        if _stack(clean) is not None:
-            found += 1
+        if rows and ";" in rows[-1] and _LINE.match(rows[-1]) is None and ";" in clean.split(" ", 1)[0]:
+            rows[-1] += clean  # a terminal wraps mid-name, without a space
         else:
-            other += 1
-    return found >= 2 and found > other
+            rows.append(clean)
+    return rows
+
+
+def looks_like(text: str) -> bool:
+    """True when *text* has folded stacks and more stack lines than other lines (a last stack cut before its count
+    aside): two or more, or one and nothing else."""
+    rows = _rows(text)
+    found = sum(1 for row in rows if _stack(row) is not None)
+    other = len(rows) - found - (1 if rows and ";" in rows[-1] and _stack(rows[-1]) is None else 0)
+    return (found >= 2 and found > other) or (found == 1 and other == 0)
 
 
 def looks_like_error(text: str) -> bool:
@@ -105,11 +115,8 @@ def parse(text: str) -> FoldedReport:
         raise NotThisFormat(FORMAT, "no `frame;frame;frame COUNT` lines")
     stacks: list[FoldedStack] = []
     skipped = elided = 0
-    for line in lines(text):
-        clean = unquoted(line.text)
-        if not clean:
-            continue
-        found = _stack(clean)
+    for row in _rows(text):
+        found = _stack(row)
         if found is None:
             skipped += 1
             continue
@@ -120,9 +127,13 @@ def parse(text: str) -> FoldedReport:
 
 def to_facts(report: FoldedReport, source: str) -> Part:
     """On-CPU samples by leaf frame, and the callers of sched_yield and futex waits."""
-    stacks = [sampled.Counted(tuple(reversed(stack.frames)), stack.count) for stack in report.stacks]
+    off_cpu = [stack for stack in report.stacks if any(frame.function == WAKER for frame in stack.frames)]
+    stacks = [sampled.Counted(tuple(reversed(stack.frames)), stack.count)
+              for stack in report.stacks if stack not in off_cpu]  # fmt: skip
     yield_sites, futex_sites = sampled.call_sites(stacks)
     notes = [f"{source}: {len(report.stacks)} folded stacks: a profile's counts, not how long it ran"]
+    if off_cpu:
+        notes.append(f"{source}: {len(off_cpu)} stack(s) with a waker after `--` (offwaketime): off-CPU time, not read")
     if report.elided_frames:
         notes.append(f"{source}: {report.elided_frames} elided frame(s) (`[...]`) read past")
     if report.skipped:
@@ -130,7 +141,7 @@ def to_facts(report: FoldedReport, source: str) -> Part:
     workload = WorkloadView(
         ref=Workload(),
         cpu_samples=sampled.leaf_samples(stacks),
-        cpu_samples_total=float(sum(stack.count for stack in report.stacks)),
+        cpu_samples_total=float(sum(stack.weight for stack in stacks)) if stacks else None,
         yield_sites=yield_sites,
         futex_sites=futex_sites,
     )
