@@ -28,6 +28,7 @@ class CpuShares:
     irq: float | None = None
     softirq: float | None = None
     steal: float | None = None
+    since_boot: bool = False  # the shares average the machine's life since boot (one reading of /proc/stat)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,6 @@ class NodeView:
 
     cpus: int | None = None  # online CPUs
     cpu: CpuShares | None = None
-    cpu_since_boot: bool = False  # the shares average the machine's life since boot (one reading of /proc/stat)
     run_queue: float | None = None  # runnable tasks on average (vmstat's r, top's running tasks)
     load_average: tuple[float, float, float] | None = None
     context_switches_per_second: float | None = None

@@ -18,6 +18,8 @@ from agent.diagnosis.rules.common import evidence
 
 KIND_SHARE = 0.2  # of all on-CPU samples, for a kind of code to be named
 SITE_SHARE = 0.5  # of the stacks in sched_yield (or futex), for one calling library to be named
+# Where thread pools' idle threads wait for work (OpenBLAS's server loop, OpenMP barriers and suspends)
+POOL_IDLE = re.compile(r"^blas_thread_server$|^__kmp_suspend|barrier|^gomp_thread_start$|^__kmp_launch_thread$")
 LISTED_SHARE = 0.5  # of the samples the rows of a profile hold, for their kernel share to stand for the profile's
 
 
@@ -80,7 +82,7 @@ KINDS: tuple[Kind, ...] = (
     Kind(
         "syscall-entry",
         re.compile(
-            r"^entry_SYSCALL|^entry_SYSENTER|^entry_INT80|^syscall_return_via_sysret$|^do_syscall_64$|"
+            r"^entry_SYSCALL|^entry_SYSENTER|^entry_INT80|^__entry_text_start$|^syscall_return_via_sysret$|^do_syscall_64$|"
             r"^sysret32_from_system_call$|^system_call(?:_fastpath|_after_swapgs)?$|"
             r"^syscall_exit_to_user_mode|^exit_to_user_mode"
         ),
@@ -225,6 +227,10 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
         look = ("perf trace -s -p PID -- sleep 10 (yields per thread)", "schedwatch diagnose")
     else:
         summary += " Threads in a futex wait are blocked, not on a CPU; in a hang it is a wait nobody ends."
+        if pool is not None and all(POOL_IDLE.search(function) for function in functions):
+            summary += f" That is {pool.implementation}'s thread pool: its idle threads wait so for work."
+        elif pool is not None:
+            summary += f" The wait is inside {pool.implementation}'s thread-pool library (not its idle wait)."
         look = ("the thread that should wake them: its stack in the same dump", "perf trace -s -p PID -- sleep 10")
     shown = (evidence(f"stacks in {call} from {library}", 100 * share, "%", f"bar {100 * SITE_SHARE:g} %"),)
     topic = "yield-site" if call == "sched_yield" else "futex-site"

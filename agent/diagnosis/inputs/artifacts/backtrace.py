@@ -160,13 +160,23 @@ def state_of(frames: tuple[Frame, ...]) -> str:
     return "futex" if first == "syscall" and len(frames) > 1 and FUTEX.search(frames[1].function or "") else "running"
 
 
-def _looks(text: str) -> int:
-    frames = 0
+_CONTINUED = re.compile(r"^(?:from|at) \S")  # gdb wraps a long frame before its `from LIB` or `at FILE:LINE`
+
+
+def _rows(text: str) -> list[str]:
+    """The pasted lines unquoted, a frame gdb wrapped before its ``from``/``at`` part joined again."""
+    rows: list[str] = []
     for line in lines(text):
-        found = _frame(_unquoted(line.text))
-        if found is not None:
-            frames += 1
-    return frames
+        clean = _unquoted(line.text)
+        if rows and _CONTINUED.match(clean) and _GDB_FRAME.match(rows[-1]):
+            rows[-1] = f"{rows[-1]} {clean}"
+        else:
+            rows.append(clean)
+    return rows
+
+
+def _looks(text: str) -> int:
+    return sum(1 for row in _rows(text) if _frame(row) is not None)
 
 
 def looks_like(text: str) -> bool:
@@ -197,8 +207,7 @@ def parse(text: str) -> StackDump:
             stacks.append(Stack(frames, thread, state_of(frames)))
         current = []
 
-    for line in lines(text):
-        clean = _unquoted(line.text)
+    for clean in _rows(text):
         if not clean:
             if current and thread is None:
                 close()  # glibc frames: a blank line ends a stack

@@ -4,13 +4,13 @@ and a row cut short are read past. Recorded here (see the fixtures' README), row
 
     CPU0       CPU1
               HI:          0          0
-           TIMER:      72132      89490
-          NET_RX:      29383     133824
+           TIMER:      85842     106028
+          NET_RX:      34122     239250
 
 >>> from agent.diagnosis.inputs.artifacts.text import docstring_sample
 >>> report = parse(docstring_sample(__doc__))
 >>> (report.cpus, report.readings[0]["NET_RX"])
-(2, (29383, 133824))
+(2, (34122, 239250))
 
 Facts (:func:`to_facts`): the counts per type and CPU (``NodeView.softirqs``), since boot or between the first and
 the last reading (its columns are the possible CPUs, so the online ones are not read from it). The rules say which

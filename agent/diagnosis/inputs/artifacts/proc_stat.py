@@ -12,8 +12,8 @@ pasted after the other) give the shares between them, and the context switches p
 (1, 702, [0])
 
 Facts (:func:`to_facts`): the node's CPU shares (user, nice, system, idle, iowait, irq, softirq, steal) and its
-online CPUs; since boot (``cpu_since_boot``) from one reading, else between the first and the last, with the context
-switches per second (the window from the ticks counted, at the USER_HZ of 100 that x86 and arm kernels report in).
+online CPUs; since boot (``CpuShares.since_boot``) from one reading, else between the first and the last, with the
+context switches per second (the window from the ticks counted, at the USER_HZ of 100 that x86 and arm kernels use).
 """
 
 from __future__ import annotations
@@ -85,11 +85,12 @@ def parse(text: str) -> ProcStat:
     return ProcStat(tuple(parse_proc_stat("\n".join(block)) for block in blocks), skipped, cut)
 
 
-def _shares(ticks: CpuTicks) -> CpuShares | None:
+def _shares(ticks: CpuTicks, since_boot: bool) -> CpuShares | None:
     total = ticks.total
     if total <= 0:
         return None
-    return CpuShares(**{state.name: 100 * getattr(ticks, state.name) / total for state in fields(ticks)})
+    shares = {state.name: 100 * getattr(ticks, state.name) / total for state in fields(ticks)}
+    return CpuShares(**shares, since_boot=since_boot)
 
 
 def _between(first: CpuTicks, last: CpuTicks) -> CpuTicks:
@@ -112,7 +113,7 @@ def to_facts(report: ProcStat, source: str) -> Part:
         if seconds and first.context_switches is not None and last.context_switches is not None:
             switches = (last.context_switches - first.context_switches) / seconds
             notes.append(f"{source}: {seconds:.1f} s between the readings (their ticks at USER_HZ {USER_HZ})")
-    shares = _shares(ticks)
+    shares = _shares(ticks, since_boot=len(report.readings) == 1)
     if shares is None:
         notes.append(f"{source}: every CPU time in it is 0: it counts nothing (a sandbox's /proc?)")
     if report.cut:
@@ -120,7 +121,6 @@ def to_facts(report: ProcStat, source: str) -> Part:
     node = NodeView(
         cpus=cpus,
         cpu=shares,
-        cpu_since_boot=shares is not None and len(report.readings) == 1,
         context_switches_per_second=switches,
     )
     return Part(FORMAT, source, node, notes=tuple(notes))
