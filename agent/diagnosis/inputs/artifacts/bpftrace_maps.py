@@ -96,7 +96,9 @@ def looks_like_error(text: str) -> bool:
 
 
 def _frame(text: str) -> tuple[Frame, bool | None] | None:
-    """A frame and whether it is the kernel's (None: not told by the frame itself)."""
+    """A frame and whether it is the kernel's (None: not told by the frame itself); None for an elision."""
+    if text in ("[...]", "...", "…"):
+        return None
     if (perf := _PERF_FRAME.match(text)) is not None:
         kernel = code.is_kernel(perf["dso"]) or int(perf["address"], 16) >= KERNEL_SPACE
         library = code.KERNEL if kernel else code.library(perf["dso"])
