@@ -1023,6 +1023,10 @@ HOSTILE_LINES = {  # each made quadratic or worse by a careless pattern (found w
     "dashes in vmstat's first line": "procs " + "-" * 100_000 + "\n r b\n",
     "digits before time's zsh words": "1" * 100_000 + "s user 1s system 1",
     "digits before GNU time's words": "1" * 100_000 + "user 1system 1",
+    "spaces in a perf script frame": "a 1 1.5: cycles:\n1 a" + " (" * 50_000 + "\n",
+    "digits in a perf script header": " 1" * 50_000 + ".5: x:\n",
+    "brackets in a bcc frame": 'Tracing 1 functions for "f"... Hit Ctrl-C to end.\na' + " [a" * 50_000 + "\n",
+    "colons in a bpftrace key": "@[" + ": 1" * 50_000 + "\n",
 }
 
 
