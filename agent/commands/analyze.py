@@ -1,6 +1,7 @@
 """`schedwatch analyze FILE…`: the diagnosis of artifacts people already collected (perf trace -s, strace -c,
-top, pidstat, mpstat, vmstat, time, perf stat, the kernel's clock-source lines, or a saved `schedwatch diagnose --json`
-report), as a terminal tree, JSON or an HTML page. All files given together describe one environment; a file that
+top, pidstat, mpstat, vmstat, time, perf stat, perf report/top/script, stacks, bcc and bpftrace output, py-spy dump,
+/proc and cgroup files, the kernel's clock-source lines, or a saved `schedwatch diagnose --json` report), as a
+terminal tree, JSON or an HTML page. All files given together describe one environment; a file that
 cannot be read is listed as not read and the rest is analysed."""
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 COMMAND = Command(
     name=NAME,
-    help="diagnose saved outputs of perf trace -s, strace -c, top, pidstat, mpstat, vmstat, time, perf stat, dmesg",
+    help="diagnose saved outputs of perf, strace, top, sysstat, vmstat, time, gdb, bcc, bpftrace, py-spy, /proc",
     description=__doc__,
     add_arguments=add_arguments,
     run=run,

@@ -28,6 +28,34 @@ class CpuShares:
     irq: float | None = None
     softirq: float | None = None
     steal: float | None = None
+    since_boot: bool = False  # the shares average the machine's life since boot (one reading of /proc/stat)
+
+
+@dataclass(frozen=True)
+class ReclaimCounts:
+    """Page reclaim and compaction as ``/proc/vmstat`` counts them: since boot (one reading), or between two.
+
+    Pages scanned and reclaimed (stolen) by kswapd in the background and by allocating tasks themselves (direct
+    reclaim, which stalls them), allocations that stalled in direct reclaim (``allocstall``) and in compaction. A
+    counter the kernel does not print is None.
+    """
+
+    since_boot: bool  # one reading: counts since the machine booted; two: what happened between them
+    scanned_kswapd: float | None = None
+    scanned_direct: float | None = None
+    stolen_kswapd: float | None = None
+    stolen_direct: float | None = None
+    allocation_stalls: float | None = None
+    compaction_stalls: float | None = None
+    compaction_failures: float | None = None
+
+
+@dataclass(frozen=True)
+class SoftirqCounts:
+    """Soft interrupts per type and CPU as ``/proc/softirqs`` counts them: since boot, or between two readings."""
+
+    since_boot: bool
+    by_type: dict[str, tuple[float, ...]]  # NET_RX, TIMER, ...: one count per CPU, CPU0 first
 
 
 @dataclass(frozen=True)
@@ -44,6 +72,8 @@ class NodeView:
     clocksource_events: tuple[str, ...] = ()  # kernel log lines about the clock source (TSC marked unstable, ...)
     pressure_waiting_seconds: dict[str, float] | None = None  # /proc/pressure/{cpu,memory,io} "some" totals
     pressure_stalled_seconds: dict[str, float] | None = None  # "full" totals
+    reclaim: ReclaimCounts | None = None  # /proc/vmstat
+    softirqs: SoftirqCounts | None = None  # /proc/softirqs
 
 
 @dataclass(frozen=True)
@@ -60,6 +90,7 @@ class CodeShare:
     mode: str  # "user" or "kernel"
     count: float
     version: str | None = None  # the library's own version, where it says
+    inclusive: float | None = None  # count with its callees' (perf report --children); None: not told
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,10 @@ def test_each_agents_storm_alert_carries_its_node(
             storms.append(sidecar.hold(paced, group, YIELDS_PER_MS)[0])
         deadline = time.monotonic() + 90
         while len(storm_alerts(prometheus)) < 2:
-            assert time.monotonic() < deadline, (storm_alerts(prometheus), prometheus.query("schedwatch_cpu_limit_cores"))
+            assert time.monotonic() < deadline, (
+                storm_alerts(prometheus),
+                prometheus.query("schedwatch_cpu_limit_cores"),
+            )
             time.sleep(1)
         time.sleep(3)  # a few evaluations more: an alert of a workload the other agent counted would show by now
         alerts = storm_alerts(prometheus)

@@ -11,6 +11,7 @@ import pytest
 
 from agent.cli import main
 from agent.diagnosis.findings import SCHEMA
+from agent.diagnosis.inputs.artifacts import formats
 from tests.support.schemas import assert_valid
 
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
@@ -115,6 +116,49 @@ def test_compare_reads_the_new_formats_on_either_side(capsys: pytest.CaptureFixt
     assert a in sources and b in sources
     status, out, err = run(capsys, "compare", "--json", str(FIXTURES / b), str(FIXTURES / a))
     assert (status, err) == (0, "")
+
+
+def one_fixture_per_format() -> dict[str, str]:
+    """For each format but a saved report, the first fixture (by name) that it reads."""
+    chosen: dict[str, str] = {}
+    for path in sorted(FIXTURES.glob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        fmt = next((row for row in formats.FORMATS if row.looks_like(text)), None)
+        if fmt is not None and fmt.name not in chosen:
+            chosen[fmt.name] = path.name
+    return chosen
+
+
+PER_FORMAT = one_fixture_per_format()
+
+
+def test_there_is_a_fixture_of_every_format() -> None:
+    assert set(PER_FORMAT) == {row.name for row in formats.FORMATS} - {"schedwatch diagnose --json"}
+
+
+@pytest.mark.parametrize("fmt", sorted(PER_FORMAT))
+def test_compare_takes_every_format_on_either_side(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    """Each format against the next one in the table, as A and as B."""
+    names = sorted(PER_FORMAT)
+    mine, other = PER_FORMAT[fmt], PER_FORMAT[names[(names.index(fmt) + 1) % len(names)]]
+    for a, b in ((mine, other), (other, mine)):
+        status, out, err = run(capsys, "compare", "--json", str(FIXTURES / a), str(FIXTURES / b))
+        assert (status, err) == (0, ""), (a, b)
+        report = json.loads(out)
+        assert_valid(report)
+        assert a in json.dumps(report["a"]) and b in json.dumps(report["b"])
+
+
+def test_analyze_reads_a_new_format_beside_a_file_it_cannot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    odd = tmp_path / "notes.txt"
+    odd.write_text("the VM is slow since Tuesday\n")
+    flood = str(FIXTURES / "recorded_proc_softirqs_udp_flood.txt")
+    status, out, err = run(capsys, "analyze", "--json", flood, str(odd))
+    assert (status, err) == (0, "")
+    report = json.loads(out)
+    assert [observation["topic"] for observation in report["observations"]] == ["softirqs-on-one-cpu"]
+    [note] = [note for note in report["notes"] if note.startswith("not read: ")]
+    assert f"{odd}: not output of a tool schedwatch reads" in note and "cat /proc/softirqs" in note
 
 
 def test_compare_two_paths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

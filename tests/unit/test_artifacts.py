@@ -16,24 +16,33 @@ import pytest
 from agent.diagnosis.inputs import artifacts
 from agent.diagnosis.inputs.artifacts import (
     backtrace,
+    bcc_stacks,
+    bpftrace_maps,
     cgroup_cpu,
     clocksource,
     folded,
     load,
     mpstat,
     perf_report,
+    perf_script,
     perf_stat,
     perf_trace,
     pidstat,
     pressure,
     proc_sched,
+    proc_softirqs,
+    proc_stat,
     proc_status,
+    proc_vmstat,
+    pyspy_dump,
     strace,
     time_output,
     top,
     vmstat,
 )
 from agent.diagnosis.inputs.artifacts.backtrace import StackDump
+from agent.diagnosis.inputs.artifacts.bcc_stacks import BccStacks
+from agent.diagnosis.inputs.artifacts.bpftrace_maps import BpftraceMaps
 from agent.diagnosis.inputs.artifacts.cgroup_cpu import CgroupCpu
 from agent.diagnosis.inputs.artifacts.clocksource import ClocksourceReport
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat
@@ -41,12 +50,17 @@ from agent.diagnosis.inputs.artifacts.folded import FoldedReport
 from agent.diagnosis.inputs.artifacts.formats import detect_format
 from agent.diagnosis.inputs.artifacts.mpstat import MpstatReport
 from agent.diagnosis.inputs.artifacts.perf_report import PerfReport
+from agent.diagnosis.inputs.artifacts.perf_script import PerfScript
 from agent.diagnosis.inputs.artifacts.perf_stat import PerfStatReport
 from agent.diagnosis.inputs.artifacts.perf_trace import PerfTraceSummary
 from agent.diagnosis.inputs.artifacts.pidstat import PidstatReport
 from agent.diagnosis.inputs.artifacts.pressure import PressureReport
 from agent.diagnosis.inputs.artifacts.proc_sched import ProcSched
+from agent.diagnosis.inputs.artifacts.proc_softirqs import ProcSoftirqs
+from agent.diagnosis.inputs.artifacts.proc_stat import ProcStat
 from agent.diagnosis.inputs.artifacts.proc_status import ProcStatus
+from agent.diagnosis.inputs.artifacts.proc_vmstat import ProcVmstat
+from agent.diagnosis.inputs.artifacts.pyspy_dump import PySpyDump
 from agent.diagnosis.inputs.artifacts.strace import StraceSummary
 from agent.diagnosis.inputs.artifacts.text import docstring_sample
 from agent.diagnosis.inputs.artifacts.time_output import TimeReport
@@ -56,7 +70,8 @@ from agent.diagnosis.inputs.artifacts.vmstat import VmstatReport
 FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (
     perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
-    proc_status, pressure, cgroup_cpu, folded, proc_sched,
+    proc_status, pressure, cgroup_cpu, folded, proc_sched, perf_script, bcc_stacks, bpftrace_maps, pyspy_dump,
+    proc_stat, proc_softirqs, proc_vmstat,
 )  # fmt: skip
 
 
@@ -827,11 +842,18 @@ def test_clocksource_files_of_sysfs() -> None:
 
 
 EXPECTED_FORMAT = {
+    "_perf_script_": "perf script",
+    "_bcc_": "bcc stacks",
+    "_bpftrace_": "bpftrace maps",
+    "_pyspy_dump_": "py-spy dump",
+    "_proc_softirqs": "/proc/softirqs",
+    "_proc_vmstat": "/proc/vmstat",
     "perf_report": "perf report",
     "perf_top": "perf report",
     "_stacks_": "stacks",
     "_folded_": "folded stacks",
     "_proc_status_": "/proc/PID/status",
+    "_proc_stat": "/proc/stat",
     "_proc_sched_": "/proc/PID/sched",
     "_pressure_": "pressure",
     "_cgroup_cpu_stat_": "cgroup cpu.stat",
@@ -863,6 +885,13 @@ PARSED_TYPE = {
     "/proc/PID/sched": ProcSched,
     "pressure": PressureReport,
     "cgroup cpu.stat": CgroupCpu,
+    "perf script": PerfScript,
+    "bcc stacks": BccStacks,
+    "bpftrace maps": BpftraceMaps,
+    "py-spy dump": PySpyDump,
+    "/proc/stat": ProcStat,
+    "/proc/softirqs": ProcSoftirqs,
+    "/proc/vmstat": ProcVmstat,
 }
 
 
@@ -875,7 +904,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 103
+    assert len(fixtures()) == 149
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())
@@ -994,6 +1023,10 @@ HOSTILE_LINES = {  # each made quadratic or worse by a careless pattern (found w
     "dashes in vmstat's first line": "procs " + "-" * 100_000 + "\n r b\n",
     "digits before time's zsh words": "1" * 100_000 + "s user 1s system 1",
     "digits before GNU time's words": "1" * 100_000 + "user 1system 1",
+    "spaces in a perf script frame": "a 1 1.5: cycles:\n1 a" + " (" * 50_000 + "\n",
+    "digits in a perf script header": " 1" * 50_000 + ".5: x:\n",
+    "brackets in a bcc frame": 'Tracing 1 functions for "f"... Hit Ctrl-C to end.\na' + " [a" * 50_000 + "\n",
+    "colons in a bpftrace key": "@[" + ": 1" * 50_000 + "\n",
 }
 
 

@@ -295,3 +295,55 @@ def test_the_new_formats_combine_in_one_environment() -> None:
     assert (workload.threads, workload.cpus_allowed, workload.periods, workload.user_seconds) == (5, 48.0, 7, 0.027213)
     assert workload.cpu_samples_total == 502 and workload.yield_sites == (CodeShare("y.py", "spin", "user", 458),)
     assert [observation.topic for observation in diagnose(facts).observations] == ["hot-code-sched-yield", "yield-site"]
+
+
+# --- inclusive shares: perf report --children, and stacks that show what a call entered ------------------------
+
+
+def test_children_columns_name_the_call_that_enters_the_scheduler() -> None:
+    """Three Python threads calling os.sched_yield: self shares put 43 % in the scheduler, but 58.45 % of the
+    samples are inside __sched_yield with what it calls (the Children column): the yields are named."""
+    report = perf_report.parse(read("recorded_perf_report_yield_children_callgraph.txt"))
+    row = next(row for row in report.rows if row.symbol == "__sched_yield")
+    assert (row.children, row.percent) == (58.45, 5.92)
+    (observation,) = diagnose(
+        read_environment([FIXTURES / "recorded_perf_report_yield_children_callgraph.txt"])
+    ).observations
+    assert observation.topic == "hot-code-sched-yield"
+    assert observation.evidence[0].fact == "on-CPU samples in sched-yield code and the code it calls"
+    assert observation.evidence[0].value == 58.45
+
+
+def test_children_rows_without_their_header_a_samples_column_and_empty_srclines() -> None:
+    report = perf_report.parse(read("public_perf_report_jj9708_children_page_fault_cut.txt"))
+    assert [(row.children, row.percent, row.symbol, row.dso) for row in report.rows[:3]] == [
+        (99.81, 0.0, "asm_exc_page_fault", None),
+        (99.81, 0.0, "exc_page_fault", None),
+        (99.80, 0.03, "do_user_addr_fault", None),
+    ]
+    (observation,) = diagnose(
+        read_environment([FIXTURES / "public_perf_report_jj9708_children_page_fault_cut.txt"])
+    ).observations
+    assert observation.topic == "hot-code-page-faults" and observation.evidence[0].value == 99.81
+    # the rows shown hold 0.04 % of the samples by self share: their kernel share would say nothing of the profile
+    assert "kernel code" not in observation.summary and len(observation.evidence) == 1
+
+
+def shares(*rows: tuple[str, str, float, float | None]) -> tuple[CodeShare, ...]:
+    return tuple(CodeShare("[kernel]", function, "kernel", count, inclusive=inclusive) for function, _, count, inclusive
+                 in rows)  # fmt: skip
+
+
+def test_the_entry_code_and_the_scheduler_are_never_named_by_their_inclusive_share() -> None:
+    """Every system call runs under entry_SYSCALL_64 and every blocking call under __schedule: their inclusive
+    shares name no call. Only yield, futex and page-fault code count theirs."""
+    from agent.diagnosis.facts import Workload, WorkloadView
+
+    rows = shares(("entry_SYSCALL_64_after_hwframe", "", 0.0, 95.0), ("__schedule", "", 30.0, 80.0),
+                  ("do_futex", "", 5.0, 25.0), ("memcpy", "", 65.0, None))  # fmt: skip
+    workload = WorkloadView(ref=Workload(), cpu_samples=rows, cpu_samples_total=100.0)
+    (observation,) = code.observations(workload)
+    assert observation.topic == "hot-code-scheduler" and observation.evidence[0].value == 30.0
+    rows = (*rows[:2], CodeShare("[kernel]", "do_futex", "kernel", 5.0, inclusive=45.0), rows[3])
+    (observation,) = code.observations(WorkloadView(ref=Workload(), cpu_samples=rows, cpu_samples_total=100.0))
+    assert observation.topic == "hot-code-futex" and observation.evidence[0].value == 45.0

@@ -197,6 +197,8 @@ DIAGNOSIS_DEFS = {
     "workload_ref": facts.Workload,
     "cpu_shares": facts.CpuShares,
     "node": facts.NodeView,
+    "reclaim_counts": facts.ReclaimCounts,
+    "softirq_counts": facts.SoftirqCounts,
     "code_share": facts.CodeShare,
     "thread": facts.ThreadView,
     "library": facts.LibraryView,

@@ -158,7 +158,8 @@ def _node(node: NodeView) -> str:
         ),
     ]
     if node.cpu is not None:
-        cells.extend((f"CPU {name}", f"{value:.1f} %") for name, _short, value in cpu_states(node.cpu))
+        since = " since boot" if node.cpu.since_boot else ""
+        cells.extend((f"CPU {name}{since}", f"{value:.1f} %") for name, _short, value in cpu_states(node.cpu))
     rows = "".join(f"<tr><td>{_e(name)}</td><td class=n>{_e(value)}</td></tr>" for name, value in cells)
     return f"<h2>Node</h2><table>{rows}</table>"
 

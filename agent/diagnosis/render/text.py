@@ -113,7 +113,7 @@ def _node(node: NodeView, tree: Tree) -> None:
     branch.add(_text(" · ".join(parts)))
     if node.cpu is not None:
         shown = "  ".join(f"{value:.1f} {short}" for _name, short, value in cpu_states(node.cpu))
-        branch.add(_text(f"CPU time: {shown}"))
+        branch.add(_text(f"CPU time{' since boot' if node.cpu.since_boot else ''}: {shown}"))
     else:
         branch.add(_text("CPU time: unknown", style="dim"))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
 from agent.diagnosis.findings import Cause, Diagnosis, Finding, Unchecked
-from agent.diagnosis.rules import futex, next_steps, node, pool, runqueue, throttling
+from agent.diagnosis.rules import futex, next_steps, node, node_counters, pool, runqueue, throttling
 from agent.diagnosis.rules.signals import signals
 from agent.diagnosis.rules.thresholds import DEFAULT, Thresholds
 
@@ -51,5 +51,9 @@ def diagnose(facts: Facts, limits: Thresholds = DEFAULT) -> Diagnosis:
         )
     )
     unchecked = tuple(outcome for outcome in outcomes if isinstance(outcome, Unchecked))
-    observed = node.observations(facts, findings, limits) + next_steps.observations(facts, findings)
+    observed = (
+        node.observations(facts, findings, limits)
+        + node_counters.observations(facts)
+        + next_steps.observations(facts, findings)
+    )
     return Diagnosis(facts, findings, unchecked, observed)

@@ -18,6 +18,9 @@ from agent.diagnosis.rules.common import evidence
 
 KIND_SHARE = 0.2  # of all on-CPU samples, for a kind of code to be named
 SITE_SHARE = 0.5  # of the stacks in sched_yield (or futex), for one calling library to be named
+# Where thread pools' idle threads wait for work (OpenBLAS's server loop, OpenMP barriers and suspends)
+POOL_IDLE = re.compile(r"^blas_thread_server$|^__kmp_suspend|barrier|^gomp_thread_start$|^__kmp_launch_thread$")
+LISTED_SHARE = 0.5  # of the samples the rows of a profile hold, for their kernel share to stand for the profile's
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(
         "sched-yield",
         re.compile(
-            r"^(?:__)?(?:x64_)?(?:sys_|se_sys_)?sched_yield$|^do_sched_yield$|^yield_task_fair$|^os_sched_yield$"
+            r"^(?:__GI_)?(?:__)?(?:x64_)?(?:sys_|se_sys_)?sched_yield$|^do_sched_yield$|^yield_task_fair$|"
+            r"^os_sched_yield$"
         ),
         "threads calling sched_yield in a loop (idle pool threads spinning for work)",
         (f"{RECORD} (which library calls sched_yield)", "perf trace -s -p PID -- sleep 10 (yields per thread)"),
@@ -78,7 +82,7 @@ KINDS: tuple[Kind, ...] = (
     Kind(
         "syscall-entry",
         re.compile(
-            r"^entry_SYSCALL|^entry_SYSENTER|^entry_INT80|^syscall_return_via_sysret$|^do_syscall_64$|"
+            r"^entry_SYSCALL|^entry_SYSENTER|^entry_INT80|^__entry_text_start$|^syscall_return_via_sysret$|^do_syscall_64$|"
             r"^sysret32_from_system_call$|^system_call(?:_fastpath|_after_swapgs)?$|"
             r"^syscall_exit_to_user_mode|^exit_to_user_mode"
         ),
@@ -116,6 +120,10 @@ KINDS: tuple[Kind, ...] = (
     ),
 )
 NOT_CONTENTION = frozenset({"clock-read", "page-faults", "idle"})
+# Kinds entered from user code whose cost is mostly the kernel code below them (the scheduler a yield or a futex
+# wait enters, the allocation a fault makes): with perf report --children their inclusive share is their cost. Not
+# the entry or the scheduler themselves, whose inclusive share holds every call.
+INCLUSIVE_KINDS = frozenset({"sched-yield", "futex", "page-faults"})
 
 
 def kind_of(row: CodeShare) -> Kind | None:
@@ -143,25 +151,44 @@ def _hot_code(workload: WorkloadView) -> Observation | None:
         if kind is not None:
             by_kind.setdefault(kind.name, []).append(row)
     shares = {name: sum(row.count for row in rows) / total for name, rows in by_kind.items()}
+    inclusive = {
+        name: max(row.inclusive or 0.0 for row in rows) / total
+        for name, rows in by_kind.items()
+        if name in INCLUSIVE_KINDS
+    }
+    shares = {name: max(share, inclusive.get(name, 0.0)) for name, share in shares.items()}
     busiest = max(shares, key=lambda name: shares[name], default=None)
     if busiest is None or shares[busiest] < KIND_SHARE:
         return None
     kind = next(kind for kind in KINDS if kind.name == busiest)
-    rows = sorted(by_kind[busiest], key=lambda row: -row.count)
-    names = ", ".join(f"{row.function} ({_pct(row.count / total)} %)" for row in rows[:4])
+    with_callees = inclusive.get(busiest, 0.0) >= shares[busiest] > 0
+    if with_callees:
+        rows = sorted((row for row in by_kind[busiest] if row.inclusive), key=lambda row: -(row.inclusive or 0.0))
+        names = ", ".join(f"{row.function} ({_pct((row.inclusive or 0.0) / total)} % with what it calls)"
+                          for row in rows[:4])  # fmt: skip
+    else:
+        rows = sorted(by_kind[busiest], key=lambda row: -row.count)
+        names = ", ".join(f"{row.function} ({_pct(row.count / total)} %)" for row in rows[:4])
     kernel = sum(row.count for row in samples if row.mode == "kernel") / total
-    summary = (
-        f"{_pct(shares[busiest])} % of the on-CPU samples are {kind.meaning}: {names}. "
-        f"{_pct(kernel)} % of the samples are kernel code. A profile shows where the CPU time goes, not how many "
-        "threads wait for how many CPUs."
-    )
+    listed = sum(row.count for row in samples) / total  # a paste may hold only the top rows
+    summary = f"{_pct(shares[busiest])} % of the on-CPU samples are {kind.meaning}: {names}. "
+    if listed >= LISTED_SHARE:
+        summary += f"{_pct(kernel)} % of the samples are kernel code. "
+    summary += "A profile shows where the CPU time goes, not how many threads wait for how many CPUs."
+    shown = [
+        evidence(
+            f"on-CPU samples in {busiest} code" + (" and the code it calls" if with_callees else ""),
+            100 * shares[busiest],
+            "%",
+            f"bar {100 * KIND_SHARE:g} %",
+        )
+    ]
+    if listed >= LISTED_SHARE:
+        shown.append(evidence("on-CPU samples in the kernel", 100 * kernel, "%", "of all samples"))
     return Observation(
         topic=f"hot-code-{busiest}",
         summary=summary,
-        evidence=(
-            evidence(f"on-CPU samples in {busiest} code", 100 * shares[busiest], "%", f"bar {100 * KIND_SHARE:g} %"),
-            evidence("on-CPU samples in the kernel", 100 * kernel, "%", "of all samples"),
-        ),
+        evidence=tuple(shown),
         look_next=kind.look_next,
         workload=workload.ref,
     )
@@ -200,6 +227,10 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
         look = ("perf trace -s -p PID -- sleep 10 (yields per thread)", "schedwatch diagnose")
     else:
         summary += " Threads in a futex wait are blocked, not on a CPU; in a hang it is a wait nobody ends."
+        if pool is not None and all(POOL_IDLE.search(function) for function in functions):
+            summary += f" That is {pool.implementation}'s thread pool: its idle threads wait so for work."
+        elif pool is not None:
+            summary += f" The wait is inside {pool.implementation}'s thread-pool library (not its idle wait)."
         look = ("the thread that should wake them: its stack in the same dump", "perf trace -s -p PID -- sleep 10")
     shown = (evidence(f"stacks in {call} from {library}", 100 * share, "%", f"bar {100 * SITE_SHARE:g} %"),)
     topic = "yield-site" if call == "sched_yield" else "futex-site"

@@ -149,8 +149,9 @@ def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds
             "perf top -g (which kernel functions)",
             "grep -E 'compact|thp' /proc/vmstat; cat /proc/softirqs",
         ]
+        spends = "Since boot (one reading), the node has spent" if cpu.since_boot else "The node spends"
         summary = (
-            f"The node spends {cpu.system:.0f} % of its CPU time in the kernel, and no thread-contention cause "
+            f"{spends} {cpu.system:.0f} % of its CPU time in the kernel, and no thread-contention cause "
             "measured here explains it."
         )
         for workload in facts.workloads:
@@ -170,5 +171,8 @@ def observations(facts: Facts, findings: tuple[Finding, ...], limits: Thresholds
         bar = getattr(limits, bar_name)
         if value is not None and value >= bar:
             shown_state = (evidence(state, value, "%", f"bar {bar:g} %"),)
-            found.append(Observation(state, template.format(share=value), shown_state, (where_to_look,)))
+            said = ("Since boot (one reading): " if cpu is not None and cpu.since_boot else "") + template.format(
+                share=value
+            )
+            found.append(Observation(state, said, shown_state, (where_to_look,)))
     return tuple(found)

@@ -51,7 +51,7 @@ _ELISION = re.compile(r"^(?:\[\.\.\.\]|\.\.\.|…)$")
 LIBC_SOURCES = re.compile(r"sysdeps/|nptl/|^pthread_\w+\.c$|^lowlevellock\.S$|^futex-internal\.[ch]$|^clone\.S$|"
                           r"^syscall\.S$|^__syscall_cp\.c$|^waitpid\.c$")  # fmt: skip
 LIBC_FILES = re.compile(r"^(?:libc|libpthread|ld-linux[\w-]*|libc\.musl[\w-]*|ld-musl[\w-]*)(?:[.-]|$)")
-YIELD = re.compile(r"^(?:__)?sched_yield$|^pthread_yield$|^__GI___sched_yield$")
+YIELD = re.compile(r"^(?:__GI_)?(?:__)?sched_yield$|^pthread_yield$")
 FUTEX = re.compile(r"futex|^__lll_lock_wait|^pthread_cond_(?:timed|clock)?wait|^__pthread_cond_|^(?:__new_)?sem_"
                    r"(?:timed)?wait|^pthread_(?:clock|timed)?join|^__pthread_clockjoin|^pthread_mutex_lock|"
                    r"__platform_wait|^__lll_timedlock_wait|^do_futex_wait")  # fmt: skip
@@ -142,7 +142,8 @@ def _frame(text: str) -> tuple[Frame, int | None] | None:
     return None
 
 
-def _state(frames: tuple[Frame, ...]) -> str:
+def state_of(frames: tuple[Frame, ...]) -> str:
+    """Where a stack (innermost frame first) stands: in sched_yield, a futex wait, I/O, a sleep, or running."""
     for frame in frames[:3]:  # the call wrappers sit on top
         name = frame.function or ""
         if YIELD.search(name):
@@ -159,13 +160,23 @@ def _state(frames: tuple[Frame, ...]) -> str:
     return "futex" if first == "syscall" and len(frames) > 1 and FUTEX.search(frames[1].function or "") else "running"
 
 
-def _looks(text: str) -> int:
-    frames = 0
+_CONTINUED = re.compile(r"^(?:from|at) \S")  # gdb wraps a long frame before its `from LIB` or `at FILE:LINE`
+
+
+def _rows(text: str) -> list[str]:
+    """The pasted lines unquoted, a frame gdb wrapped before its ``from``/``at`` part joined again."""
+    rows: list[str] = []
     for line in lines(text):
-        found = _frame(_unquoted(line.text))
-        if found is not None:
-            frames += 1
-    return frames
+        clean = _unquoted(line.text)
+        if rows and _CONTINUED.match(clean) and _GDB_FRAME.match(rows[-1]):
+            rows[-1] = f"{rows[-1]} {clean}"
+        else:
+            rows.append(clean)
+    return rows
+
+
+def _looks(text: str) -> int:
+    return sum(1 for row in _rows(text) if _frame(row) is not None)
 
 
 def looks_like(text: str) -> bool:
@@ -193,11 +204,10 @@ def parse(text: str) -> StackDump:
         nonlocal current
         if current:
             frames = tuple(current)
-            stacks.append(Stack(frames, thread, _state(frames)))
+            stacks.append(Stack(frames, thread, state_of(frames)))
         current = []
 
-    for line in lines(text):
-        clean = _unquoted(line.text)
+    for clean in _rows(text):
         if not clean:
             if current and thread is None:
                 close()  # glibc frames: a blank line ends a stack

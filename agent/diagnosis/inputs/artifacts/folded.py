@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code
-from agent.diagnosis.inputs.artifacts.backtrace import FUTEX, LIBC_FILES, YIELD, Frame
+from agent.diagnosis.facts import NodeView, Workload, WorkloadView
+from agent.diagnosis.inputs.artifacts import code, sampled
+from agent.diagnosis.inputs.artifacts.backtrace import Frame
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
@@ -34,8 +34,8 @@ FORMAT = "folded stacks"
 
 _LINE = re.compile(r"^(?P<stack>\S.*?) (?P<count>\d+)$")
 _PLACE = re.compile(r"^(?P<function>.+?) \((?P<where>[^()]+)\)$")
+WAKER = "--"  # offwaketime's folded stacks: the blocked thread's frames, "--", then its waker's
 _ELIDED = re.compile(r"^\[\.\.\..*\]$|^\.\.\.$")
-PYTHON_YIELD = re.compile(r"^os_sched_yield$")  # CPython's os.sched_yield, whose libc call py-spy shows unnamed
 
 
 @dataclass(frozen=True)
@@ -81,18 +81,27 @@ def _stack(text: str) -> tuple[FoldedStack, int] | None:
     return FoldedStack(tuple(frames), int(match["count"])), len(parts) - len(frames)
 
 
-def looks_like(text: str) -> bool:
-    """True when *text* has two or more folded stacks and more stack lines than other lines."""
-    found = other = 0
+def _rows(text: str) -> list[str]:
+    """The pasted lines, a stack a terminal wrapped (a line with frames but no count, then its rest) joined again."""
+    rows: list[str] = []
     for line in lines(text):
         clean = unquoted(line.text)
         if not clean:
             continue
-        if _stack(clean) is not None:
-            found += 1
+        if rows and ";" in rows[-1] and _LINE.match(rows[-1]) is None and ";" in clean.split(" ", 1)[0]:
+            rows[-1] += clean  # a terminal wraps mid-name, without a space
         else:
-            other += 1
-    return found >= 2 and found > other
+            rows.append(clean)
+    return rows
+
+
+def looks_like(text: str) -> bool:
+    """True when *text* has folded stacks and more stack lines than other lines (a last stack cut before its count
+    aside): two or more, or one and nothing else."""
+    rows = _rows(text)
+    found = sum(1 for row in rows if _stack(row) is not None)
+    other = len(rows) - found - (1 if rows and ";" in rows[-1] and _stack(rows[-1]) is None else 0)
+    return (found >= 2 and found > other) or (found == 1 and other == 0)
 
 
 def looks_like_error(text: str) -> bool:
@@ -106,11 +115,8 @@ def parse(text: str) -> FoldedReport:
         raise NotThisFormat(FORMAT, "no `frame;frame;frame COUNT` lines")
     stacks: list[FoldedStack] = []
     skipped = elided = 0
-    for line in lines(text):
-        clean = unquoted(line.text)
-        if not clean:
-            continue
-        found = _stack(clean)
+    for row in _rows(text):
+        found = _stack(row)
         if found is None:
             skipped += 1
             continue
@@ -119,59 +125,24 @@ def parse(text: str) -> FoldedReport:
     return FoldedReport(tuple(stacks), skipped, elided)
 
 
-def _is_yield(frame: Frame) -> bool:
-    name = frame.function or ""
-    return bool(YIELD.search(name) or PYTHON_YIELD.search(name))
-
-
-def _site(frames: tuple[Frame, ...], at: int) -> tuple[str, str | None]:
-    """The caller of frames[at]: the nearest frame towards the root outside the C library and the yield call."""
-    for frame in reversed(frames[:at]):
-        if not LIBC_FILES.match(frame.library) and not _is_yield(frame):
-            return frame.library, frame.function
-    return code.UNKNOWN, None
-
-
 def to_facts(report: FoldedReport, source: str) -> Part:
     """On-CPU samples by leaf frame, and the callers of sched_yield and futex waits."""
-    leaves: dict[tuple[str, str | None, str], float] = {}
-    yields: dict[tuple[str, str | None], float] = {}
-    futexes: dict[tuple[str, str | None], float] = {}
-    for stack in report.stacks:
-        leaf = stack.frames[-1]
-        mode = "kernel" if leaf.library == code.KERNEL else "user"
-        key = (leaf.library, leaf.function, mode)
-        leaves[key] = leaves.get(key, 0.0) + stack.count
-        user = [index for index, frame in enumerate(stack.frames) if frame.library != code.KERNEL]
-        for index in reversed(user):
-            frame = stack.frames[index]
-            if _is_yield(frame):
-                site = _site(stack.frames, index)
-                yields[site] = yields.get(site, 0.0) + stack.count
-                break
-            if FUTEX.search(frame.function or ""):
-                site = _site(stack.frames, index)
-                futexes[site] = futexes.get(site, 0.0) + stack.count
-                break
-
-    def rows(counted: dict[tuple[str, str | None], float]) -> tuple[CodeShare, ...] | None:
-        ordered = sorted(counted.items(), key=lambda item: -item[1])
-        return tuple(CodeShare(library, function, "user", count) for (library, function), count in ordered) or None
-
-    samples = tuple(
-        CodeShare(library, function, mode, count)
-        for (library, function, mode), count in sorted(leaves.items(), key=lambda item: -item[1])
-    )
+    off_cpu = [stack for stack in report.stacks if any(frame.function == WAKER for frame in stack.frames)]
+    stacks = [sampled.Counted(tuple(reversed(stack.frames)), stack.count)
+              for stack in report.stacks if stack not in off_cpu]  # fmt: skip
+    yield_sites, futex_sites = sampled.call_sites(stacks)
     notes = [f"{source}: {len(report.stacks)} folded stacks: a profile's counts, not how long it ran"]
+    if off_cpu:
+        notes.append(f"{source}: {len(off_cpu)} stack(s) with a waker after `--` (offwaketime): off-CPU time, not read")
     if report.elided_frames:
         notes.append(f"{source}: {report.elided_frames} elided frame(s) (`[...]`) read past")
     if report.skipped:
         notes.append(f"{source}: {report.skipped} lines that are not folded stacks skipped")
     workload = WorkloadView(
         ref=Workload(),
-        cpu_samples=samples,
-        cpu_samples_total=float(sum(stack.count for stack in report.stacks)),
-        yield_sites=rows(yields),
-        futex_sites=rows(futexes),
+        cpu_samples=sampled.leaf_samples(stacks),
+        cpu_samples_total=float(sum(stack.weight for stack in stacks)) if stacks else None,
+        yield_sites=yield_sites,
+        futex_sites=futex_sites,
     )
     return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))

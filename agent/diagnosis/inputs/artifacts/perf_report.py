@@ -17,7 +17,8 @@ past; of several ``perf top`` snapshots the last is used; a row cut short (no ``
 skipped and counted.
 
 Facts (:func:`to_facts`): the workload's on-CPU samples by library and function (``cpu_samples``; each row's self
-share of the samples, as a count when the header gives the number of samples, as a percentage otherwise). A
+share of the samples, as a count when the header gives the number of samples, as a percentage otherwise; with
+``--children`` the inclusive share too, in the same unit). A
 profile says where the CPU time went, not why: the rules name what kind of code is at the top and what to collect.
 """
 
@@ -70,7 +71,7 @@ class PerfReport:
     skipped: int  # call-graph, comment, header and other lines read past
 
 
-def _row(text: str, children_column: bool) -> ProfileRow | str | None:
+def _row(text: str) -> ProfileRow | str | None:
     """A row, None when the line is not one, "cut" for a row without its symbol."""
     old = _OLD_ROW.match(text)
     if old and not text.startswith(("+", "-")):
@@ -89,22 +90,28 @@ def _row(text: str, children_column: bool) -> ProfileRow | str | None:
         return None
     first, second = decimal(match["first"]), match["second"]
     rest = match["rest"]
-    children, percent = (first, decimal(second)) if second is not None and children_column else (None, first)
+    # Two percentages are Children and Self (perf's only layout with two), with or without their header line.
+    children, percent = (first, decimal(second)) if second is not None else (None, first)
     symbol = _SYMBOL.match(rest)
     if symbol is None:
         return "cut" if rest and not rest.startswith(("|", "-")) else None
     before = symbol["before"].split()
+    while before and before[0].isdigit():
+        before = before[1:]  # a Samples or Period column (-n, --show-total-period)
     dso = before[-1] if before else None
     comm = " ".join(before[:-1]) or None
     mode = "kernel" if symbol["mode"] == "k" or code.is_kernel(dso) else "user"
-    return ProfileRow(percent, children, comm, dso, symbol["symbol"], mode)
+    name = symbol["symbol"].split()
+    while len(name) > 1 and name[-1] == "-":
+        name.pop()  # empty srcline/srcfile columns
+    return ProfileRow(percent, children, comm, dso, " ".join(name), mode)
 
 
 def _looks(text: str) -> tuple[int, int]:
     rows = cut = 0
     for line in lines(text):
         clean = unquoted(line.text)
-        found = _row(clean, children_column=True) if clean else None
+        found = _row(clean) if clean else None
         if isinstance(found, ProfileRow):
             rows += 1
         elif found == "cut":
@@ -130,7 +137,6 @@ def parse(text: str) -> PerfReport:
     """The profile in *text*; raises NotThisFormat (see .errors)."""
     rows: list[ProfileRow] = []
     samples = event = None
-    children_column = False
     snapshots = 1
     cut = skipped = 0
     seen_top = False
@@ -143,7 +149,6 @@ def parse(text: str) -> PerfReport:
             event = header["event"]
             continue
         if clean.lstrip("# ").startswith("Children"):
-            children_column = True
             skipped += 1
             continue
         if _PERFTOP.match(clean):
@@ -153,7 +158,7 @@ def parse(text: str) -> PerfReport:
             skipped += len(rows)
             rows = []
             continue
-        found = _row(clean, children_column)
+        found = _row(clean)
         if isinstance(found, ProfileRow):
             rows.append(found)
         elif found == "cut":
@@ -169,13 +174,16 @@ def to_facts(report: PerfReport, source: str) -> Part:
     """The workload's on-CPU samples by library and function, busiest first."""
     scale = report.samples / 100 if report.samples else 1.0
     merged: dict[tuple[str, str | None, str], float] = {}
+    inclusive: dict[tuple[str, str | None, str], float] = {}
     for row in report.rows:
         key = (code.library(row.dso) if row.dso else (code.KERNEL if row.mode == "kernel" else code.UNKNOWN),
                code.function(row.symbol), row.mode)  # fmt: skip
         count = row.samples if row.samples is not None else row.percent * scale
         merged[key] = merged.get(key, 0.0) + count
+        if row.children is not None:
+            inclusive[key] = inclusive.get(key, 0.0) + row.children * scale
     shares = tuple(
-        CodeShare(library, function, mode, count)
+        CodeShare(library, function, mode, count, inclusive=inclusive.get((library, function, mode)))
         for (library, function, mode), count in sorted(merged.items(), key=lambda item: -item[1])
     )
     notes = ["a profile tells where on-CPU time went, not how long the workload ran nor why"]
