@@ -70,7 +70,21 @@ class BpfMap:
                     self._batch = error.errno == errno.ENOSPC  # a crowded bucket: only this read goes key by key
         return self.items_by_key()
 
-    def _items_batched(self) -> list[tuple[Any, Any]]:
+    def drain(self) -> list[tuple[Any, Any]]:
+        """Every entry, each deleted as it is read (BPF_MAP_LOOKUP_AND_DELETE_BATCH, Linux >= 5.6; elsewhere read,
+        then deleted key by key: an update between the two is lost)."""
+        if self._batch:
+            with self._reading:
+                try:
+                    return self._items_batched(delete=True)
+                except OSError as error:
+                    if error.errno not in (*_NO_BATCH, errno.ENOSPC):
+                        raise
+        found = self.items_by_key()
+        self.delete(key for key, _value in found)
+        return found
+
+    def _items_batched(self, delete: bool = False) -> list[tuple[Any, Any]]:
         if self._buffers is None:
             token_size = max(self.spec.key_size, 8)
             self._buffers = (
@@ -83,7 +97,7 @@ class BpfMap:
         found: list[tuple[Any, Any]] = []
         token_in = None
         while True:
-            count, more = syscall.lookup_batch(self.fd, token_in, token_b, keys, values, BATCH_ENTRIES)
+            count, more = syscall.lookup_batch(self.fd, token_in, token_b, keys, values, BATCH_ENTRIES, delete)
             if count:
                 found.extend(
                     zip(

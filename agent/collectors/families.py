@@ -21,6 +21,7 @@ from agent.bpf.probes.families import (
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
+from agent.collectors.common.call_sites import CallSiteRows
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.self_metrics import self_families
 from agent.exposition.family import RowFamily
@@ -29,6 +30,7 @@ from agent.log import get_logger
 from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
+from agent.symbols.symbolizer import Symbolizer
 
 NAME = "syscall_families"
 log = get_logger(NAME)
@@ -106,6 +108,15 @@ class FamiliesCollector(BpfCollector):
         self._families_probe = probe
         self._chooser = TimedChooser(settings.syscall_timed_workloads)
         self._warned = False
+        self.sites = CallSiteRows(
+            context.keys,
+            context.identities,
+            Symbolizer(version_of=context.library_version),
+            settings.code_top_k,
+            settings.code_workloads,
+            settings.series_grace_seconds,
+            probe.forget_call_sites,
+        )
 
     def collect(self) -> list[Metric]:
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
@@ -128,9 +139,14 @@ class FamiliesCollector(BpfCollector):
                         fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) and 3 (BPF_MAP_DELETE_ELEM) in the "
                         "agent's seccomp profile; the counts are unaffected",
                     )
+        sites: list[Metric] = []
+        if snapshot.call_sites is not None:
+            self.sites.update(snapshot.call_sites)
+            sites = self.sites.families()
         return [
             *self._workload_families(),
             self._timed_family(timed),
+            *sites,
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
 
