@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from agent.machine.procfs import ProcFS
 
+VDSO = "[vdso]"  # the kernel's code mapped into every process (clock_gettime, gettimeofday, getcpu)
+
 
 @dataclass(frozen=True)
 class Mapping:
@@ -34,6 +36,10 @@ class ExecutableMappings:
     def __len__(self) -> int:
         return len(self._mappings)
 
+    def all(self) -> list[Mapping]:
+        """Every mapping, lowest address first."""
+        return list(self._mappings)
+
     def find(self, address: int) -> Mapping | None:
         """The mapping holding *address*, or None (anonymous memory, JIT code, the vDSO, or unmapped)."""
         index = bisect.bisect_right(self._starts, address) - 1
@@ -45,11 +51,13 @@ class ExecutableMappings:
 
 def parse_maps(text: str) -> ExecutableMappings:
     """The executable mappings of files in the text of /proc/PID/maps (``start-end perms offset major:minor inode
-    path``); anonymous and pseudo mappings (``[vdso]``, ``[stack]``) are left out."""
+    path``), and the vDSO's (``[vdso]``); anonymous and other pseudo mappings are left out."""
     found = []
     for line in text.splitlines():
         fields = line.split(maxsplit=5)
-        if len(fields) < 6 or "x" not in fields[1] or fields[4] == "0" or not fields[5].startswith("/"):
+        if len(fields) < 6 or "x" not in fields[1]:
+            continue
+        if fields[5] != VDSO and (fields[4] == "0" or not fields[5].startswith("/")):
             continue
         try:
             start, end = (int(part, 16) for part in fields[0].split("-", 1))

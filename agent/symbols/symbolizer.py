@@ -3,15 +3,18 @@ scrape cheap: a process's maps read once a round, a file's functions once per bu
 
 from __future__ import annotations
 
+import ctypes
+import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.machine.procfs import ProcFS, printable
-from agent.symbols.elf_symbols import ElfFunctions, SymbolCache
+from agent.symbols.elf_symbols import ElfFunctions, SymbolCache, read_functions
 from agent.symbols.kernel_symbols import KernelSymbols, read_kallsyms
 from agent.symbols.names import KERNEL, UNKNOWN, library_name
-from agent.symbols.process_maps import ExecutableMappings, Mapping, read_maps
+from agent.symbols.process_maps import VDSO, ExecutableMappings, Mapping, read_maps
 
 # The C library's system-call stubs: leaf functions that push nothing, so the word at the stack pointer at the
 # system call is the return address into their caller (glibc, musl).
@@ -61,6 +64,7 @@ class Symbolizer:
         self._round = 0
         self._maps: dict[int, tuple[ExecutableMappings, int]] = {}  # pid -> (maps, round last used)
         self._files: dict[tuple[tuple[int, int], int], _File] = {}
+        self._vdso: _File | None = None
 
     def next_round(self) -> None:
         """Start a round: maps are read again when used, and those of processes unused for ROUNDS_REMEMBERED
@@ -106,6 +110,10 @@ class Symbolizer:
         return fresh
 
     def _file(self, pid: int, mapping: Mapping) -> _File:
+        if mapping.path == VDSO:
+            if self._vdso is None:
+                self._vdso = _File(VDSO, "", own_vdso(self._proc))
+            return self._vdso
         key = (mapping.device, mapping.inode)
         known = self._files.get(key)
         if known is None:
@@ -118,3 +126,14 @@ class Symbolizer:
                 self._files.pop(next(iter(self._files)))
             self._files[key] = known
         return known
+
+
+def own_vdso(procfs: ProcFS) -> ElfFunctions | None:
+    """The functions of this process's vDSO: the kernel maps the same image into every process of an architecture,
+    so its own copy names another process's vDSO addresses without reading that process's memory."""
+    maps = read_maps(procfs, os.getpid())
+    mapping = next((m for m in maps.all() if m.path == VDSO), None) if maps is not None else None
+    if mapping is None:
+        return None
+    image = ctypes.string_at(mapping.start, mapping.end - mapping.start)
+    return read_functions(io.BytesIO(image))

@@ -15,7 +15,8 @@ from agent.symbols.elf_symbols import SymbolCache, read_functions
 from agent.symbols.kernel_symbols import parse_kallsyms
 from agent.symbols.names import UNKNOWN, is_c_library, library_name
 from agent.symbols.process_maps import parse_maps
-from agent.symbols.symbolizer import Symbolizer
+from agent.machine.procfs import ProcFS
+from agent.symbols.symbolizer import Symbolizer, own_vdso
 from tests.support.workloads import build
 
 MAPS = """\
@@ -46,14 +47,15 @@ def test_c_library_names() -> None:
     assert not is_c_library("libcrypto.so.3")
 
 
-def test_maps_keep_executable_file_mappings_only() -> None:
+def test_maps_keep_executable_file_mappings_and_the_vdso() -> None:
     maps = parse_maps(MAPS)
-    assert len(maps) == 2
+    assert len(maps) == 3
     mapping = maps.find(0x7F0E1C228000 + 0x10)
     assert mapping is not None and mapping.path.endswith("libc.so.6") and mapping.inode == 2230
     assert mapping.file_offset(0x7F0E1C228000 + 0x10) == 0x28010
     assert mapping.device == (0xFE, 0x01)
-    assert maps.find(0x7FFD5BD5E010) is None  # the vDSO: no file
+    vdso = maps.find(0x7FFD5BD5E010)
+    assert vdso is not None and vdso.path == "[vdso]"
     assert maps.find(0x7F0E00000010) is None  # anonymous
 
 
@@ -106,6 +108,15 @@ def test_this_process_names_the_c_librarys_sched_yield() -> None:
     assert (code.library, code.function) == ("libc.so.6", "sched_yield")
     assert Symbolizer().user(os.getpid(), 8) == Symbolizer().user(os.getpid(), 16)
     assert Symbolizer().user(os.getpid(), 8).library == UNKNOWN
+
+
+def test_vdso_functions_are_named_from_this_process_image() -> None:
+    maps = parse_maps(Path(f"/proc/{os.getpid()}/maps").read_text())
+    vdso = next(mapping for mapping in maps.all() if mapping.path == "[vdso]")
+    functions = own_vdso(ProcFS())
+    assert functions is not None
+    names = {functions.function_at(offset) for offset in range(0, vdso.end - vdso.start, 16)}
+    assert {"clock_gettime", "gettimeofday"} <= names
 
 
 def test_a_file_is_read_once_per_identity() -> None:
