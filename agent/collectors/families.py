@@ -24,6 +24,7 @@ from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.call_sites import CallSiteRows
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.self_metrics import self_families
+from agent.collectors.common.ticker import Ticker
 from agent.exposition.family import RowFamily
 from agent.identity.workload import workload_for_cgroup
 from agent.log import get_logger
@@ -117,6 +118,12 @@ class FamiliesCollector(BpfCollector):
             settings.series_grace_seconds,
             probe.forget_call_sites,
         )
+        self._sites_ticker = Ticker(NAME, self._read_sites) if probe.call_sites else None
+
+    def _read_sites(self) -> None:
+        sites = self._families_probe.read_call_sites()
+        if sites is not None:
+            self.sites.update(sites)
 
     def collect(self) -> list[Metric]:
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
@@ -140,9 +147,10 @@ class FamiliesCollector(BpfCollector):
                         "agent's seccomp profile; the counts are unaffected",
                     )
         sites: list[Metric] = []
-        if snapshot.call_sites is not None:
-            self.sites.update(snapshot.call_sites)
-            sites = self.sites.families()
+        if self._sites_ticker is not None:
+            with self._sites_ticker.lock:
+                self._read_sites()
+                sites = self.sites.families()
         return [
             *self._workload_families(),
             self._timed_family(timed),
@@ -185,6 +193,12 @@ class FamiliesCollector(BpfCollector):
     def process_families(self, processes: dict[int, Any]) -> list[Metric]:
         """No per-process series."""
         return []
+
+    def close(self) -> None:
+        """Stop reading call sites, then detach the programs."""
+        if self._sites_ticker is not None:
+            self._sites_ticker.close()
+        super().close()
 
 
 def _start(context: CollectorContext) -> Collector:

@@ -1,5 +1,6 @@
 """The oncpu collector: each workload's on-CPU samples by library and function (bpf/oncpu.bpf.c, a cpu-clock timer on
-every CPU), named for the --code-workloads busiest workloads of each scrape and exported as the --code-top-k busiest
+every CPU), read every second (agent/collectors/common/ticker.py: a process's maps are read while it lives) and at
+each scrape, named for the --code-workloads busiest workloads of each read, and exported as the --code-top-k busiest
 rows per workload plus one (other) row."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gai
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.ranked_rows import RankedTable, Row
 from agent.collectors.common.self_metrics import self_families
+from agent.collectors.common.ticker import Ticker
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
@@ -57,24 +59,32 @@ class OnCpuCollector:
         self._named_workloads = settings.code_workloads
         self._table = RankedTable(settings.code_top_k, settings.series_grace_seconds, OTHER_SAMPLES)
         self._keys_of: dict[Labels, set[int]] = {}
+        self._health = self._probe.read().health
+        self._ticker = Ticker(NAME, self._tick)
+
+    def _tick(self) -> None:
+        snapshot = self._probe.read()
+        self.add(snapshot.samples)
+        self._health = snapshot.health
 
     def collect(self) -> list[Metric]:
         """Read the samples since the last scrape, name the busiest workloads' ones, and export every workload's."""
         self._keys.sync()
-        snapshot = self._probe.read()
-        self.add(snapshot.samples)
-        samples = metrics.CPU_SAMPLES.family()
-        add_rows(samples, self._table, OTHER_SAMPLES)
+        with self._ticker.lock:
+            self._tick()
+            samples = metrics.CPU_SAMPLES.family()
+            add_rows(samples, self._table, OTHER_SAMPLES)
+            tracked = len(self._table)
         frequency = metrics.CPU_SAMPLE_FREQUENCY.family()
         frequency.add_metric((), self._probe.frequency)
         return [
             samples,
             frequency,
-            *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._table)),
+            *self_families(self.name, self._health, self._probe.program_stats(), tracked),
         ]
 
     def add(self, samples: list[Sample]) -> None:
-        """Fold one read's samples into the table."""
+        """Fold one read's samples into the table (under the ticker's lock)."""
         places = self._keys.place({sample.workload for sample in samples} | set().union(*self._keys_of.values()))
         labelled: list[tuple[Labels, Sample, int]] = []
         per_workload: dict[Labels, int] = {}
@@ -107,7 +117,8 @@ class OnCpuCollector:
         return [] if ranked is None else ranked.rows(OTHER_SAMPLES)
 
     def close(self) -> None:
-        """Close the perf events and the map."""
+        """Stop the ticker; close the perf events and the map."""
+        self._ticker.close()
         self._probe.close()
 
 

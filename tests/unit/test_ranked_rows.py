@@ -20,18 +20,27 @@ def test_first_update_names_the_busiest_rows_with_all_they_counted() -> None:
 
 
 def test_a_row_named_later_counts_from_the_update_that_named_it() -> None:
-    ranked = RankedRows(top_k=2, idle_seconds=10)
+    ranked = RankedRows(top_k=2, hold_seconds=10)
     ranked.add({("a",): 50, ("b",): 30, ("c",): 20}, now=0.0)
-    ranked.add({("a",): 5, ("c",): 40}, now=20.0)  # b idle for 20 s > 10: c takes its slot
+    ranked.add({("a",): 5, ("c",): 40}, now=20.0)  # b gained 0, c 40: c takes b's slot
     assert exported(ranked) == {("a",): 55, ("c",): 40, OTHER: 20 + 30}
     assert sum(exported(ranked).values()) == ranked.total == 145
 
 
-def test_a_busy_named_row_keeps_its_slot() -> None:
-    ranked = RankedRows(top_k=1, idle_seconds=10)
+def test_a_named_row_keeps_its_slot_against_a_row_not_twice_as_busy() -> None:
+    ranked = RankedRows(top_k=1, hold_seconds=10)
+    ranked.add({("a",): 100}, now=0.0)
+    ranked.add({("a",): 100, ("b",): 199}, now=100.0)
+    assert exported(ranked) == {("a",): 200, OTHER: 199}
+
+
+def test_a_named_row_keeps_its_slot_while_held() -> None:
+    ranked = RankedRows(top_k=1, hold_seconds=60)
     ranked.add({("a",): 1}, now=0.0)
-    ranked.add({("a",): 1, ("b",): 1000}, now=100.0)
+    ranked.add({("a",): 1, ("b",): 1000}, now=30.0)
     assert exported(ranked) == {("a",): 2, OTHER: 1000}
+    ranked.add({("a",): 1, ("b",): 1000}, now=61.0)
+    assert exported(ranked) == {("b",): 1000, OTHER: 1003}
 
 
 def test_the_rest_row_is_never_named() -> None:
@@ -42,7 +51,7 @@ def test_the_rest_row_is_never_named() -> None:
 
 def test_random_updates_never_make_an_exported_counter_go_backwards() -> None:
     generator = random.Random(24)
-    ranked = RankedRows(top_k=3, idle_seconds=5)
+    ranked = RankedRows(top_k=3, hold_seconds=5)
     seen: dict[tuple[str, ...], int] = {}
     names = [(f"f{index}",) for index in range(12)]
     for step in range(400):

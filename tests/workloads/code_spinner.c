@@ -22,7 +22,7 @@ __attribute__((noinline)) long long spin_alpha(long long ns)
 {
     long long start = thread_ns(), used;
     while ((used = thread_ns() - start) < ns)
-        for (int i = 0; i < 2000; i++)
+        for (int i = 0; i < 200000; i++)
             sink += i;
     return used;
 }
@@ -31,7 +31,7 @@ __attribute__((noinline)) long long spin_beta(long long ns)
 {
     long long start = thread_ns(), used;
     while ((used = thread_ns() - start) < ns)
-        for (int i = 0; i < 2000; i++)
+        for (int i = 0; i < 200000; i++)
             sink ^= i;
     return used;
 }
@@ -42,7 +42,7 @@ __attribute__((noinline)) long long spin_half(double wall)
     long long start = thread_ns();
     double end = now() + wall;
     while (now() < end)
-        for (int i = 0; i < 2000; i++)
+        for (int i = 0; i < 200000; i++)
             sink += i * 3;
     return thread_ns() - start;
 }

@@ -51,7 +51,6 @@ class FamiliesSnapshot:
 
     cgroups: dict[int, FamilyCounts]
     health: MapHealth
-    call_sites: list[CallSite] | None = None  # None: not counted (another architecture)
 
 
 def compile_defines(
@@ -167,12 +166,10 @@ class FamiliesProbe(BpfProbe):
             for name, count in health.drops.items()
             if name != _UNUSED_DROP_SLOT and (name != "call_sites" or self.call_sites)
         }
-        return FamiliesSnapshot(
-            self.cgroup_entries(), MapHealth(health.entries, health.capacity, drops), self.read_call_sites()
-        )
+        return FamiliesSnapshot(self.cgroup_entries(), MapHealth(health.entries, health.capacity, drops))
 
     def read_call_sites(self) -> list[CallSite] | None:
-        """Every call site counted (None: not counted here)."""
+        """Every call site counted (None: not counted here, another architecture)."""
         if not self.call_sites:
             return None
         return [

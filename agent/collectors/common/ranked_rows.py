@@ -5,9 +5,11 @@ Each row's count only grows. A row becomes *named* (exported under its own label
 an update and a slot is free; from then on its series counts what it gains from the update that named it (its
 earlier counts stay in ``(other)``). ``(other)`` is every count not in a named series: the total less the named
 series. So each named series grows with its row, and ``(other)`` grows by the gains of the rows that are not named:
-no exported counter ever goes backwards. A named row that has gained nothing for ``idle_seconds`` gives its slot to
-a busier row: its series ends, its count passes to ``(other)`` (which therefore still grows), and if it is named
-again later its series starts again from what it gains then, as a reset that Prometheus' rate() reads right.
+no exported counter ever goes backwards. When every slot is taken, a row that gained more than REPLACE_FACTOR times
+what the weakest named row gained in the same update takes that row's slot, once the weakest has been named for
+``hold_seconds`` (so that the set does not flap): the weaker row's series ends, its count passes to ``(other)``
+(which therefore still grows), and if it is named again later its series starts again from what it gains then, as
+a reset that Prometheus' rate() reads right.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 Row = tuple[str, ...]
-IDLE_SECONDS = 600.0  # a named row idle this long may give its slot to a busier one
+HOLD_SECONDS = 60.0  # a named row keeps its slot at least this long
+REPLACE_FACTOR = 2.0  # a row busier than this many times the weakest named row takes its slot
 TRACKED_ROWS = 512  # rows remembered per workload; the counts of rows beyond are in (other) for good
 
 
 @dataclass
 class _Named:
     base: int  # the row's count when it was named
-    gained_at: float
+    named_at: float
+    last_gain: int  # in the latest update
 
 
 @dataclass
@@ -32,7 +36,7 @@ class RankedRows:
     """One workload's rows."""
 
     top_k: int
-    idle_seconds: float = IDLE_SECONDS
+    hold_seconds: float = HOLD_SECONDS
     counts: dict[Row, int] = field(default_factory=dict)
     total: int = 0
     named: dict[Row, _Named] = field(default_factory=dict)
@@ -46,9 +50,6 @@ class RankedRows:
             self.total += gain
             if row in self.counts or len(self.counts) < TRACKED_ROWS:
                 self.counts[row] = self.counts.get(row, 0) + gain
-            named = self.named.get(row)
-            if named is not None:
-                named.gained_at = now
         candidates = sorted(
             (
                 row
@@ -57,16 +58,20 @@ class RankedRows:
             ),
             key=lambda row: (-gains[row], row),
         )
+        for row, named in self.named.items():
+            named.last_gain = max(0, gains.get(row, 0))
         for row in candidates:
-            if len(self.named) >= self.top_k and not self._free_a_slot(now):
+            if len(self.named) >= self.top_k and not self._free_a_slot(now, gains[row]):
                 break
-            self.named[row] = _Named(base=self.counts[row] - gains[row], gained_at=now)
+            self.named[row] = _Named(base=self.counts[row] - gains[row], named_at=now, last_gain=gains[row])
 
-    def _free_a_slot(self, now: float) -> bool:
-        idlest = min(self.named, key=lambda row: self.named[row].gained_at, default=None)
-        if idlest is None or now - self.named[idlest].gained_at < self.idle_seconds:
+    def _free_a_slot(self, now: float, gain: int) -> bool:
+        """Demote the weakest named row held long enough, if *gain* beats it by REPLACE_FACTOR."""
+        held = [row for row, named in self.named.items() if now - named.named_at >= self.hold_seconds]
+        weakest = min(held, key=lambda row: (self.named[row].last_gain, row), default=None)
+        if weakest is None or gain <= REPLACE_FACTOR * self.named[weakest].last_gain:
             return False
-        del self.named[idlest]
+        del self.named[weakest]
         return True
 
     def rows(self, other: Row) -> list[tuple[Row, int]]:
