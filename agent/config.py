@@ -356,8 +356,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--code-workloads",
         COLLECTION,
-        "how many workloads' samples and call sites are named by library and function each scrape (the busiest); "
-        f"the others' go to one (other) row; at most {MAX_CODE_WORKLOADS}, 0: none",
+        "how many workloads' samples and call sites are named by library and function each read (the busiest); "
+        f"the others' go to one (other) row; at most {MAX_CODE_WORKLOADS}; 0 names none and counts no call sites",
         16,
         _code_workloads,
         metavar="N",

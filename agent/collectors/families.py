@@ -12,6 +12,7 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.bpf.probes.families import (
+    DEFAULT_CALL_SITES,
     FAMILY_COUNT,
     REQUIRED_TRACEPOINTS,
     FamiliesProbe,
@@ -104,6 +105,7 @@ class FamiliesCollector(BpfCollector):
             context.facts.tracefs,
             max_timed=settings.syscall_timed_workloads,
             time_all=self._time_all,
+            call_sites=DEFAULT_CALL_SITES if settings.code_workloads > 0 else 0,  # 0: call sites not counted
         )
         super().__init__(context, probe)
         self._families_probe = probe
