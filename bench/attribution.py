@@ -6,7 +6,8 @@
    tick then samples a thread): the agent's CPU (all its threads, cgroup2 usage_usec) per second with the oncpu
    collector on and off, interleaved, and the kernel's time in the sampling program (--bpf-stats: run time / runs,
    times the samples per second), which the interrupted threads pay.
-2. A thousand workloads (cgroups), each a process spinning 2 ms a second in one function: the agent's CPU per
+2. A thousand workloads (cgroups), each a process spinning 1 ms a second in one function (half of both CPUs
+   together): the agent's CPU per
    scrape interval (scrapes 10 s apart, its 1 s reads between them included) with code attribution on and off.
 3. The yield-site lookup: ns per run of the families program's sys_enter (kernel accounting) while a pinned loop
    makes 2,000,000 sched_yield calls, with call sites counted and not (--code-workloads 0).
@@ -84,7 +85,7 @@ def part_sampling(sandbox: CgroupSandbox, repetitions: int) -> dict[str, Any]:
 def part_thousand(sandbox: CgroupSandbox, repetitions: int) -> dict[str, Any]:
     burst = build("burst")
     groups = [sandbox.make(f"burst{index}") for index in range(WORKLOADS)]
-    processes = [subprocess.Popen([str(burst), str(group / "cgroup.procs"), "2"]) for group in groups]
+    processes = [subprocess.Popen([str(burst), str(group / "cgroup.procs"), "1"]) for group in groups]
     try:
         runs: dict[str, list[float]] = {"off": [], "on": []}
         for index in range(repetitions):

@@ -10,6 +10,7 @@ from collections.abc import Hashable
 from prometheus_client.core import Metric
 
 from agent import metrics
+from agent.bpf.probes.base import MapHealth
 from agent.bpf.probes.oncpu import OnCpuProbe, Sample
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
@@ -50,16 +51,19 @@ class OnCpuCollector:
 
     name = NAME
 
-    def __init__(self, context: CollectorContext, symbolizer: Symbolizer | None = None) -> None:
+    def __init__(
+        self, context: CollectorContext, probe: OnCpuProbe | None = None, symbolizer: Symbolizer | None = None
+    ) -> None:
+        """*probe* and *symbolizer*: the loaded program and the namer, unless given (a capture replayed)."""
         settings = context.settings
         self._keys = context.keys
         self._identities = context.identities
-        self._probe = OnCpuProbe(probe_limits(settings, context.keys), settings.sample_frequency)
+        self._probe = probe or OnCpuProbe(probe_limits(settings, context.keys), settings.sample_frequency)
         self._symbolizer = symbolizer or Symbolizer(version_of=context.library_version)
         self._named_workloads = settings.code_workloads
         self._table = RankedTable(settings.code_top_k, settings.series_grace_seconds, OTHER_SAMPLES)
         self._keys_of: dict[Labels, set[int]] = {}
-        self._health = self._probe.read().health
+        self._health = MapHealth({}, {}, {})
         self._ticker = Ticker(NAME, self._tick)
 
     def _tick(self) -> None:

@@ -1,6 +1,8 @@
-/* burst CGROUP_DIR MS_PER_SECOND
- * Joins CGROUP_DIR, then forever: spins for MS_PER_SECOND milliseconds in burn(), sleeps to the next second. A
- * thousand of these give a thousand workloads that each show up in the on-CPU samples now and then. */
+/* burst CGROUP_PROCS MS_PER_SECOND
+ * Joins the cgroup of CGROUP_PROCS, then forever: spins for MS_PER_SECOND milliseconds in burn() once a second, at
+ * a phase of the second its pid chooses (so that a thousand of them do not wake at once). A thousand of these give
+ * a thousand workloads that each show up in the on-CPU samples now and then. */
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -34,9 +36,12 @@ int main(int argc, char **argv)
         return 2;
     }
     double busy = atof(argv[2]) / 1000;
+    double phase = (getpid() % 1000) / 1000.0;
     for (;;) {
         burn(busy);
-        double next = (long)now() + 1.0;
+        double next = (long)now() + 1.0 + phase;
+        if (next - now() > 1.0)
+            next -= 1.0;
         struct timespec pause = {0, (long)((next - now()) * 1e9)};
         if (pause.tv_nsec > 0)
             nanosleep(&pause, NULL);

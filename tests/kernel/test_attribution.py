@@ -55,6 +55,12 @@ def code_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProces
     assert code == 0, f"agent exited with {code} on SIGTERM:\n{process.log()}"
 
 
+def node_steal() -> float:
+    """Seconds the hypervisor took from each CPU of the node so far, on average (/proc/stat's steal ticks)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") / (os.cpu_count() or 1)
+
+
 def rows(scrape: Scrape, name: str, cgroup: str) -> dict[tuple[str, ...], float]:
     """(library, function[, mode]) -> value of a cgroup's code rows."""
     found = {}
@@ -108,7 +114,9 @@ def test_yields_and_futex_waits_by_call_site_exactly(code_agent: AgentProcess, c
 def test_samples_follow_the_cpu_time_of_each_function(code_agent: AgentProcess, cgroups: CgroupSandbox) -> None:
     group = cgroups.make("spinner")
     cgroup = cgroups.relative(group)
+    steal_before = node_steal()
     work = Workload(build("code_spinner"), group, 10, hold=True)  # runs 10 s before it reports
+    steal = (node_steal() - steal_before) / 10  # the share of the run's 10 s
     try:
         time.sleep(1.0)  # the agent drains the samples at every scrape: two scrapes bound nothing, the totals do
         scrape = code_agent.scrape()
@@ -127,11 +135,13 @@ def test_samples_follow_the_cpu_time_of_each_function(code_agent: AgentProcess, 
     measured = truth["alpha_ns"] / (truth["alpha_ns"] + truth["beta_ns"])
     assert abs(alpha / (alpha + beta) - measured) < 0.04, (alpha, beta, truth)
     # The half-time spinner: its samples over the samples it could have had are its measured share of the wall
-    # time on a CPU (about a half, less what the shared machine took from it), within 4 points.
+    # time on a CPU (about a half, less what the shared machine took from it), within 4 points. Time the hypervisor
+    # took from the VM while the thread ran is in its samples (the timer counts it) but not in its CPU time (the
+    # kernel subtracts steal): the bound widens by the node's steal share over the run (measured here: 0 to 3 %).
     possible = FREQUENCY * truth["wall_ns"] / 1e9
     on_cpu = truth["half_ns"] / truth["wall_ns"]
     assert 0.3 < on_cpu <= 0.55, truth
-    assert abs(half / possible - on_cpu) < 0.04, (half, possible, truth)
+    assert abs(half / possible - on_cpu) < 0.04 + steal, (half, possible, truth, steal)
 
 
 def run_in(group: Path, argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.machine.procfs import ProcFS
 from agent.symbols.elf_symbols import SymbolCache, read_functions
 from agent.symbols.kernel_symbols import parse_kallsyms
 from agent.symbols.names import UNKNOWN, is_c_library, library_name
 from agent.symbols.process_maps import parse_maps
-from agent.machine.procfs import ProcFS
 from agent.symbols.symbolizer import Symbolizer, own_vdso
 from tests.support.workloads import build
 
