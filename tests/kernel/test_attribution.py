@@ -22,6 +22,7 @@ import pytest
 
 from tests.scenarios.catalog import numpy_target
 from tests.support.agent import AgentProcess
+from tests.support.diagnose import Diagnose
 from tests.support.scrape import Scrape
 from tests.support.workloads import CgroupSandbox, Workload, build
 
@@ -212,3 +213,32 @@ def test_libgomp_processes_spin_in_libgomp(code_agent: AgentProcess, cgroups: Cg
     samples = grown(rows(before, SAMPLES, cgroup), rows(after, SAMPLES, cgroup))
     libraries = by_library(samples)
     assert max(libraries, key=libraries.__getitem__) == "libgomp.so.1.0.0", (libraries, done.stdout)
+
+
+def test_diagnose_shows_the_pools_code_and_takes_its_spin_loop_as_evidence(
+    cgroups: CgroupSandbox, tmp_path: Path
+) -> None:
+    """`schedwatch diagnose` (collectors loaded in process) over a numpy 2.x pool: the pool's code in the workload's
+    facts and in the pool finding's evidence."""
+    group = cgroups.make("diagnosed")
+    env = {**os.environ, "PYTHONPATH": str(numpy_target("2"))}
+    pool = subprocess.Popen([*numpy_argv(30)[:2], str(group), *numpy_argv(30)[3:]], env=env, stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(3)  # the workers are up
+        cgroup = cgroups.relative(group)
+        diagnose = Diagnose("--duration", "8", "--cgroup", cgroup, "--state-dir", str(tmp_path))
+        report = diagnose.result()
+    finally:
+        pool.kill()
+        pool.wait()
+    view = next(w for w in report["workloads"] if w["ref"]["cgroup"] == cgroup)
+    samples = view["cpu_samples"]
+    assert samples, diagnose.output
+    top = max(samples, key=lambda row: row["count"])
+    assert (top["library"], top["function"], top["mode"]) == ("libscipy_openblas64_.so", "blas_thread_server", "user")
+    assert top["version"] and top["version"].startswith("0.3.")
+    assert view["cpu_samples_total"] >= sum(row["count"] for row in samples)
+    findings = [f for f in report["findings"] if f["workload"]["cgroup"] == cgroup]
+    assert findings and findings[0]["cause"] == "thread-pool-oversubscription", report["findings"]
+    facts = [item["fact"] for item in findings[0]["evidence"]]
+    assert "on-CPU samples spinning in blas_thread_server (libscipy_openblas64_.so)" in facts, facts
