@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Agent, build, median, program_costs, require
+from bench.common import BENCH, REPO, Agent, build, median, program_costs, require
 from bench.scrape import CpuMeter
 from tests.scenarios.catalog import numpy_target
 from tests.support.workloads import CgroupSandbox
@@ -168,7 +168,23 @@ def part_peer() -> dict[str, Any]:
     try:
         time.sleep(4)  # the pool's workers started and busy
         perf = subprocess.Popen(
-            ["perf", "record", "-F", "49", "-a", "-G", relative, "-o", str(data), "--", "sleep", str(PEER_SECONDS)],
+            # -e before -G: perf attaches the cgroup to the events named before it (the same cpu-clock event)
+            [
+                "perf",
+                "record",
+                "-e",
+                "cpu-clock",
+                "-F",
+                "49",
+                "-a",
+                "-G",
+                relative,
+                "-o",
+                str(data),
+                "--",
+                "sleep",
+                str(PEER_SECONDS),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -217,13 +233,18 @@ def part_peer() -> dict[str, Any]:
 def run(repetitions: int) -> dict[str, Any]:
     """Every part; raw samples and medians."""
     require("taskset", "perf")
+    partial = BENCH / "results" / "attribution-partial.json"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
     sandbox = CgroupSandbox()
     try:
-        result = {
-            "sampling": part_sampling(sandbox, repetitions),
-            "yield_sites": part_yield_sites(repetitions),
-            "thousand": part_thousand(sandbox, max(1, repetitions // 2)),
-        }
+        for name, part in (
+            ("sampling", lambda: part_sampling(sandbox, repetitions)),
+            ("yield_sites", lambda: part_yield_sites(repetitions)),
+            ("thousand", lambda: part_thousand(sandbox, max(1, repetitions // 2))),
+        ):
+            result[name] = part()
+            partial.write_text(json.dumps(result, indent=2))  # a later part's failure keeps what was measured
     finally:
         sandbox.cleanup()
     peer = part_peer()
