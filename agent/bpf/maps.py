@@ -73,18 +73,19 @@ class BpfMap:
     def drain(self) -> list[tuple[Any, Any]]:
         """Every entry, each deleted as it is read (BPF_MAP_LOOKUP_AND_DELETE_BATCH, Linux >= 5.6; elsewhere read,
         then deleted key by key: an update between the two is lost)."""
+        found: list[tuple[Any, Any]] = []
         if self._batch:
             with self._reading:
                 try:
-                    return self._items_batched(delete=True)
-                except OSError as error:
+                    return self._items_batched(delete=True, found=found)
+                except OSError as error:  # what the batches before it took out of the map is in *found*
                     if error.errno not in (*_NO_BATCH, errno.ENOSPC):
                         raise
-        found = self.items_by_key()
-        self.delete(key for key, _value in found)
-        return found
+        rest = self.items_by_key()
+        self.delete(key for key, _value in rest)
+        return found + rest
 
-    def _items_batched(self, delete: bool = False) -> list[tuple[Any, Any]]:
+    def _items_batched(self, delete: bool = False, found: list[tuple[Any, Any]] | None = None) -> list[tuple[Any, Any]]:
         if self._buffers is None:
             token_size = max(self.spec.key_size, 8)
             self._buffers = (
@@ -94,7 +95,7 @@ class BpfMap:
                 ctypes.create_string_buffer(self.spec.value_size * BATCH_ENTRIES),
             )
         token_a, token_b, keys, values = self._buffers
-        found: list[tuple[Any, Any]] = []
+        found = [] if found is None else found
         token_in = None
         while True:
             count, more = syscall.lookup_batch(self.fd, token_in, token_b, keys, values, BATCH_ENTRIES, delete)

@@ -76,6 +76,7 @@ class OnCpuCollector:
         self._keys.sync()
         with self._ticker.lock:
             self._tick()
+            self._expire()
             samples = metrics.CPU_SAMPLES.family()
             add_rows(samples, self._table, OTHER_SAMPLES)
             tracked = len(self._table)
@@ -89,13 +90,9 @@ class OnCpuCollector:
 
     def add(self, samples: list[Sample]) -> None:
         """Fold one read's samples into the table (under the ticker's lock)."""
-        places = self._keys.place({sample.workload for sample in samples} | set().union(*self._keys_of.values()))
+        places = self._keys.place({sample.workload for sample in samples})
         labelled: list[tuple[Labels, Sample, int]] = []
         per_workload: dict[Labels, int] = {}
-        live: set[Hashable] = set()
-        for place in places.values():
-            if place.path is not None and not place.final:
-                live.add(workload_for_cgroup(place.path, self._identities).labels())
         for sample in samples:
             labels = workload_for_cgroup(places[sample.workload].path, self._identities).labels()
             self._keys_of.setdefault(labels, set()).add(sample.workload)
@@ -104,6 +101,14 @@ class OnCpuCollector:
         self._symbolizer.next_round()
         named = busiest(per_workload, self._named_workloads)
         self._table.add(gains_by_workload(labelled, named, self._row, OTHER_SAMPLES))
+
+    def _expire(self) -> None:
+        """Drop the rows of workloads gone and quiet for the grace period (at scrapes only: it places every key)."""
+        places = self._keys.place(set().union(*self._keys_of.values()))
+        live: set[Hashable] = set()
+        for place in places.values():
+            if place.path is not None and not place.final:
+                live.add(workload_for_cgroup(place.path, self._identities).labels())
         self._table.expire(live)
         kept = {labels for labels, _rows in self._table.items()}
         self._keys_of = {labels: keys for labels, keys in self._keys_of.items() if labels in kept}

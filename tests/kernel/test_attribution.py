@@ -222,7 +222,9 @@ def test_diagnose_shows_the_pools_code_and_takes_its_spin_loop_as_evidence(
     facts and in the pool finding's evidence."""
     group = cgroups.make("diagnosed")
     env = {**os.environ, "PYTHONPATH": str(numpy_target("2"))}
-    pool = subprocess.Popen([*numpy_argv(30)[:2], str(group), *numpy_argv(30)[3:]], env=env, stdout=subprocess.DEVNULL)
+    # The pool keeps busy longer than diagnose takes to load its collectors and sample, and is killed after.
+    argv = numpy_argv(120)
+    pool = subprocess.Popen([*argv[:2], str(group), *argv[3:]], env=env, stdout=subprocess.DEVNULL)
     try:
         time.sleep(3)  # the workers are up
         cgroup = cgroups.relative(group)
