@@ -144,12 +144,17 @@ class SymbolCache:
         self._by_build_id: dict[str, ElfFunctions] = {}
         self.files_read = 0
 
-    def functions(self, path: Path) -> ElfFunctions | None:
-        """The functions of the regular file at *path* (opened without following it into a FIFO or a device);
-        None where it cannot be read or has no symbols."""
-        try:
-            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
+    def functions(self, *paths: Path) -> ElfFunctions | None:
+        """The functions of the regular file at the first of *paths* that opens (a FIFO or a device is never read);
+        None where none can be read or it has no symbols."""
+        descriptor = None
+        for path in paths:
+            try:
+                descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                break
+            except OSError:
+                continue
+        if descriptor is None:
             return None
         with open(descriptor, "rb") as file:
             status = os.fstat(file.fileno())

@@ -120,7 +120,10 @@ class Symbolizer:
             opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
             basename = mapping.path.rsplit("/", 1)[-1]
             version = self._version_of(basename, opened) if self._version_of is not None else None
-            functions = self._cache.functions(opened)
+            # map_files names the very file mapped but needs CAP_SYS_ADMIN (or CHECKPOINT_RESTORE); the path in the
+            # process's own root needs only the ptrace read check (CAP_PERFMON passes it: docs/security.md).
+            in_root = self._proc.path(pid, "root") / mapping.path.lstrip("/")
+            functions = self._cache.functions(opened, in_root)
             known = _File(printable(library_name(mapping.path)), printable(version or ""), functions)
             if len(self._files) >= FILES_REMEMBERED:
                 self._files.pop(next(iter(self._files)))
