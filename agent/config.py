@@ -348,7 +348,7 @@ FLAGS: tuple[Flag, ...] = (
         "--sample-frequency",
         COLLECTION,
         f"on-CPU samples per second on each CPU (the oncpu collector's cpu-clock timer), 1 to {MAX_SAMPLE_FREQUENCY}; "
-        "the default costs about 0.1 % of a CPU (docs/benchmarks.md)",
+        "the default costs about 0.3 % of a CPU (docs/benchmarks.md)",
         49,
         _sample_frequency,
         metavar="HZ",
