@@ -18,6 +18,7 @@ from agent.bpf.stats import enable_bpf_stats
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory, modes
 from agent.collectors.common.limits import workload_map_size
 from agent.counters import SourceUnavailable
+from agent.diagnosis.inputs.processes.libraries import file_version
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
 from agent.identity.runtimes import RuntimeClient
@@ -83,7 +84,18 @@ def build_identities(settings: config.Settings) -> IdentityResolver:
 def build_context(settings: config.Settings, facts: MachineFacts, identities: IdentityResolver) -> CollectorContext:
     """What every collector gets: settings, facts, the cgroup2 tree, the workload key space, names."""
     resolver = CgroupPathResolver(facts.cgroup_root)
-    return CollectorContext(settings, facts, resolver, workload_keys(settings, facts, resolver), identities)
+    keys = workload_keys(settings, facts, resolver)
+    return CollectorContext(settings, facts, resolver, keys, identities, library_version=pool_library_version())
+
+
+def pool_library_version() -> Callable[[str, Path], str | None]:
+    """The version a thread-pool library file says (diagnosis.pools' rows), one read per file."""
+    versions: dict[tuple[int, int, int], str | None] = {}
+
+    def version_of(basename: str, opened: Path) -> str | None:
+        return file_version(basename, opened, versions)
+
+    return version_of
 
 
 def workload_keys(settings: config.Settings, facts: MachineFacts, resolver: CgroupPathResolver) -> KeySpace:

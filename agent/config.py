@@ -27,6 +27,9 @@ WORKLOADS_BY = ("auto", "cgroup", "process")
 MODES = ("auto", "bpf", "perf", "procfs")  # where counts come from (docs/modes.md)
 SYSCALL_TIME = ("watched", "all")  # which workloads' system calls are timed (syscall_families collector)
 MAX_TIMED_WORKLOADS = 1024
+MAX_SAMPLE_FREQUENCY = 1000  # per CPU (agent/bpf/probes/oncpu.py)
+MAX_CODE_TOP_K = 64
+MAX_CODE_WORKLOADS = 1024
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class Settings:
     syscall_time: str = "watched"
     syscall_timed_workloads: int = 8
     perf_syscall_families: bool = False
+    sample_frequency: int = 49
+    code_top_k: int = 8
+    code_workloads: int = 16
 
 
 # Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
@@ -178,6 +184,9 @@ _max_processes = count(0, MAX_PROCESSES_LIMIT, BYTES_PER_PROCESS, "process in th
 _max_threads = count(1, MAX_THREADS_LIMIT, BYTES_PER_THREAD, "thread in the sched, syscalls and families maps")
 _process_top_k = count(0, MAX_PROCESSES_LIMIT)
 _syscall_timed_workloads = count(0, MAX_TIMED_WORKLOADS, BYTES_PER_TIMED_WORKLOAD, "timed workload")
+_sample_frequency = count(1, MAX_SAMPLE_FREQUENCY)
+_code_top_k = count(1, MAX_CODE_TOP_K)
+_code_workloads = count(0, MAX_CODE_WORKLOADS)
 _series_grace = seconds(86400, why=", so a removed workload's series would stay for more than a day")
 _runtime_timeout = seconds(60, zero_allowed=False, why=", so a stuck runtime could hold back names that long")
 _web_max_connections = count(
@@ -333,6 +342,32 @@ FLAGS: tuple[Flag, ...] = (
         f"with --syscall-time watched, how many workloads are timed at once, at most {MAX_TIMED_WORKLOADS}; 0: none",
         8,
         _syscall_timed_workloads,
+        metavar="K",
+    ),
+    Flag(
+        "--sample-frequency",
+        COLLECTION,
+        f"on-CPU samples per second on each CPU (the oncpu collector's cpu-clock timer), 1 to {MAX_SAMPLE_FREQUENCY}; "
+        "the default costs about 0.3 % of a CPU (docs/benchmarks.md)",
+        49,
+        _sample_frequency,
+        metavar="HZ",
+    ),
+    Flag(
+        "--code-workloads",
+        COLLECTION,
+        "how many workloads' samples and call sites are named by library and function each read (the busiest); "
+        f"the others' go to one (other) row; at most {MAX_CODE_WORKLOADS}; 0 names none and counts no call sites",
+        16,
+        _code_workloads,
+        metavar="N",
+    ),
+    Flag(
+        "--code-top-k",
+        COLLECTION,
+        f"rows by library and function exported per workload before the rest goes to (other), 1 to {MAX_CODE_TOP_K}",
+        8,
+        _code_top_k,
         metavar="K",
     ),
     Flag(
@@ -714,6 +749,9 @@ def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
         syscall_time=value["syscall_time"],
         syscall_timed_workloads=value["syscall_timed_workloads"],
         perf_syscall_families=value["perf_syscall_families"],
+        sample_frequency=value["sample_frequency"],
+        code_top_k=value["code_top_k"],
+        code_workloads=value["code_workloads"],
     )
 
 

@@ -108,6 +108,37 @@ SYSCALL_TIMED = GaugeSpec(
     WORKLOAD_LABELS,
 )
 
+# --- code attribution: on-CPU samples (oncpu collector) and call sites (syscall_families collector) --------------
+CODE_LABELS = ("library", "version", "function")
+CPU_SAMPLES = CounterSpec(
+    "schedwatch_cpu_samples",
+    "On-CPU samples of the workload's threads (a cpu-clock timer on every CPU, schedwatch_cpu_sample_frequency_hertz "
+    "times a second), by the library and function that was running (library: file name less a wheel's hash, "
+    "[kernel] for kernel code, (unknown) where no mapping or symbol explains the address; version: the library's own, "
+    "where it says; mode: user or kernel). The --code-top-k busiest rows per workload, the rest in one "
+    'library="(other)" row; workloads beyond the --code-workloads busiest are counted in (other) only.',
+    (*WORKLOAD_LABELS, *CODE_LABELS, "mode"),
+)
+CPU_SAMPLE_FREQUENCY = GaugeSpec(
+    "schedwatch_cpu_sample_frequency_hertz",
+    "On-CPU samples taken per second on each CPU: samples divided by this are CPU seconds.",
+    (),
+)
+SCHED_YIELD_CALLS_BY_SITE = CounterSpec(
+    "schedwatch_sched_yield_calls_by_site",
+    "sched_yield(2) calls by the function that called the C library's sched_yield (or syscall) stub, read from the "
+    "return address at the stub's stack pointer; the code that made the call itself where it did not use a stub. "
+    "Top rows per workload as for schedwatch_cpu_samples_total, the rest in (other). x86-64 only.",
+    (*WORKLOAD_LABELS, *CODE_LABELS),
+)
+FUTEX_WAITS_BY_SITE = CounterSpec(
+    "schedwatch_futex_waits_by_site",
+    "futex wait calls (FUTEX_WAIT, _BITSET, LOCK_PI, futex_waitv, futex_wait) by the function holding the system "
+    "call instruction: library=libc.so.6 (the C library itself: pthread locks and condition variables) when the "
+    "caller beyond it cannot be told without a stack walk. Top rows per workload, the rest in (other). x86-64 only.",
+    (*WORKLOAD_LABELS, *CODE_LABELS),
+)
+
 # --- sched collector: off-CPU time and run-queue latency --------------------------------------
 OFFCPU_SECONDS = CounterSpec(
     "schedwatch_offcpu_seconds",

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from bench import families, fleet, modes, processes, sched, scrape, switch_cost, syscalls
+from bench import attribution, families, fleet, modes, processes, sched, scrape, switch_cost, syscalls
 from bench.common import BENCH
 
 SUITES = {
@@ -18,6 +18,7 @@ SUITES = {
     "scrape": scrape,
     "families": families,
     "fleet": fleet,
+    "attribution": attribution,
 }
 
 

@@ -14,8 +14,20 @@
  * id shares the last 14 bits has a timed call in progress). sys_exit does nothing more while no workload is timed
  * (timing.epoch 0). With TIME_ALL every workload is timed and none of these maps exists.
  *
+ * Call sites (CALL_SITES, x86-64 only): at the entry of sched_yield and of a futex wait the program also counts the
+ * call in `call_sites` under (workload, process, instruction pointer, caller). The instruction pointer is where the
+ * system call instruction is (the C library's stub, or the code that made the call itself: libgomp inlines its futex
+ * calls). For sched_yield the caller is the return address at the user stack pointer: every C library's sched_yield
+ * and syscall() are leaf stubs that push nothing, so the word there is the return address into the code that called
+ * them (the only word of a process's memory the program reads). For a futex wait it is 0: the C library's futex
+ * paths are not leaves, and one level up is the C library itself, so only the instruction pointer is counted. The
+ * user registers come from the raw tracepoint's first argument (struct pt_regs *, whose x86-64 layout is part of
+ * the user-space ABI: PTRACE_GETREGS). Entries stay until the agent has read them for the last time after their
+ * process exited; a site that finds the map full is counted in drops[DROP_SITE_MAP].
+ *
  * Compile-time options (set by agent/bpf/probes/families.py): MAX_CGROUPS, MAX_THREADS, MAX_TIMED, TIME_ALL,
- * HAVE_GROUP_DEAD, PIDNS_DEV/PIDNS_INO in sidecar mode, KEY_BY_PROCESS and PLACE_HIERARCHY (see schedwatch.h).
+ * HAVE_GROUP_DEAD, PIDNS_DEV/PIDNS_INO in sidecar mode, KEY_BY_PROCESS and PLACE_HIERARCHY (see schedwatch.h),
+ * CALL_SITES with MAX_CALL_SITES, SYS_FUTEX, SYS_FUTEX_WAITV and SYS_FUTEX_WAIT (the numbers of this architecture).
  */
 #include "schedwatch.h"
 
@@ -75,6 +87,21 @@ BPF_ARRAY(timing, struct timing_state, 1);
 BPF_HASH(timed_workloads, u64, u8, MAX_TIMED);
 #endif
 BPF_ARRAY(drops, u64, DROP_REASONS);
+#ifdef CALL_SITES
+/* What a site is counted under. kind: SITE_YIELD or SITE_FUTEX_WAIT. */
+struct site_key {
+    u64 workload;
+    u64 ip;       /* after the system call instruction */
+    u64 caller;   /* sched_yield: the return address at the user stack pointer; futex: 0 */
+    u32 tgid;
+    u32 kind;
+};
+enum site_kind {
+    SITE_YIELD = 0,
+    SITE_FUTEX_WAIT = 1,
+};
+BPF_HASH(call_sites, struct site_key, u64, MAX_CALL_SITES);
+#endif
 #ifdef KEY_BY_PROCESS
 BPF_RINGBUF_OUTPUT(new_processes, 64);
 BPF_TABLE("lru_hash", u32, struct fork_record, forked_by, FORKS_REMEMBERED);
@@ -168,12 +195,65 @@ static __always_inline void begin_timed_call(u64 key, u32 family, u32 epoch)
     }
 }
 
+#ifdef CALL_SITES
+/* The x86-64 struct pt_regs from rsi on (offset 104 of 168): the registers a call site needs. */
+struct site_regs {
+    u64 si;       /* futex: op */
+    u64 di;
+    u64 orig_ax;
+    u64 ip;
+    u64 cs;
+    u64 flags;
+    u64 sp;
+};
+#define PT_REGS_SI_OFFSET 104
+#define FUTEX_CMD_MASK 0x7f /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
+
+/* Whether system call *number* with first register set *regs* waits on a futex. */
+static __always_inline bool futex_wait(u64 number, struct site_regs *regs)
+{
+    if (number == SYS_FUTEX_WAITV || number == SYS_FUTEX_WAIT)
+        return true;
+    if (number != SYS_FUTEX)
+        return false;
+    u32 op = regs->si & FUTEX_CMD_MASK;
+    /* FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 */
+    return op == 0 || op == 6 || op == 9 || op == 11 || op == 13;
+}
+
+static __always_inline void count_site(struct bpf_raw_tracepoint_args *ctx, u64 key, u64 family)
+{
+    struct site_regs regs;
+    if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0] + PT_REGS_SI_OFFSET))
+        return;
+    struct site_key site = {.workload = key, .ip = regs.ip, .tgid = watched_tgid()};
+    if (family == F_YIELD) {
+        site.kind = SITE_YIELD;
+        bpf_probe_read_user(&site.caller, sizeof(site.caller), (void *)regs.sp); /* 0 where unreadable */
+    } else if (futex_wait(ctx->args[1], &regs)) {
+        site.kind = SITE_FUTEX_WAIT;
+    } else {
+        return;
+    }
+    u64 *count = call_sites.lookup(&site);
+    if (count) {
+        __sync_fetch_and_add(count, 1);
+        return;
+    }
+    u64 one = 1;
+    if (call_sites.insert(&site, &one) == 0)
+        return;
+    count = call_sites.lookup(&site); /* another CPU inserted it first, or the map is full */
+    if (count)
+        __sync_fetch_and_add(count, 1);
+    else
+        count_drop(DROP_SITE_MAP);
+}
+#endif
+
 RAW_TRACEPOINT_PROBE(sys_enter)
 {
-    /* ctx->args[0] is the struct pt_regs * of the caller's user registers, ctx->args[1] the syscall number.
-     * The place for call sites (issue 24): for F_YIELD and F_FUTEX only, the return address at the user stack
-     * pointer (bpf_probe_read_kernel of regs->sp, then bpf_probe_read_user of the word there) names the caller
-     * of the C library's stub; other calls would pay nothing for it. */
+    /* ctx->args[0] is the struct pt_regs * of the caller's user registers, ctx->args[1] the syscall number. */
     if (!WATCHED())
         return KEEP_EVENT;
     u64 family = family_of_call(ctx->args[1]);
@@ -185,6 +265,10 @@ RAW_TRACEPOINT_PROBE(sys_enter)
     if (!stats)
         return KEEP_EVENT;
     __sync_fetch_and_add(&stats->calls[family], 1);
+#ifdef CALL_SITES
+    if (family <= F_FUTEX) /* F_YIELD, F_FUTEX: other calls pay one comparison */
+        count_site(ctx, key, family);
+#endif
     u32 epoch = timing_epoch(stats, key);
     if (epoch)
         begin_timed_call(key, family, epoch);

@@ -20,7 +20,8 @@ enum drop_reason {
     DROP_PROCESS_MAP = 1,
     DROP_THREAD_MAP = 2,
     DROP_ANNOUNCEMENT = 3,
-    DROP_REASONS = 4,
+    DROP_SITE_MAP = 4,  /* call_sites (families) and samples (oncpu): a site or address not counted */
+    DROP_REASONS = 5,
 };
 
 /* Sidecar mode (PIDNS_DEV/PIDNS_INO set by the agent): only tasks of the agent's

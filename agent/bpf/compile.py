@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,17 +32,45 @@ def import_bcc() -> Any:
     return bcc
 
 
-def compile_program(source_name: str, defines: dict[str, str | int | None]) -> Any:
-    """Compile and load ``bpf/<source_name>`` with bcc; tracepoint probes attach automatically."""
+@dataclass(frozen=True)
+class PerfEventAttachment:
+    """A function of the program to run on a perf event opened on every online CPU (bcc's attach_perf_event)."""
+
+    function: str
+    event_type: int  # PERF_TYPE_SOFTWARE = 1
+    event_config: int  # PERF_COUNT_SW_CPU_CLOCK = 0
+    frequency: int  # samples per second per CPU
+
+
+def compile_program(
+    source_name: str, defines: dict[str, str | int | None], perf_events: tuple[PerfEventAttachment, ...] = ()
+) -> Any:
+    """Compile and load ``bpf/<source_name>`` with bcc; tracepoint probes attach automatically, *perf_events* are
+    opened and attached here."""
     bcc = import_bcc()
     directory = source_dir()
     cflags = [f"-I{directory}", "-Wno-unused-function"]
     for name, value in sorted(defines.items()):
         cflags.append(f"-D{name}" if value is None else f"-D{name}={value}")
     try:
-        return bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
+        program = bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
     except Exception as error:  # bcc raises bare Exception on compile and attach failures
         raise BpfUnavailable(
             f"cannot load {source_name}: {error}; the compiler's or verifier's output is above, and "
             "`schedwatch check` shows which kernel headers were used (set BCC_KERNEL_SOURCE to try others)"
         ) from error
+    for event in perf_events:
+        try:
+            program.attach_perf_event(
+                ev_type=event.event_type,
+                ev_config=event.event_config,
+                fn_name=event.function.encode(),
+                sample_freq=event.frequency,
+            )
+        except Exception as error:  # bcc raises bare Exception when perf_event_open or the attach fails
+            raise BpfUnavailable(
+                f"cannot open the perf event (type {event.event_type}, config {event.event_config}) for "
+                f"{source_name}: {error}; perf_event_open(2) needs CAP_PERFMON (or CAP_SYS_ADMIN) and a kernel with "
+                "CONFIG_PERF_EVENTS"
+            ) from error
+    return program

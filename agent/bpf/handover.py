@@ -12,11 +12,12 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import agent
 from agent.bpf import BpfUnavailable
+from agent.bpf.compile import PerfEventAttachment
 from agent.bpf.maps import BpfMap, MapSpec
 
 MAX_MESSAGE = 1 << 20
@@ -56,8 +57,11 @@ LOADER_BOOTSTRAP = "\n".join(
 )
 
 
-def load(source: str, defines: dict[str, str | int | None]) -> LoadedProgram:
-    """Compile, load and attach bpf/*source* in a child process; its objects, now held here.
+def load(
+    source: str, defines: dict[str, str | int | None], perf_events: tuple[PerfEventAttachment, ...] = ()
+) -> LoadedProgram:
+    """Compile, load and attach bpf/*source* in a child process (and its functions to *perf_events*, opened on every
+    online CPU); its objects, now held here.
 
     Raises BpfUnavailable, with the message the in-process load would have given, when the child cannot load it
     (the compiler's or verifier's output has gone to stderr, which the child shares).
@@ -74,6 +78,7 @@ def load(source: str, defines: dict[str, str | int | None]) -> LoadedProgram:
                     str(theirs.fileno()),
                     source,
                     json.dumps(defines),
+                    json.dumps([asdict(event) for event in perf_events]),
                 ],
                 pass_fds=(theirs.fileno(),),
                 env=dict(os.environ),  # BCC_KERNEL_SOURCE included

@@ -1,4 +1,5 @@
-"""The loader child: :func:`main` with SOCKET_FD SOURCE DEFINES_JSON, started by :mod:`agent.bpf.handover`.
+"""The loader child: :func:`main` with SOCKET_FD SOURCE DEFINES_JSON [PERF_EVENTS_JSON], started by
+:mod:`agent.bpf.handover`.
 
 Compiles bpf/SOURCE with bcc, loads and attaches it exactly as the agent used to in-process, then sends every kernel
 object the program needs to go on running over the Unix socket SOCKET_FD (SCM_RIGHTS): its maps, its programs, and
@@ -20,7 +21,7 @@ from dataclasses import asdict
 from typing import Any
 
 from agent.bpf import BpfUnavailable, syscall
-from agent.bpf.compile import compile_program, import_bcc
+from agent.bpf.compile import PerfEventAttachment, compile_program, import_bcc
 from agent.bpf.maps import MapSpec
 
 ATTACHMENT_INODES = ("anon_inode:[perf_event]", "anon_inode:bpf-link", "anon_inode:bpf_link")
@@ -77,13 +78,14 @@ def open_fds() -> list[tuple[int, str]]:
 
 
 def main(argv: list[str]) -> int:
-    """Load, hand over, and leave without cleaning up."""
+    """Load, hand over, and leave without cleaning up. argv: SOCKET_FD SOURCE DEFINES_JSON [PERF_EVENTS_JSON]."""
     sock = socket.socket(fileno=int(argv[0]))
     # Die with the agent rather than hold programs nobody reads.
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     source, defines = argv[1], json.loads(argv[2])
+    perf_events = tuple(PerfEventAttachment(**event) for event in json.loads(argv[3])) if len(argv) > 3 else ()
     try:
-        program = compile_program(source, defines)
+        program = compile_program(source, defines, perf_events)
         message, fds = manifest(program)
     except BpfUnavailable as error:
         sock.sendall(json.dumps({"ok": False, "error": str(error)}).encode())

@@ -70,7 +70,22 @@ class BpfMap:
                     self._batch = error.errno == errno.ENOSPC  # a crowded bucket: only this read goes key by key
         return self.items_by_key()
 
-    def _items_batched(self) -> list[tuple[Any, Any]]:
+    def drain(self) -> list[tuple[Any, Any]]:
+        """Every entry, each deleted as it is read (BPF_MAP_LOOKUP_AND_DELETE_BATCH, Linux >= 5.6; elsewhere read,
+        then deleted key by key: an update between the two is lost)."""
+        found: list[tuple[Any, Any]] = []
+        if self._batch:
+            with self._reading:
+                try:
+                    return self._items_batched(delete=True, found=found)
+                except OSError as error:  # what the batches before it took out of the map is in *found*
+                    if error.errno not in (*_NO_BATCH, errno.ENOSPC):
+                        raise
+        rest = self.items_by_key()
+        self.delete(key for key, _value in rest)
+        return found + rest
+
+    def _items_batched(self, delete: bool = False, found: list[tuple[Any, Any]] | None = None) -> list[tuple[Any, Any]]:
         if self._buffers is None:
             token_size = max(self.spec.key_size, 8)
             self._buffers = (
@@ -80,10 +95,10 @@ class BpfMap:
                 ctypes.create_string_buffer(self.spec.value_size * BATCH_ENTRIES),
             )
         token_a, token_b, keys, values = self._buffers
-        found: list[tuple[Any, Any]] = []
+        found = [] if found is None else found
         token_in = None
         while True:
-            count, more = syscall.lookup_batch(self.fd, token_in, token_b, keys, values, BATCH_ENTRIES)
+            count, more = syscall.lookup_batch(self.fd, token_in, token_b, keys, values, BATCH_ENTRIES, delete)
             if count:
                 found.extend(
                     zip(

@@ -14,6 +14,7 @@ MAP_DELETE_ELEM = 3
 MAP_GET_NEXT_KEY = 4
 OBJ_GET_INFO_BY_FD = 15
 MAP_LOOKUP_BATCH = 24
+MAP_LOOKUP_AND_DELETE_BATCH = 25
 
 
 class _ElemAttr(ctypes.Structure):
@@ -125,8 +126,10 @@ def lookup_batch(
     keys: ctypes.Array[ctypes.c_char],
     values: ctypes.Array[ctypes.c_char],
     count: int,
+    delete: bool = False,
 ) -> tuple[int, bool]:
-    """BPF_MAP_LOOKUP_BATCH of up to *count* entries after *token_in* (None: from the start).
+    """BPF_MAP_LOOKUP_BATCH of up to *count* entries after *token_in* (None: from the start); with *delete*,
+    BPF_MAP_LOOKUP_AND_DELETE_BATCH (each entry copied and deleted under its bucket's lock).
 
     Returns how many entries were copied into *keys* and *values* and whether the map has more (the next call
     passes *token_out* as its *token_in*). OSError EINVAL or ENOTSUPP/EOPNOTSUPP: the kernel has no batch
@@ -141,7 +144,7 @@ def lookup_batch(
         map_fd=fd,
     )
     try:
-        bpf(MAP_LOOKUP_BATCH, attr)
+        bpf(MAP_LOOKUP_AND_DELETE_BATCH if delete else MAP_LOOKUP_BATCH, attr)
     except FileNotFoundError:
         return attr.count, False  # the last batch (possibly empty)
     return attr.count, True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from prometheus_client.core import Metric
@@ -37,6 +38,8 @@ class CollectorContext:
     resolver: CgroupPathResolver  # cgroup2 ids -> paths (the cgroup2 tree, for cgroup_cpu)
     keys: KeySpace  # what the BPF maps are keyed by, and how to place each key
     identities: IdentityResolver
+    # (file name, path to open the mapped file) -> the version a library says (pool libraries), for code labels
+    library_version: Callable[[str, Path], str | None] | None = None
 
 
 class Collector(Protocol):
@@ -63,7 +66,7 @@ class CollectorFactory:
 
 def registry() -> dict[str, CollectorFactory]:
     """Every known collector, by name."""
-    from agent.collectors import cgroup_cpu, families, pressure, sched, syscalls
+    from agent.collectors import cgroup_cpu, families, oncpu, pressure, sched, syscalls
 
-    factories = [syscalls.FACTORY, sched.FACTORY, families.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+    factories = [syscalls.FACTORY, sched.FACTORY, families.FACTORY, oncpu.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     return {factory.name: factory for factory in factories}

@@ -13,6 +13,10 @@ from agent.machine.facts import MachineFacts
 
 BPF, PERF, PROCFS = "bpf", "perf", "procfs"
 
+CODE_MISSING = (
+    "on-CPU samples and call sites by library and function (schedwatch_cpu_samples_total, "
+    "schedwatch_sched_yield_calls_by_site_total, schedwatch_futex_waits_by_site_total)"
+)
 # What a mode cannot tell, beside BPF mode's series.
 MISSING = {
     BPF: (),
@@ -25,6 +29,7 @@ MISSING = {
         "the system calls of the families file, network and other, and the time inside every family "
         "(schedwatch_syscalls_total for those, schedwatch_syscall_seconds_total); the families yield, futex, "
         "clock, sleep, poll, memory and process are counted with --perf-syscall-families",
+        CODE_MISSING,
     ),
     PROCFS: (
         "sched_yield and futex counts (schedwatch_sched_yield_calls_total, schedwatch_futex_*)",
@@ -32,6 +37,7 @@ MISSING = {
         "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
         "per-process series (--process-top-k)",
         "system calls by family and the time inside them (schedwatch_syscalls_total, schedwatch_syscall_seconds_total)",
+        CODE_MISSING,
     ),
 }
 
@@ -48,10 +54,10 @@ class ModeChoice:
 
 def factories(mode: str) -> list[CollectorFactory]:
     """The collectors of *mode*, in the order they start."""
-    from agent.collectors import cgroup_cpu, families, perf_syscalls, pressure, sched, schedstat, syscalls
+    from agent.collectors import cgroup_cpu, families, oncpu, perf_syscalls, pressure, sched, schedstat, syscalls
 
     if mode == BPF:
-        return [syscalls.FACTORY, sched.FACTORY, families.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+        return [syscalls.FACTORY, sched.FACTORY, families.FACTORY, oncpu.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     if mode == PERF:
         return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
     return [schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]

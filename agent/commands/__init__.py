@@ -25,6 +25,15 @@ class Command:
 
 def registry() -> tuple[Command, ...]:
     """Every subcommand, in the order `schedwatch --help` lists them."""
-    from agent.commands import analyze, check, compare, diagnose, run, top, verify
+    from agent.commands import analyze, check, compare, diagnose, profile, run, top, verify
 
-    return (run.COMMAND, check.COMMAND, diagnose.COMMAND, top.COMMAND, verify.COMMAND, analyze.COMMAND, compare.COMMAND)
+    return (
+        run.COMMAND,
+        check.COMMAND,
+        diagnose.COMMAND,
+        top.COMMAND,
+        profile.COMMAND,
+        verify.COMMAND,
+        analyze.COMMAND,
+        compare.COMMAND,
+    )

@@ -27,6 +27,8 @@ _SYSCALLS = {"x86_64": {"bpf": 321, "perf_event_open": 298}, "aarch64": {"bpf": 
 _BPF_MAP_CREATE = 0
 _BPF_MAP_TYPE_ARRAY = 2
 _PERF_TYPE_TRACEPOINT = 2
+_PERF_TYPE_SOFTWARE = 1
+_PERF_COUNT_SW_CPU_CLOCK = 0
 _PERF_ATTR_SIZE = 128
 _PERF_FLAG_FD_CLOEXEC = 8
 _PROBE_TRACEPOINT = ("sched", "sched_switch")
@@ -50,6 +52,7 @@ class MachineFacts:
     memlock_bytes: int | None = None  # RLIMIT_MEMLOCK's soft limit; None: unlimited
     bpf_refused: str | None = None  # strerror of creating a BPF map, None when it worked
     perf_refused: str | None = None  # strerror of opening a tracepoint perf event, None when it worked or was not tried
+    sampling_refused: str | None = None  # strerror of opening a cpu-clock sampling event, None when it worked
     tracefs_denied: Path | None = None  # tracefs is there, but this process may not read it (not root)
 
     def kernel_before(self, version: tuple[int, int]) -> bool:
@@ -103,6 +106,7 @@ def gather(cgroup_root: Path | None = None) -> MachineFacts:
         memlock_bytes=None if memlock == resource.RLIM_INFINITY else memlock,
         bpf_refused=probe_bpf_map(),
         perf_refused=probe_tracepoint_event(tracefs),
+        sampling_refused=probe_sampling_event(),
         tracefs_denied=kernel.tracefs_denied() if tracefs is None else None,
     )
 
@@ -152,6 +156,26 @@ def probe_tracepoint_event(tracefs: Path | None) -> str | None:
     ctypes.c_uint32.from_buffer(attr, 4).value = _PERF_ATTR_SIZE
     ctypes.c_uint64.from_buffer(attr, 8).value = tracepoint_id
     ctypes.c_uint64.from_buffer(attr, 40).value = 1  # disabled: counts nothing while open
+    fd = int(libc.syscall(number, ctypes.byref(attr), -1, 0, -1, _PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        return _strerror(ctypes.get_errno())
+    os.close(fd)
+    return None
+
+
+def probe_sampling_event() -> str | None:
+    """Open and close a disabled software cpu-clock sampling event on CPU 0, as on-CPU sampling does (it needs no
+    hardware PMU). None when it works or cannot be tried."""
+    call = _syscall("perf_event_open")
+    if call is None:
+        return None
+    libc, number = call
+    attr = (ctypes.c_uint8 * _PERF_ATTR_SIZE)()
+    ctypes.c_uint32.from_buffer(attr, 0).value = _PERF_TYPE_SOFTWARE
+    ctypes.c_uint32.from_buffer(attr, 4).value = _PERF_ATTR_SIZE
+    ctypes.c_uint64.from_buffer(attr, 8).value = _PERF_COUNT_SW_CPU_CLOCK
+    ctypes.c_uint64.from_buffer(attr, 16).value = 49  # sample_freq
+    ctypes.c_uint64.from_buffer(attr, 40).value = 1 | (1 << 10)  # disabled, freq
     fd = int(libc.syscall(number, ctypes.byref(attr), -1, 0, -1, _PERF_FLAG_FD_CLOEXEC))
     if fd < 0:
         return _strerror(ctypes.get_errno())

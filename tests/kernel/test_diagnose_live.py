@@ -256,7 +256,7 @@ def test_without_bpf_diagnose_in_bpf_mode_says_to_read_an_agent(who: str, tmp_pa
     )
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
-    said = "schedwatch diagnose: no collector can count here in bpf mode (syscalls, sched, syscall_families: "
+    said = "schedwatch diagnose: no collector can count here in bpf mode (syscalls, sched, syscall_families, oncpu: "
     assert line.startswith(said), line
     assert "missing CAP_BPF" in line, line
     assert line.endswith("read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953")

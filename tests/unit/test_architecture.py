@@ -25,7 +25,7 @@ FLOORS = {
     **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
     "top": 4,  # schedwatch top's view: rows from the diagnosis wing's filters and workloads, drawn with rich
     "collectors": 3,
-    **dict.fromkeys(("bpf", "counters", "identity"), 2),
+    **dict.fromkeys(("bpf", "counters", "identity", "symbols"), 2),
     **dict.fromkeys(("exposition", "metrics", "model"), 1),
     **dict.fromkeys(("machine", "config", "log", "memory", "agent"), 0),
 }

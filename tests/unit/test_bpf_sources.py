@@ -14,6 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 HEADER = REPO / "bpf" / "schedwatch.h"
 SOURCES = sorted((REPO / "bpf").glob("*.c")) + sorted((REPO / "bench").glob("empty*.bpf.c"))
+# Programs on a perf event of their own (on-CPU sampling) sit on no tracepoint another tracer reads.
+SAMPLING = sorted(path for path in SOURCES if "struct bpf_perf_event_data" in path.read_text())
+TRACING = [path for path in SOURCES if path not in SAMPLING]
 CONSTANT = "KEEP_EVENT"
 PROGRAM = re.compile(r"\b(?:RAW_)?TRACEPOINT_PROBE\s*\(([^)]*)\)\s*\{")
 RETURN = re.compile(r"\breturn\b([^;]*);")
@@ -52,7 +55,12 @@ def test_the_constant_lets_events_through() -> None:
     assert int(defined.group(1), 0) != 0
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(REPO)))
+def test_only_the_sampling_program_runs_on_a_perf_event_of_its_own() -> None:
+    assert [path.name for path in SAMPLING] == ["oncpu.bpf.c"]
+    assert program_bodies(SAMPLING[0].read_text()) == {}
+
+
+@pytest.mark.parametrize("path", TRACING, ids=lambda path: str(path.relative_to(REPO)))
 def test_every_program_returns_the_constant_on_every_path(path: Path) -> None:
     source = path.read_text()
     assert program_bodies(source), f"{path} defines no tracepoint program"

@@ -2,9 +2,11 @@
 
 The inputs were captured on the development VM (tests/support/end_to_end_capture.py; tests/unit/fixtures/README.md):
 the snapshots the two BPF probes returned while known workloads ran in three cgroups, and those cgroups' files
-(cgroup2, and the v1 cpu and cpuset hierarchies of that hybrid host) copied verbatim. Here the snapshots are handed
-to the real syscalls and sched collectors in place of loaded programs, the cgroup_cpu collector reads the copied
-tree, and the real exporter serves them over HTTP through the agent's own text writer. The whole answer, less the
+(cgroup2, and the v1 cpu and cpuset hierarchies of that hybrid host) copied verbatim; and the on-CPU samples of a
+program spinning in functions of known names, with the names the symbolizer gave them while it lived
+(tests/support/code_capture.py). Here the snapshots are handed to the real syscalls, sched and oncpu collectors in
+place of loaded programs, the cgroup_cpu collector reads the copied tree, and the real exporter serves them over HTTP
+through the agent's own text writer. The whole answer, less the
 series that differ from one run to the next (named in VOLATILE), must be the golden file line for line: a metric
 renamed, a label added or a value changed fails here.
 
@@ -32,11 +34,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent import __version__, metrics
 from agent.bpf.probes.base import MapHealth
+from agent.bpf.probes.oncpu import OnCpuSnapshot, Sample
 from agent.bpf.probes.sched import CgroupSched, SchedCounts, SchedSnapshot
 from agent.bpf.probes.syscalls import CgroupSyscalls, SyscallCounts, SyscallSnapshot
 from agent.bpf.stats import ProgramStats
 from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import CgroupCpuCollector
+from agent.collectors.oncpu import OnCpuCollector
 from agent.collectors.sched import SchedCollector
 from agent.collectors.syscalls import SyscallsCollector
 from agent.config import Settings
@@ -47,6 +51,7 @@ from agent.identity.resolver import IdentityResolver
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
+from agent.symbols.symbolizer import CodeName, Symbolizer
 from agent.web import serve
 
 FIXTURE = Path(__file__).parent / "fixtures" / "end-to-end"
@@ -98,6 +103,49 @@ class FixtureProbe:
         pass
 
 
+class ReplayedSamples:
+    """The sampling program's one read of the capture (code.json), then nothing: the map is emptied by a read."""
+
+    frequency = 199
+
+    def __init__(self, captured: dict[str, Any], ids: dict[str, int]) -> None:
+        self.frequency = captured["frequency"]
+        self._pending = [
+            Sample(ids[row["cgroup"]], row["pid"], row["address"], row["kernel"], row["count"])
+            for row in captured["samples"]
+        ]
+        self._filled = len(self._pending)
+
+    def read(self) -> OnCpuSnapshot:
+        """The captured samples at the first read; later reads find the map filled as far again, with nothing new
+        (what an idle workload's map holds between reads)."""
+        samples, self._pending = self._pending, []
+        return OnCpuSnapshot(samples, MapHealth({"samples": self._filled}, {"samples": 16384}, {"samples": 0}))
+
+    def program_stats(self) -> list[ProgramStats]:
+        return [ProgramStats("on_cpu_sample", 0, 0.0, 0)]
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayedNames(Symbolizer):
+    """The names the real symbolizer gave each address at the capture, while the process lived."""
+
+    def __init__(self, captured: dict[str, Any]) -> None:
+        super().__init__()
+        self._names = {
+            (row["pid"], row["address"]): CodeName(row["library"], row["version"], row["function"])
+            for row in captured["samples"]
+        }
+
+    def user(self, pid: int, address: int) -> CodeName:
+        return self._names[(pid, address)]
+
+    def kernel(self, address: int) -> CodeName:
+        return next(name for (_pid, at), name in self._names.items() if at == address)
+
+
 def cgroup_ids() -> dict[str, int]:
     """The copied tree's directories by path, as cgroup ids (what the BPF maps were keyed by on the host)."""
     return {path: cgroup_id for cgroup_id, path in CgroupPathResolver(TREE / "unified").snapshot().items()}
@@ -133,6 +181,7 @@ def sched_snapshot(captured: dict[str, Any], ids: dict[str, int]) -> SchedSnapsh
 def served_metrics(captured: dict[str, Any], scrapes: int = 1) -> list[str]:
     """The agent's /metrics over the fixtures, as it is wired by `schedwatch run` (default settings): each of
     *scrapes* consecutive answers."""
+    code = json.loads((FIXTURE / "code.json").read_text())
     layout = CgroupLayout(unified=TREE / "unified", v1={"cpu": TREE / "cpu", "cpuset": TREE / "cpuset"})
     facts = MachineFacts(captured["kernel_release"], True, {}, False, None, None, "", layout, TREE / "unified", None)
     resolver = CgroupPathResolver(TREE / "unified")
@@ -146,6 +195,7 @@ def served_metrics(captured: dict[str, Any], scrapes: int = 1) -> list[str]:
         ),
         "sched": SchedCollector(context, FixtureProbe(sched_snapshot(captured["sched"], ids), programs["sched"])),
         "cgroup_cpu": CgroupCpuCollector(context, online_cpus=lambda: int(captured["online_cpus"])),
+        "oncpu": OnCpuCollector(context, ReplayedSamples(code, ids), ReplayedNames(code)),  # type: ignore[arg-type]
     }
     exporter = AgentCollector(
         running,

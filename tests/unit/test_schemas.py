@@ -18,7 +18,7 @@ import pytest
 from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.cli import main
 from agent.collectors.modes import BPF, PERF, PROCFS, ModeChoice
-from agent.commands import check, diagnose, verify
+from agent.commands import check, diagnose, profile, verify
 from agent.commands.check import CollectorCheck, WebCheck
 from agent.config import MODES
 from agent.diagnosis import comparison, facts, findings
@@ -40,7 +40,7 @@ ARTIFACTS = sorted(
     if not path.name.startswith("error_")  # each of those is one line of error, exit status 2 (test_artifacts.py)
 )
 RETIRED = {"schedwatch.verify/v1"}  # no longer emitted; its file stays for documents saved before v2
-EMITTED = {findings.SCHEMA, COMPARISON_SCHEMA, check.SCHEMA, diagnose.FLEET_SCHEMA, verify.SCHEMA}
+EMITTED = {findings.SCHEMA, COMPARISON_SCHEMA, check.SCHEMA, diagnose.FLEET_SCHEMA, verify.SCHEMA, profile.SCHEMA}
 
 
 def _json_of(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:

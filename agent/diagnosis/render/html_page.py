@@ -21,6 +21,7 @@ from agent.diagnosis.comparison import Comparison
 from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.render.budget import budget_lines
+from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.render.json_report import comparison_to_json, to_json
 from agent.diagnosis.render.numbers import number, plural, with_unit
 from agent.diagnosis.render.text import (
@@ -259,6 +260,9 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
     budget = budget_lines(workload) if workload.ref in named_workloads(diagnosis) else ()
     if budget:
         parts.append(f"<h3>Time budget (thread-seconds)</h3>{_list(budget)}")
+    code = code_lines(workload)
+    if code:
+        parts.append(f"<h3>Code</h3>{_list(code)}")
     for pool in workload.pools or ():
         parts.append(f"<p>pool: {pool.size} workers of <b>{_e(pool.command)}</b> under {pool.parent_pid}</p>")
     for library in workload.libraries or ():

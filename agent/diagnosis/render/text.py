@@ -25,6 +25,7 @@ from agent.diagnosis.comparison import Comparison, Difference
 from agent.diagnosis.facts import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
 from agent.diagnosis.render.budget import budget_lines
+from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.render.numbers import number, plural, with_unit
 from agent.identity.labels import visible
 
@@ -303,6 +304,11 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
     branch.add(_text(_workload_summary(workload)))
     if workload.ref in named_workloads(diagnosis):
         _budget(workload, branch)
+    code = code_lines(workload)
+    if code:
+        code_branch = branch.add(_text("code", style="bold"))
+        for code_line in code:
+            code_branch.add(_text(code_line))
     for pool in workload.pools or ():
         line = _text(f"pool: {pool.size} workers of ")
         line.append(printable(pool.command), style="cyan")

@@ -17,6 +17,7 @@ from agent.diagnosis.findings import Observation
 from agent.diagnosis.rules.common import evidence
 
 KIND_SHARE = 0.2  # of all on-CPU samples, for a kind of code to be named
+_C_LIBRARY = re.compile(r"^(?:libc\.so|libc-\d|libpthread[.-]|ld-musl-)")  # its caller is the one to name
 SITE_SHARE = 0.5  # of the stacks in sched_yield (or futex), for one calling library to be named
 # Where thread pools' idle threads wait for work (OpenBLAS's server loop, OpenMP barriers and suspends)
 POOL_IDLE = re.compile(r"^blas_thread_server$|^__kmp_suspend|barrier|^gomp_thread_start$|^__kmp_launch_thread$")
@@ -206,8 +207,8 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
         by_library[site.library] = by_library.get(site.library, 0.0) + site.count
     library = max(by_library, key=lambda name: by_library[name])
     share = by_library[library] / total if total > 0 else 0.0
-    if share < SITE_SHARE or library == "(unknown)":
-        return None  # frames without a library say nothing of who called
+    if share < SITE_SHARE or library == "(unknown)" or _C_LIBRARY.match(library):
+        return None  # frames without a library, or in the C library itself, say nothing of who called
     functions = sorted({site.function or "?" for site in sites if site.library == library})
     pool = pools.implementation_of(library)
     summary = f"{by_library[library]:g} of {total:g} stacks in {call} come from {library} ({', '.join(functions[:3])})."

@@ -4,9 +4,12 @@ outnumber the CPUs and idle pool threads spin (sched_yield, user space, or futex
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
-from agent.diagnosis.facts import WorkloadView
+from agent.diagnosis import pools
+from agent.diagnosis.facts import CodeShare, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Mechanism, Unchecked
+from agent.diagnosis.rules.code import KIND_SHARE, kind_of
 from agent.diagnosis.rules.common import COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL, evidence, library_names
 from agent.diagnosis.rules.fixes import pool_fix
 from agent.diagnosis.rules.signals import Signals
@@ -64,6 +67,64 @@ def _thread_evidence(signals: Signals) -> list[Evidence]:
     return found
 
 
+@dataclass(frozen=True)
+class PoolCode:
+    """A pool library's share of a workload's on-CPU samples, and its spin loop's (the code rule's user-spin or
+    sched-yield kinds) where the samples name one."""
+
+    library: str
+    share: float  # of every on-CPU sample
+    spin: CodeShare | None
+    spin_share: float
+
+
+def pool_code(workload: WorkloadView) -> PoolCode | None:
+    """The busiest pool library in the workload's on-CPU samples (diagnosis.pools names them), or None."""
+    rows, total = workload.cpu_samples, workload.cpu_samples_total
+    if not rows or not total:
+        return None
+    by_library: dict[str, list[CodeShare]] = {}
+    for row in rows:
+        if row.mode == "user" and pools.implementation_of(row.library) is not None:
+            by_library.setdefault(row.library, []).append(row)
+    if not by_library:
+        return None
+    library, library_rows = max(by_library.items(), key=lambda item: sum(row.count for row in item[1]))
+    spinning = [row for row in library_rows if (kind := kind_of(row)) is not None and kind.name == "user-spin"]
+    spin = max(spinning, key=lambda row: row.count, default=None)
+    share = sum(row.count for row in library_rows) / total
+    return PoolCode(library, share, spin, spin.count / total if spin is not None else 0.0)
+
+
+def _code_evidence(code: PoolCode | None, workload: WorkloadView) -> list[Evidence]:
+    found = []
+    if code is not None:
+        found.append(evidence(f"on-CPU samples in {code.library}", 100 * code.share, "%", "of all its samples"))
+        if code.spin is not None:
+            found.append(
+                evidence(
+                    f"on-CPU samples spinning in {code.spin.function} ({code.library})",
+                    100 * code.spin_share,
+                    "%",
+                    f"the pool's idle loop; bar {100 * KIND_SHARE:g} %",
+                )
+            )
+    sites = workload.yield_sites
+    if sites:
+        top = max(sites, key=lambda site: site.count)
+        total = sum(site.count for site in sites)
+        if top.function and pools.implementation_of(top.library) is not None and total:
+            found.append(
+                evidence(
+                    f"sched_yield calls made from {top.function} ({top.library})",
+                    100 * top.count / total,
+                    "%",
+                    "of its sched_yield calls",
+                )
+            )
+    return found
+
+
 def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Finding | Unchecked | None:
     """The pool cause for one workload, or None when it is not there."""
     by_rate = signals.yields_per_cpu is not None and signals.yields_per_cpu >= limits.yields_per_cpu
@@ -71,9 +132,14 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
     libraries = signals.pool_libraries
     waiting = signals.runqueue_per_cpu is not None and signals.runqueue_per_cpu >= limits.runqueue_wait_per_cpu
     over = signals.pool_threads_over_cpus
+    code = pool_code(workload)
+    # The samples name the pool's spin loop: the pool's library is mapped and spinning, whatever the maps said.
+    spinning = code is not None and code.spin is not None and code.spin_share >= KIND_SHARE
     mechanism: Mechanism | None = None
     if by_rate or by_threads:
         mechanism = Mechanism.YIELD_STORM
+    elif spinning and waiting and over is not False:
+        mechanism = Mechanism.USER_SPACE_SPIN
     elif libraries and waiting and over:
         handoffs = signals.futex_per_cpu is not None and signals.futex_per_cpu >= limits.futex_handoffs_per_cpu
         mechanism = Mechanism.FUTEX_HANDOFF if handoffs else Mechanism.USER_SPACE_SPIN
@@ -139,8 +205,11 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
         found.append(
             evidence("system share of its CPU time", 100 * workload.system_share, "%", "healthy compute: below 10 %")
         )
+    found.extend(_code_evidence(code, workload))
     collect: list[str] = []
-    if libraries is None:
+    if libraries is None and spinning:
+        confidence = Confidence.HIGH  # the samples show the pool library's own spin loop on the CPUs
+    elif libraries is None:
         confidence = Confidence.MEDIUM
         collect.extend((COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL))
     elif not libraries:

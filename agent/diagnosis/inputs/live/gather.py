@@ -11,6 +11,7 @@ from pathlib import Path
 
 from agent.diagnosis.facts import CpuShares, Facts, NodeView, WorkloadView
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
+from agent.diagnosis.inputs.live.code_inputs import with_code_inputs
 from agent.diagnosis.inputs.live.cpu_states import node_states
 from agent.diagnosis.inputs.live.details import read_closely
 from agent.diagnosis.inputs.live.members import Filter, cgroup_paths, workload_pids
@@ -102,7 +103,11 @@ def facts_from_window(
     """Facts of the workloads over *window*; the flagged (or asked for) ones read closely when the source is local."""
     if node is not None:
         node_cpus = len(node[1].ticks.cpus)
-    views = [with_budget_inputs(window, view) for view in workload_views(window, node_cpus) if wanted.matches(view.ref)]
+    views = [
+        with_code_inputs(window, with_budget_inputs(window, view))
+        for view in workload_views(window, node_cpus)
+        if wanted.matches(view.ref)
+    ]
     if not wanted.empty and not views:
         raise NothingMatches(
             f"no workload matches {_describe(wanted)} in {source_name} "

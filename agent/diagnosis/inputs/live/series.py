@@ -37,6 +37,18 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
     "schedwatch_runqueue_wait_by_holder_seconds_total": ("waiting_by_holder", "holder", "sched"),
     "schedwatch_blocked_seconds_total": ("blocked", "state", "sched"),
 }
+# Code attribution rows (agent/metrics.py CODE_LABELS): sample name -> (key, the labels naming a row, collector).
+# A row's count is under "key:" + its label values joined by CODE_SEPARATOR (inputs/live/code_inputs.py reads them).
+CODE_COUNTERS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "schedwatch_cpu_samples_total": ("cpu_samples", ("library", "version", "function", "mode"), "oncpu"),
+    "schedwatch_sched_yield_calls_by_site_total": (
+        "yield_sites",
+        ("library", "version", "function"),
+        "syscall_families",
+    ),
+    "schedwatch_futex_waits_by_site_total": ("futex_sites", ("library", "version", "function"), "syscall_families"),
+}
+CODE_SEPARATOR = "\x1f"
 GAUGES: dict[str, str] = {
     "schedwatch_cpu_limit_cores": "cpu_limit_cores",
     "schedwatch_threads": "threads",
@@ -121,10 +133,14 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
             continue
         for sample in family.samples:
             name = sample.name
-            if name in COUNTERS:
-                key, split, _collector = COUNTERS[name]
-                if split is not None:
-                    key = f"{key}:{sample.labels.get(split, '')}"
+            if name in COUNTERS or name in CODE_COUNTERS:
+                if name in COUNTERS:
+                    key, split, _collector = COUNTERS[name]
+                    if split is not None:
+                        key = f"{key}:{sample.labels.get(split, '')}"
+                else:
+                    prefix, row_labels, _collector = CODE_COUNTERS[name]
+                    key = f"{prefix}:" + CODE_SEPARATOR.join(sample.labels.get(label, "") for label in row_labels)
                 totals = _totals(by_labels, sample.labels)
                 totals.counts[key] = totals.counts.get(key, 0.0) + sample.value
             elif name in GAUGES:
@@ -150,11 +166,19 @@ def _read_rows(family: RowFamily, by_labels: dict[tuple[str, ...], WorkloadTotal
     else:
         return False
     names = family.labelnames
-    if name not in COUNTERS and name not in GAUGES:
+    if name not in COUNTERS and name not in GAUGES and name not in CODE_COUNTERS:
         return name not in (BUILD_INFO, MODE, SOURCE_UP)  # not read at all, or read by its samples
     if names[: len(WORKLOAD_LABELS)] != WORKLOAD_LABELS:
         return False
     width = len(WORKLOAD_LABELS)
+    if name in CODE_COUNTERS:
+        prefix, row_labels, _collector = CODE_COUNTERS[name]
+        at = [names.index(label) for label in row_labels]
+        for values, value in rows:
+            totals = _workload_totals(by_labels, values[:width])
+            row_key = f"{prefix}:" + CODE_SEPARATOR.join(values[index] for index in at)
+            totals.counts[row_key] = totals.counts.get(row_key, 0.0) + value
+        return True
     if name in GAUGES:
         gauge = GAUGES[name]
         for values, value in rows:

@@ -145,6 +145,20 @@ def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
     return file.read(size)
 
 
+def file_version(
+    basename: str, opened: Path, versions: dict[tuple[int, int, int], str | None] | None = None
+) -> str | None:
+    """The version of the thread-pool library file named *basename* (opened at *opened*: its /proc/PID/map_files
+    entry), from its name or its contents; None for a file of no known pool, or one that does not say."""
+    kind = implementation_of(basename)
+    if kind is None:
+        return None
+    version = version_from_name(kind, basename)
+    if version is None and kind.content_version is not None:
+        version = _version_from_contents(opened, kind.content_version, {} if versions is None else versions)
+    return version
+
+
 def distinct(libraries: Iterable[Library]) -> list[Library]:
     """Libraries with duplicates (the same file in several processes) removed, in order of first appearance."""
     return list(dict.fromkeys(libraries))

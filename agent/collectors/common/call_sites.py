@@ -1,0 +1,104 @@
+"""Yields and futex waits by call site (bpf/families.bpf.c's `call_sites`): each entry's gain since the last read,
+named for the busiest workloads, kept as monotonic top-k rows per workload; entries of exited processes deleted
+after their last read."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Hashable
+
+from prometheus_client.core import Metric
+
+from agent import metrics
+from agent.bpf.probes.families import SITE_KINDS, CallSite
+from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, safe_row
+from agent.collectors.common.ranked_rows import RankedTable, Row
+from agent.identity.placement import KeySpace
+from agent.identity.workload import Identities, workload_for_cgroup
+from agent.model import Labels
+from agent.symbols.symbolizer import Symbolizer
+
+SiteKey = tuple[int, int, str, int, int]  # workload, tgid, kind, ip, caller
+FAMILY_OF_KIND = {"sched_yield": metrics.SCHED_YIELD_CALLS_BY_SITE, "futex_wait": metrics.FUTEX_WAITS_BY_SITE}
+
+
+def process_alive(tgid: int) -> bool:
+    """Whether process *tgid* still exists (in the agent's pid namespace, which is the program's in sidecar mode)."""
+    return os.path.exists(f"/proc/{tgid}")
+
+
+class CallSiteRows:
+    """Per kind of call, each workload's calls by the function that made them."""
+
+    def __init__(
+        self,
+        keys: KeySpace,
+        identities: Identities,
+        symbolizer: Symbolizer,
+        top_k: int,
+        named_workloads: int,
+        grace_seconds: float,
+        forget: Callable[[list[CallSite]], None],
+        alive: Callable[[int], bool] = process_alive,
+    ) -> None:
+        self._keys = keys
+        self._identities = identities
+        self._symbolizer = symbolizer
+        self._named_workloads = named_workloads
+        self._forget = forget
+        self._alive = alive
+        self._tables = {kind: RankedTable(top_k, grace_seconds, OTHER_CODE) for kind in SITE_KINDS}
+        self._last: dict[SiteKey, int] = {}
+
+    def update(self, sites: list[CallSite]) -> None:
+        """Fold one read of the map in; delete the entries of processes that have exited (read for the last time)."""
+        places = self._keys.place({site.workload for site in sites})
+        by_kind: dict[str, list[tuple[Labels, CallSite, int]]] = {kind: [] for kind in SITE_KINDS}
+        seen: dict[SiteKey, int] = {}
+        live: set[Hashable] = set()
+        for site in sites:
+            key = (site.workload, site.tgid, site.kind, site.ip, site.caller)
+            seen[key] = site.count
+            gain = site.count - self._last.get(key, 0)
+            if gain < 0:  # the entry was made again (deleted and recreated): all of it is new
+                gain = site.count
+            place = places[site.workload]
+            labels: Labels = workload_for_cgroup(place.path, self._identities).labels()
+            if place.path is not None and not place.final:
+                live.add(labels)
+            if gain:
+                by_kind[site.kind].append((labels, site, gain))
+        self._symbolizer.next_round()
+        for kind, items in by_kind.items():
+            per_workload: dict[Labels, int] = {}
+            for labels, _site, gain in items:
+                per_workload[labels] = per_workload.get(labels, 0) + gain
+            named = busiest(per_workload, self._named_workloads)
+            table = self._tables[kind]
+            table.add(gains_by_workload(items, named, self._row, OTHER_CODE))
+            table.expire(live)
+        alive = {tgid: self._alive(tgid) for tgid in {site.tgid for site in sites}}
+        finished = [site for site in sites if not alive[site.tgid]]
+        if finished:
+            self._forget(finished)
+            for site in finished:
+                seen.pop((site.workload, site.tgid, site.kind, site.ip, site.caller), None)
+        self._last = seen
+
+    def _row(self, site: CallSite) -> Row:
+        code = self._symbolizer.call_site(site.tgid, site.ip, site.caller)
+        return safe_row((code.library, code.version, code.function))
+
+    def families(self) -> list[Metric]:
+        """Yields and futex waits by site, per workload."""
+        families: list[Metric] = []
+        for kind, table in self._tables.items():
+            family = FAMILY_OF_KIND[kind].family()
+            add_rows(family, table, OTHER_CODE)
+            families.append(family)
+        return families
+
+    def rows_of(self, kind: str, labels: Labels) -> list[tuple[Row, int]]:
+        """A workload's exported rows of *kind* (for tests and the in-process diagnosis)."""
+        ranked = self._tables[kind].get(labels)
+        return [] if ranked is None else ranked.rows(OTHER_CODE)

@@ -1,0 +1,128 @@
+"""Per-workload counts by row (a library and function, say), exported as the top-k rows plus one ``(other)`` row, every
+exported counter monotonic while the set of top rows changes.
+
+Each row's count only grows. A row becomes *named* (exported under its own labels) when it is among the busiest of
+an update and a slot is free; from then on its series counts what it gains from the update that named it (its
+earlier counts stay in ``(other)``). ``(other)`` is every count not in a named series: the total less the named
+series. So each named series grows with its row, and ``(other)`` grows by the gains of the rows that are not named:
+no exported counter ever goes backwards. When every slot is taken, a row that gained more than REPLACE_FACTOR times
+what the weakest named row gained in the same update takes that row's slot, once the weakest has been named for
+``hold_seconds`` (so that the set does not flap): the weaker row's series ends, its count passes to ``(other)``
+(which therefore still grows), and if it is named again later its series starts again from what it gains then, as
+a reset that Prometheus' rate() reads right.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+Row = tuple[str, ...]
+HOLD_SECONDS = 60.0  # a named row keeps its slot at least this long
+REPLACE_FACTOR = 2.0  # a row busier than this many times the weakest named row takes its slot
+TRACKED_ROWS = 512  # rows remembered per workload; the counts of rows beyond are in (other) for good
+
+
+@dataclass
+class _Named:
+    base: int  # the row's count when it was named
+    named_at: float
+    last_gain: int  # in the latest update
+
+
+@dataclass
+class RankedRows:
+    """One workload's rows."""
+
+    top_k: int
+    hold_seconds: float = HOLD_SECONDS
+    counts: dict[Row, int] = field(default_factory=dict)
+    total: int = 0
+    named: dict[Row, _Named] = field(default_factory=dict)
+
+    def add(self, gains: Mapping[Row, int], now: float, unnamed: Row | None = None) -> None:
+        """Add what each row gained since the last update, then fill or hand over named slots (never to the row
+        *unnamed*: the rest row's own labels, under which a workload not looked at closely is counted)."""
+        for row, gain in gains.items():
+            if gain <= 0:
+                continue
+            self.total += gain
+            if row in self.counts or len(self.counts) < TRACKED_ROWS:
+                self.counts[row] = self.counts.get(row, 0) + gain
+        candidates = sorted(
+            (
+                row
+                for row, gain in gains.items()
+                if gain > 0 and row not in self.named and row in self.counts and row != unnamed
+            ),
+            key=lambda row: (-gains[row], row),
+        )
+        for row, named in self.named.items():
+            named.last_gain = max(0, gains.get(row, 0))
+        for row in candidates:
+            if len(self.named) >= self.top_k and not self._free_a_slot(now, gains[row]):
+                break
+            self.named[row] = _Named(base=self.counts[row] - gains[row], named_at=now, last_gain=gains[row])
+
+    def _free_a_slot(self, now: float, gain: int) -> bool:
+        """Demote the weakest named row held long enough, if *gain* beats it by REPLACE_FACTOR."""
+        held = [row for row, named in self.named.items() if now - named.named_at >= self.hold_seconds]
+        weakest = min(held, key=lambda row: (self.named[row].last_gain, row), default=None)
+        if weakest is None or gain <= REPLACE_FACTOR * self.named[weakest].last_gain:
+            return False
+        del self.named[weakest]
+        return True
+
+    def rows(self, other: Row) -> list[tuple[Row, int]]:
+        """(row, exported count) of each named row, busiest first, then *other* with the rest (when there is any)."""
+        exported = sorted(
+            ((row, self.counts[row] - named.base) for row, named in self.named.items()), key=lambda item: -item[1]
+        )
+        rest = self.total - sum(count for _row, count in exported)
+        return [*exported, (other, rest)] if rest > 0 else exported
+
+
+class RankedTable:
+    """RankedRows per workload (by its labels), dropped once the workload is gone and quiet for *grace_seconds*."""
+
+    def __init__(
+        self, top_k: int, grace_seconds: float, other: Row, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.top_k = top_k
+        self.other = other
+        self.grace_seconds = grace_seconds
+        self._clock = clock
+        self._workloads: dict[Hashable, RankedRows] = {}
+        self._last_gain: dict[Hashable, float] = {}
+
+    def add(self, gains: Mapping[Hashable, Mapping[Row, int]]) -> None:
+        """This round's gains by workload and row."""
+        now = self._clock()
+        for workload, rows in gains.items():
+            if not any(gain > 0 for gain in rows.values()):
+                continue
+            ranked = self._workloads.get(workload)
+            if ranked is None:
+                ranked = self._workloads[workload] = RankedRows(self.top_k)
+            ranked.add(rows, now, self.other)
+            self._last_gain[workload] = now
+
+    def expire(self, live: Iterable[Hashable]) -> None:
+        """Drop the workloads not in *live* that have gained nothing for grace_seconds."""
+        now, alive = self._clock(), set(live)
+        for workload in list(self._workloads):
+            if workload not in alive and now - self._last_gain.get(workload, now) > self.grace_seconds:
+                del self._workloads[workload]
+                self._last_gain.pop(workload, None)
+
+    def items(self) -> list[tuple[Hashable, RankedRows]]:
+        """(workload, its rows) of each workload kept."""
+        return list(self._workloads.items())
+
+    def get(self, workload: Hashable) -> RankedRows | None:
+        """The rows of *workload*, if kept."""
+        return self._workloads.get(workload)
+
+    def __len__(self) -> int:
+        return len(self._workloads)

@@ -1,0 +1,65 @@
+"""A workload's code attribution over a window, from the agent's code rows: on-CPU samples by library, function and
+mode (the oncpu collector) and the call sites of its sched_yield calls and futex waits (syscall_families).
+
+Each row's count is its growth over the window. A row whose series started again within the window (it left the
+workload's top rows and came back, docs/attribution.md) counts what its new series counted. The ``(other)`` row
+counts in the total but is no row of its own: it names no code. Without the collector, or without any row for the
+workload in the window, the facts are unknown (None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent.diagnosis.facts import CodeShare, Workload, WorkloadView
+from agent.diagnosis.inputs.live.series import CODE_SEPARATOR
+from agent.diagnosis.inputs.live.window import Window
+
+OTHER = "(other)"
+UNKNOWN = "(unknown)"
+ONCPU_COLLECTOR = "oncpu"
+SITES_COLLECTOR = "syscall_families"
+
+
+def with_code_inputs(window: Window, view: WorkloadView) -> WorkloadView:
+    """*view* with its on-CPU samples and call sites over *window*."""
+    ref = view.ref
+    samples, total = code_rows(window, ref, "cpu_samples", ONCPU_COLLECTOR)
+    yields, _yields_total = code_rows(window, ref, "yield_sites", SITES_COLLECTOR)
+    waits, _waits_total = code_rows(window, ref, "futex_sites", SITES_COLLECTOR)
+    return replace(view, cpu_samples=samples, cpu_samples_total=total, yield_sites=yields, futex_sites=waits)
+
+
+def code_rows(
+    window: Window, ref: Workload, key: str, collector: str
+) -> tuple[tuple[CodeShare, ...] | None, float | None]:
+    """The rows of *key* that grew over the window, busiest first, and the growth of every row with (other)."""
+    if collector not in window.after.up:
+        return None, None
+    after = window.after.workloads.get(ref)
+    if after is None:
+        return None, None
+    before = window.before.workloads.get(window.earlier_ref(ref))
+    before_counts = before.counts if before is not None else {}
+    prefix = f"{key}:"
+    shares: list[CodeShare] = []
+    total = 0.0
+    for full, value in after.counts.items():
+        if not full.startswith(prefix):
+            continue
+        grown = value - before_counts.get(full, 0.0)
+        if grown < 0:  # a new series under the same labels (see the module's text)
+            grown = value
+        if grown <= 0:
+            continue
+        total += grown
+        parts = full[len(prefix) :].split(CODE_SEPARATOR)
+        library, version, function = parts[0], parts[1], parts[2]
+        if library == OTHER:
+            continue
+        mode = parts[3] if len(parts) > 3 else "user"
+        shares.append(CodeShare(library, None if function == UNKNOWN else function, mode, grown, version or None))
+    if total <= 0:
+        return None, None
+    shares.sort(key=lambda share: -share.count)
+    return tuple(shares), total

@@ -1,0 +1,142 @@
+"""Addresses of samples and call sites to code names (library, its version, function), with the caches that make a
+scrape cheap: a process's maps read once a round, a file's functions once per build id, kallsyms once."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.machine.procfs import ProcFS, printable
+from agent.symbols.elf_symbols import ElfFunctions, SymbolCache, read_functions
+from agent.symbols.kernel_symbols import KernelSymbols, read_kallsyms
+from agent.symbols.names import KERNEL, UNKNOWN, library_name
+from agent.symbols.process_maps import VDSO, ExecutableMappings, Mapping, read_maps
+
+# The C library's system-call stubs: leaf functions that push nothing, so the word at the stack pointer at the
+# system call is the return address into their caller (glibc, musl).
+LEAF_STUBS = frozenset({"sched_yield", "syscall"})
+FILES_REMEMBERED = 4096  # (device, inode) -> functions and version, for processes that have exited since
+ROUNDS_REMEMBERED = 2  # a process's maps are kept this many rounds after it was last looked at (it may have exited)
+
+VersionReader = Callable[[str, Path], str | None]  # (file name, path to open it) -> the version the library says
+
+
+@dataclass(frozen=True)
+class CodeName:
+    """Where an address is: library (``[kernel]``, ``(unknown)``), the library's version ("" unknown), function
+    (``(unknown)`` where no symbol covers it)."""
+
+    library: str
+    version: str
+    function: str
+
+
+UNKNOWN_CODE = CodeName(UNKNOWN, "", UNKNOWN)
+
+
+@dataclass
+class _File:
+    library: str
+    version: str
+    functions: ElfFunctions | None
+
+
+class Symbolizer:
+    """Names addresses of processes and of the kernel. Call :meth:`next_round` once per scrape: each process's maps
+    are read again at its first address of a round (libraries come and go with dlopen)."""
+
+    def __init__(
+        self,
+        procfs: ProcFS | None = None,
+        cache: SymbolCache | None = None,
+        version_of: VersionReader | None = None,
+        kernel_symbols: Callable[[], KernelSymbols] | None = None,
+    ) -> None:
+        self._proc = procfs or ProcFS()
+        self._cache = cache or SymbolCache()
+        self._version_of = version_of
+        self._read_kernel_symbols = kernel_symbols or (lambda: read_kallsyms(self._proc))
+        self._kernel: KernelSymbols | None = None
+        self._round = 0
+        self._maps: dict[int, tuple[ExecutableMappings, int]] = {}  # pid -> (maps, round last used)
+        self._files: dict[tuple[tuple[int, int], int], _File] = {}
+        self._vdso: _File | None = None
+
+    def next_round(self) -> None:
+        """Start a round: maps are read again when used, and those of processes unused for ROUNDS_REMEMBERED
+        rounds are forgotten."""
+        self._round += 1
+        self._maps = {pid: kept for pid, kept in self._maps.items() if self._round - kept[1] <= ROUNDS_REMEMBERED}
+
+    def kernel(self, address: int) -> CodeName:
+        """The kernel function at *address*."""
+        if self._kernel is None:
+            self._kernel = self._read_kernel_symbols()
+        return CodeName(KERNEL, "", self._kernel.function_at(address) or UNKNOWN)
+
+    def user(self, pid: int, address: int) -> CodeName:
+        """The library and function at *address* of process *pid*."""
+        maps = self._mappings(pid)
+        mapping = None if maps is None else maps.find(address)
+        if mapping is None:
+            return UNKNOWN_CODE
+        known = self._file(pid, mapping)
+        function = None if known.functions is None else known.functions.function_at(mapping.file_offset(address))
+        return CodeName(known.library, known.version, function or UNKNOWN)
+
+    def call_site(self, pid: int, ip: int, caller: int) -> CodeName:
+        """Who made a system call: the caller of the C library's stub when the call was made from one (*caller*:
+        the return address read at the stub's stack pointer, 0 when not read), else the code at *ip* itself."""
+        made_in = self.user(pid, ip)
+        if caller and made_in.function in LEAF_STUBS:
+            return self.user(pid, caller - 1)  # the call instruction, before the return address
+        return made_in
+
+    def _mappings(self, pid: int) -> ExecutableMappings | None:
+        kept = self._maps.get(pid)
+        if kept is not None and kept[1] == self._round:
+            return kept[0]
+        fresh = read_maps(self._proc, pid)
+        if fresh is None:  # gone: what it mapped when last read, if it was
+            if kept is None:
+                return None
+            self._maps[pid] = (kept[0], self._round)
+            return kept[0]
+        self._maps[pid] = (fresh, self._round)
+        return fresh
+
+    def _file(self, pid: int, mapping: Mapping) -> _File:
+        if mapping.path == VDSO:
+            if self._vdso is None:
+                self._vdso = _File(VDSO, "", own_vdso(self._proc))
+            return self._vdso
+        key = (mapping.device, mapping.inode)
+        known = self._files.get(key)
+        if known is None:
+            opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
+            basename = mapping.path.rsplit("/", 1)[-1]
+            version = self._version_of(basename, opened) if self._version_of is not None else None
+            # map_files names the very file mapped but needs CAP_SYS_ADMIN (or CHECKPOINT_RESTORE); the path in the
+            # process's own root needs only the ptrace read check (CAP_PERFMON passes it: docs/security.md).
+            in_root = self._proc.path(pid, "root") / mapping.path.lstrip("/")
+            functions = self._cache.functions(opened, in_root)
+            known = _File(printable(library_name(mapping.path)), printable(version or ""), functions)
+            if len(self._files) >= FILES_REMEMBERED:
+                self._files.pop(next(iter(self._files)))
+            self._files[key] = known
+        return known
+
+
+def own_vdso(procfs: ProcFS) -> ElfFunctions | None:
+    """The functions of this process's vDSO: the kernel maps the same image into every process of an architecture,
+    so its own copy names another process's vDSO addresses without reading that process's memory."""
+    maps = read_maps(procfs, os.getpid())
+    mapping = next((m for m in maps.all() if m.path == VDSO), None) if maps is not None else None
+    if mapping is None:
+        return None
+    image = ctypes.string_at(mapping.start, mapping.end - mapping.start)
+    return read_functions(io.BytesIO(image))

@@ -1,0 +1,90 @@
+"""Call sites from the kernel map to exported rows: each entry's growth counted once, an exited process's entries
+deleted after their last read and their counts kept, the busiest workloads named, the rest in (other)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agent.bpf.probes.base import ProbeLimits
+from agent.bpf.probes.families import CallSite, compile_defines
+from agent.collectors.common.call_sites import CallSiteRows
+from agent.identity.placement import Placement
+from agent.identity.resolver import IdentityResolver
+from agent.symbols.symbolizer import CodeName, Symbolizer
+
+POOL, OTHER_WORKLOAD = 11, 12
+PATHS = {POOL: "/pool", OTHER_WORKLOAD: "/other"}
+
+
+class Keys:
+    """Cgroup keys that are always where PATHS says."""
+
+    per_process = False
+    place_hierarchy = -1
+    healthy = True
+
+    def place(self, keys: Iterable[int]) -> dict[int, Placement]:
+        return {key: Placement(key, PATHS[key], False) for key in keys}
+
+
+class Names(Symbolizer):
+    """The caller's name is its address in hex (a stand-in for a process's maps)."""
+
+    def call_site(self, pid: int, ip: int, caller: int) -> CodeName:
+        return CodeName("app", "", f"f{caller:x}")
+
+
+def rows_of(sites: CallSiteRows, cgroup: str) -> dict[str, int]:
+    labels = ("", "", "", "", cgroup)
+    return {row[2]: count for row, count in sites.rows_of("sched_yield", labels)}
+
+
+def make(alive: set[int], forgotten: list[CallSite], named_workloads: int = 16) -> CallSiteRows:
+    return CallSiteRows(
+        Keys(),  # type: ignore[arg-type]
+        IdentityResolver([]),
+        Names(),
+        top_k=2,
+        named_workloads=named_workloads,
+        grace_seconds=300,
+        forget=forgotten.extend,
+        alive=lambda tgid: tgid in alive,
+    )
+
+
+def yields(workload: int, tgid: int, caller: int, count: int) -> CallSite:
+    return CallSite(workload, tgid, "sched_yield", 0x1000, caller, count)
+
+
+def test_each_read_adds_what_an_entry_grew_and_exited_processes_keep_their_counts() -> None:
+    forgotten: list[CallSite] = []
+    alive = {100}
+    sites = make(alive, forgotten)
+    sites.update([yields(POOL, 100, 0xA, 30), yields(POOL, 100, 0xB, 10)])
+    sites.update([yields(POOL, 100, 0xA, 50), yields(POOL, 100, 0xB, 10)])
+    assert rows_of(sites, "/pool") == {"fa": 50, "fb": 10}
+    alive.clear()  # it exited after counting 5 more
+    sites.update([yields(POOL, 100, 0xA, 55), yields(POOL, 100, 0xB, 10)])
+    assert rows_of(sites, "/pool") == {"fa": 55, "fb": 10}
+    assert len(forgotten) == 2
+    sites.update([])  # the entries are gone from the map: nothing is lost
+    assert rows_of(sites, "/pool") == {"fa": 55, "fb": 10}
+
+
+def test_beyond_the_top_rows_the_rest_is_other_and_the_total_is_kept() -> None:
+    sites = make({100}, [])
+    sites.update([yields(POOL, 100, caller, 10 * caller) for caller in (1, 2, 3, 4)])
+    assert rows_of(sites, "/pool") == {"f4": 40, "f3": 30, "(other)": 30}
+
+
+def test_only_the_busiest_workloads_are_named() -> None:
+    sites = make({100, 200}, [], named_workloads=1)
+    sites.update([yields(POOL, 100, 0xA, 1000), yields(OTHER_WORKLOAD, 200, 0xB, 5)])
+    assert rows_of(sites, "/pool") == {"fa": 1000}
+    assert rows_of(sites, "/other") == {"(other)": 5}
+
+
+def test_call_sites_are_compiled_in_on_x86_64_only_when_asked() -> None:
+    with_sites = compile_defines(ProbeLimits(), None, 8, False, 4096)
+    assert with_sites.get("MAX_CALL_SITES") in (4096, None)  # None: another architecture
+    assert "CALL_SITES" not in compile_defines(ProbeLimits(), None, 8, False, 0)

@@ -1,0 +1,79 @@
+"""Top-k rows plus (other) per workload: every exported counter monotonic while the top rows change."""
+
+from __future__ import annotations
+
+import random
+
+from agent.collectors.common.ranked_rows import RankedRows, RankedTable
+
+OTHER = ("(other)",)
+
+
+def exported(ranked: RankedRows) -> dict[tuple[str, ...], int]:
+    return dict(ranked.rows(OTHER))
+
+
+def test_first_update_names_the_busiest_rows_with_all_they_counted() -> None:
+    ranked = RankedRows(top_k=2)
+    ranked.add({("a",): 50, ("b",): 30, ("c",): 20}, now=0.0)
+    assert exported(ranked) == {("a",): 50, ("b",): 30, OTHER: 20}
+
+
+def test_a_row_named_later_counts_from_the_update_that_named_it() -> None:
+    ranked = RankedRows(top_k=2, hold_seconds=10)
+    ranked.add({("a",): 50, ("b",): 30, ("c",): 20}, now=0.0)
+    ranked.add({("a",): 5, ("c",): 40}, now=20.0)  # b gained 0, c 40: c takes b's slot
+    assert exported(ranked) == {("a",): 55, ("c",): 40, OTHER: 20 + 30}
+    assert sum(exported(ranked).values()) == ranked.total == 145
+
+
+def test_a_named_row_keeps_its_slot_against_a_row_not_twice_as_busy() -> None:
+    ranked = RankedRows(top_k=1, hold_seconds=10)
+    ranked.add({("a",): 100}, now=0.0)
+    ranked.add({("a",): 100, ("b",): 199}, now=100.0)
+    assert exported(ranked) == {("a",): 200, OTHER: 199}
+
+
+def test_a_named_row_keeps_its_slot_while_held() -> None:
+    ranked = RankedRows(top_k=1, hold_seconds=60)
+    ranked.add({("a",): 1}, now=0.0)
+    ranked.add({("a",): 1, ("b",): 1000}, now=30.0)
+    assert exported(ranked) == {("a",): 2, OTHER: 1000}
+    ranked.add({("a",): 1, ("b",): 1000}, now=61.0)
+    assert exported(ranked) == {("b",): 1000, OTHER: 1003}
+
+
+def test_the_rest_row_is_never_named() -> None:
+    ranked = RankedRows(top_k=3)
+    ranked.add({OTHER: 100, ("a",): 1}, now=0.0, unnamed=OTHER)
+    assert exported(ranked) == {("a",): 1, OTHER: 100}
+
+
+def test_random_updates_never_make_an_exported_counter_go_backwards() -> None:
+    generator = random.Random(24)
+    ranked = RankedRows(top_k=3, hold_seconds=5)
+    seen: dict[tuple[str, ...], int] = {}
+    names = [(f"f{index}",) for index in range(12)]
+    for step in range(400):
+        gains = {row: generator.randrange(0, 30) for row in generator.sample(names, generator.randrange(1, 6))}
+        ranked.add(gains, now=float(step))
+        rows = exported(ranked)
+        assert len(rows) <= 4
+        assert sum(rows.values()) == ranked.total
+        for row, value in rows.items():
+            if row in seen and value < seen[row]:
+                # Only a row that lost its slot and was named again may start over (a reset).
+                assert row != OTHER, f"(other) went from {seen[row]} to {value} at step {step}"
+            seen[row] = value
+        for row in list(seen):
+            if row not in rows:
+                del seen[row]  # its series ended: a later one is a new series
+
+
+def test_table_expires_only_gone_and_quiet_workloads() -> None:
+    clock = [0.0]
+    table = RankedTable(top_k=2, grace_seconds=30, other=OTHER, clock=lambda: clock[0])
+    table.add({"live": {("a",): 1}, "gone": {("b",): 1}})
+    clock[0] = 100.0
+    table.expire(live=["live"])
+    assert [workload for workload, _rows in table.items()] == ["live"]

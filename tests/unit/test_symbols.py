@@ -1,0 +1,138 @@
+"""Addresses to names: library file names, /proc/PID/maps, ELF symbol tables (checked against nm on a program compiled
+here and against the C library this process runs), kallsyms."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.machine.procfs import ProcFS
+from agent.symbols.elf_symbols import SymbolCache, read_functions
+from agent.symbols.kernel_symbols import parse_kallsyms
+from agent.symbols.names import UNKNOWN, is_c_library, library_name
+from agent.symbols.process_maps import parse_maps
+from agent.symbols.symbolizer import Symbolizer, own_vdso
+from tests.support.workloads import build
+
+MAPS = """\
+55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1311 /work/code_sites
+55d0c0a01000-55d0c0a02000 r-xp 00001000 fe:01 1311 /work/code_sites
+7f0e00000000-7f0e00021000 rw-p 00000000 00:00 0
+7f0e1c228000-7f0e1c3a6000 r-xp 00028000 fe:01 2230 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd5bd5e000-7ffd5bd60000 r-xp 00000000 00:00 0                          [vdso]
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/x/numpy.libs/libscipy_openblas64_-32a4b2a6.so", "libscipy_openblas64_.so"),
+        ("/x/numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so", "libopenblas64_p-r0.3.23.dev.so"),
+        ("/x/numpy.libs/libgfortran-040039e1-0352e75f.so.5.0.0", "libgfortran.so.5.0.0"),
+        ("/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0", "libgomp.so.1.0.0"),
+        ("/usr/bin/python3.11 (deleted)", "python3.11"),
+    ],
+)
+def test_library_names_drop_wheel_hashes(path: str, name: str) -> None:
+    assert library_name(path) == name
+
+
+def test_c_library_names() -> None:
+    assert is_c_library("libc.so.6") and is_c_library("libpthread.so.0") and is_c_library("ld-musl-x86_64.so.1")
+    assert not is_c_library("libcrypto.so.3")
+
+
+def test_maps_keep_executable_file_mappings_and_the_vdso() -> None:
+    maps = parse_maps(MAPS)
+    assert len(maps) == 3
+    mapping = maps.find(0x7F0E1C228000 + 0x10)
+    assert mapping is not None and mapping.path.endswith("libc.so.6") and mapping.inode == 2230
+    assert mapping.file_offset(0x7F0E1C228000 + 0x10) == 0x28010
+    assert mapping.device == (0xFE, 0x01)
+    vdso = maps.find(0x7FFD5BD5E010)
+    assert vdso is not None and vdso.path == "[vdso]"
+    assert maps.find(0x7F0E00000010) is None  # anonymous
+
+
+def nm_functions(binary: Path) -> dict[str, tuple[int, int]]:
+    """name -> (address, size) of the defined text symbols nm lists."""
+    nm = shutil.which("nm")
+    assert nm is not None, "nm is missing: apt-get install binutils"
+    out = subprocess.run([nm, "-S", "--defined-only", str(binary)], capture_output=True, text=True, check=True)
+    found = {}
+    for line in out.stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[2] in "tT":
+            found[fields[3]] = (int(fields[0], 16), int(fields[1], 16))
+    return found
+
+
+def test_functions_of_a_compiled_program_agree_with_nm() -> None:
+    binary = build("code_sites")
+    with binary.open("rb") as file:
+        functions = read_functions(file)
+    assert functions is not None
+    expected = nm_functions(binary)
+    for name in ("yield_from_alpha", "yield_from_beta", "wait_from_gamma", "wait_inline_delta", "main"):
+        address, size = expected[name]
+        # A PIE's text segment: file offset = address - segment address + segment offset (0x1000 each here).
+        offset = _file_offset(binary, address)
+        assert functions.function_at(offset) == name
+        assert functions.function_at(offset + size - 1) == name
+        assert functions.function_at(offset + size) != name
+
+
+def _file_offset(binary: Path, address: int) -> int:
+    readelf = shutil.which("readelf")
+    assert readelf is not None
+    out = subprocess.run([readelf, "-lW", str(binary)], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "LOAD":
+            offset, vaddr, filesz = int(fields[1], 16), int(fields[2], 16), int(fields[4], 16)
+            if vaddr <= address < vaddr + filesz:
+                return address - vaddr + offset
+    raise AssertionError(f"{address:#x} is in no LOAD segment of {binary}")
+
+
+def test_this_process_names_the_c_librarys_sched_yield() -> None:
+    libc = ctypes.CDLL(None)
+    address = ctypes.cast(libc.sched_yield, ctypes.c_void_p).value
+    assert address is not None
+    code = Symbolizer().user(os.getpid(), address + 2)
+    assert (code.library, code.function) == ("libc.so.6", "sched_yield")
+    assert Symbolizer().user(os.getpid(), 8) == Symbolizer().user(os.getpid(), 16)
+    assert Symbolizer().user(os.getpid(), 8).library == UNKNOWN
+
+
+def test_vdso_functions_are_named_from_this_process_image() -> None:
+    maps = parse_maps(Path(f"/proc/{os.getpid()}/maps").read_text())
+    vdso = next(mapping for mapping in maps.all() if mapping.path == "[vdso]")
+    functions = own_vdso(ProcFS())
+    assert functions is not None
+    names = {functions.function_at(offset) for offset in range(0, vdso.end - vdso.start, 16)}
+    assert {"clock_gettime", "gettimeofday"} <= names
+
+
+def test_a_file_is_read_once_per_identity() -> None:
+    cache = SymbolCache()
+    binary = build("code_sites")
+    first = cache.functions(binary)
+    assert cache.functions(binary) is first
+    assert cache.files_read == 1
+
+
+def test_kallsyms_text_symbols() -> None:
+    symbols = parse_kallsyms(
+        "ffffffff81000000 T _stext\nffffffff81001000 t do_sched_yield\nffffffff81002000 D some_data\n"
+        "ffffffff81003000 T schedule [kvm]\n0000000000000000 T hidden\n"
+    )
+    assert symbols.function_at(0xFFFFFFFF81001010) == "do_sched_yield"
+    assert symbols.function_at(0xFFFFFFFF81002010) == "do_sched_yield"  # data symbols do not end a function
+    assert symbols.function_at(0xFFFFFFFF81003001) == "schedule"
+    assert symbols.function_at(0x1000) is None
