@@ -5,8 +5,6 @@ rows per workload plus one (other) row."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 from prometheus_client.core import Metric
 
 from agent import metrics
@@ -14,7 +12,7 @@ from agent.bpf.probes.base import MapHealth
 from agent.bpf.probes.oncpu import OnCpuProbe, Sample
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
-from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, safe_row
+from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, renamed, safe_row
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.ranked_rows import RankedTable, Row
 from agent.collectors.common.self_metrics import self_families
@@ -62,7 +60,7 @@ class OnCpuCollector:
         self._symbolizer = symbolizer or Symbolizer(version_of=context.library_version)
         self._named_workloads = settings.code_workloads
         self._table = RankedTable(settings.code_top_k, settings.series_grace_seconds, OTHER_SAMPLES)
-        self._keys_of: dict[Labels, set[int]] = {}
+        self._labels_of: dict[int, Labels] = {}  # each key's labels when last placed
         self._health = MapHealth({}, {}, {})
         self._ticker = Ticker(NAME, self._tick)
 
@@ -91,27 +89,39 @@ class OnCpuCollector:
     def add(self, samples: list[Sample]) -> None:
         """Fold one read's samples into the table (under the ticker's lock)."""
         places = self._keys.place({sample.workload for sample in samples})
+        labels_of: dict[int, Labels] = {
+            key: workload_for_cgroup(place.path, self._identities).labels() for key, place in places.items()
+        }
+        self._follow({key: labels_of[key] for key, place in places.items() if place.path is not None})
         labelled: list[tuple[Labels, Sample, int]] = []
         per_workload: dict[Labels, int] = {}
         for sample in samples:
-            labels = workload_for_cgroup(places[sample.workload].path, self._identities).labels()
-            self._keys_of.setdefault(labels, set()).add(sample.workload)
+            labels = labels_of[sample.workload]
             labelled.append((labels, sample, sample.count))
             per_workload[labels] = per_workload.get(labels, 0) + sample.count
         self._symbolizer.next_round()
         named = busiest(per_workload, self._named_workloads)
         self._table.add(gains_by_workload(labelled, named, self._row, OTHER_SAMPLES))
 
+    def _follow(self, placed: dict[int, Labels]) -> None:
+        """Move the rows of workloads whose labels changed to their new labels; remember each placed key's."""
+        for old, new in renamed(self._labels_of, placed).items():
+            self._table.rename(old, new)
+        self._labels_of.update(placed)
+
     def _expire(self) -> None:
-        """Drop the rows of workloads gone and quiet for the grace period (at scrapes only: it places every key)."""
-        places = self._keys.place(set().union(*self._keys_of.values()))
-        live: set[Hashable] = set()
-        for place in places.values():
-            if place.path is not None and not place.final:
-                live.add(workload_for_cgroup(place.path, self._identities).labels())
-        self._table.expire(live)
+        """Follow renamed workloads and drop the rows of those gone and quiet for the grace period (at scrapes only:
+        it places every key)."""
+        places = self._keys.place(set(self._labels_of))
+        placed: dict[int, Labels] = {
+            key: workload_for_cgroup(place.path, self._identities).labels()
+            for key, place in places.items()
+            if place.path is not None
+        }
+        self._follow(placed)
+        self._table.expire({placed[key] for key, place in places.items() if key in placed and not place.final})
         kept = {labels for labels, _rows in self._table.items()}
-        self._keys_of = {labels: keys for labels, keys in self._keys_of.items() if labels in kept}
+        self._labels_of = {key: labels for key, labels in self._labels_of.items() if labels in kept}
 
     def _row(self, sample: Sample) -> Row:
         if sample.kernel:

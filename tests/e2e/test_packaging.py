@@ -99,6 +99,7 @@ def test_the_installed_agent_loads_its_programs_when_run_inside_a_checkout(tmp_p
         "syscalls": True,
         "sched": True,
         "syscall_families": True,
+        "oncpu": True,
         "cgroup_cpu": True,
         "pressure": True,
     }, report["collectors"]

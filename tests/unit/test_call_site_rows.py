@@ -4,16 +4,19 @@ deleted after their last read and their counts kept, the busiest workloads named
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import SimpleNamespace
 
 from agent.bpf.probes.base import ProbeLimits
 from agent.bpf.probes.families import CallSite, compile_defines
 from agent.collectors.common.call_sites import CallSiteRows
 from agent.identity.placement import Placement
-from agent.identity.resolver import IdentityResolver
+from agent.identity.resolver import Identity, IdentityResolver
 from agent.symbols.symbolizer import CodeName, Symbolizer
 
-POOL, OTHER_WORKLOAD = 11, 12
-PATHS = {POOL: "/pool", OTHER_WORKLOAD: "/other"}
+POOL, OTHER_WORKLOAD, CONTAINER = 11, 12, 13
+CONTAINER_ID = "ab" * 32
+CONTAINER_PATH = f"/system.slice/docker-{CONTAINER_ID}.scope"
+PATHS = {POOL: "/pool", OTHER_WORKLOAD: "/other", CONTAINER: CONTAINER_PATH}
 
 
 class Keys:
@@ -88,3 +91,25 @@ def test_call_sites_are_compiled_in_on_x86_64_only_when_asked() -> None:
     with_sites = compile_defines(ProbeLimits(), None, 8, False, 4096)
     assert with_sites.get("MAX_CALL_SITES") in (4096, None)  # None: another architecture
     assert "CALL_SITES" not in compile_defines(ProbeLimits(), None, 8, False, 0)
+
+
+def test_a_container_named_after_its_first_reads_keeps_one_series_under_its_names() -> None:
+    runtime: dict[str, Identity] = {}
+    sites = CallSiteRows(
+        Keys(),  # type: ignore[arg-type]
+        SimpleNamespace(get=runtime.get),  # type: ignore[arg-type]
+        Names(),
+        top_k=2,
+        named_workloads=16,
+        grace_seconds=300,
+        forget=[].extend,
+        alive=lambda tgid: True,
+    )
+    id_only = (CONTAINER_ID, "", "", "", "")
+    sites.update([yields(CONTAINER, 100, 0xA, 30)])
+    assert {row[2]: count for row, count in sites.rows_of("sched_yield", id_only)} == {"fa": 30}
+    runtime[CONTAINER_ID] = Identity("trainer", "pool-0", "ml", frozenset({CONTAINER_PATH}))
+    sites.update([yields(CONTAINER, 100, 0xA, 31)])
+    named = (CONTAINER_ID, "trainer", "pool-0", "ml", "")
+    assert sites.rows_of("sched_yield", id_only) == []
+    assert {row[2]: count for row, count in sites.rows_of("sched_yield", named)} == {"fa": 31}

@@ -77,3 +77,19 @@ def test_table_expires_only_gone_and_quiet_workloads() -> None:
     clock[0] = 100.0
     table.expire(live=["live"])
     assert [workload for workload, _rows in table.items()] == ["live"]
+
+
+def test_a_renamed_workload_keeps_its_rows_and_no_counter_goes_backwards() -> None:
+    table = RankedTable(top_k=1, grace_seconds=30, other=OTHER)
+    table.add({"id-only": {("spin",): 40, ("read",): 5}})
+    table.rename("id-only", "named")
+    assert table.get("id-only") is None
+    named = table.get("named")
+    assert named is not None and exported(named) == {("spin",): 40, OTHER: 5}
+    # Rows already counted under the new labels take the old ones in: each series grows by what it takes.
+    table.add({"other-id": {("read",): 7, ("spin",): 1}})
+    table.rename("named", "other-id")
+    merged = table.get("other-id")
+    assert merged is not None and exported(merged) == {("read",): 12, OTHER: 41}
+    table.rename("no-such-workload", "other-id")
+    assert len(table) == 1

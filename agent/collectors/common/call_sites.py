@@ -11,7 +11,7 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.bpf.probes.families import SITE_KINDS, CallSite
-from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, safe_row
+from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, renamed, safe_row
 from agent.collectors.common.ranked_rows import RankedTable, Row
 from agent.identity.placement import KeySpace
 from agent.identity.workload import Identities, workload_for_cgroup
@@ -49,10 +49,19 @@ class CallSiteRows:
         self._alive = alive
         self._tables = {kind: RankedTable(top_k, grace_seconds, OTHER_CODE) for kind in SITE_KINDS}
         self._last: dict[SiteKey, int] = {}
+        self._labels_of: dict[int, Labels] = {}  # each placed key's labels at the last read
 
     def update(self, sites: list[CallSite]) -> None:
         """Fold one read of the map in; delete the entries of processes that have exited (read for the last time)."""
         places = self._keys.place({site.workload for site in sites})
+        labels_of: dict[int, Labels] = {
+            key: workload_for_cgroup(place.path, self._identities).labels() for key, place in places.items()
+        }
+        placed = {key: labels_of[key] for key, place in places.items() if place.path is not None}
+        for old, new in renamed(self._labels_of, placed).items():
+            for table in self._tables.values():
+                table.rename(old, new)
+        self._labels_of = placed
         by_kind: dict[str, list[tuple[Labels, CallSite, int]]] = {kind: [] for kind in SITE_KINDS}
         seen: dict[SiteKey, int] = {}
         live: set[Hashable] = set()
@@ -63,7 +72,7 @@ class CallSiteRows:
             if gain < 0:  # the entry was made again (deleted and recreated): all of it is new
                 gain = site.count
             place = places[site.workload]
-            labels: Labels = workload_for_cgroup(place.path, self._identities).labels()
+            labels = labels_of[site.workload]
             if place.path is not None and not place.final:
                 live.add(labels)
             if gain:

@@ -3,7 +3,7 @@ exporting each workload's top rows plus (other) from a RankedTable."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 from agent.collectors.common.ranked_rows import RankedTable, Row
@@ -31,6 +31,18 @@ def gains_by_workload(
         rows = gains.setdefault(labels, {})
         rows[row] = rows.get(row, 0) + count
     return gains
+
+
+def renamed(before: Mapping[int, Labels], now: Mapping[int, Labels]) -> dict[Labels, Labels]:
+    """Workloads whose labels changed since the last round (a container is named by its id alone until its runtime
+    answers): old labels -> new, for each old label set whose keys placed now (*now*: by key) all have the same new
+    labels. A key not in *now* (gone before it could be placed again) does not move its workload."""
+    targets: dict[Labels, set[Labels]] = {}
+    for key, labels in now.items():
+        old = before.get(key)
+        if old is not None:
+            targets.setdefault(old, set()).add(labels)
+    return {old: next(iter(new)) for old, new in targets.items() if len(new) == 1 and old not in new}
 
 
 def safe_row(row: Row) -> Row:

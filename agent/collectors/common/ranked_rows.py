@@ -74,6 +74,14 @@ class RankedRows:
         del self.named[weakest]
         return True
 
+    def absorb(self, earlier: RankedRows) -> None:
+        """Take in the counts of *earlier*, the same workload's rows under the labels it had before: every named
+        series and (other) grow by what they take, so none goes backwards."""
+        for row, count in earlier.counts.items():
+            if row in self.counts or len(self.counts) < TRACKED_ROWS:
+                self.counts[row] = self.counts.get(row, 0) + count
+        self.total += earlier.total
+
     def rows(self, other: Row) -> list[tuple[Row, int]]:
         """(row, exported count) of each named row, busiest first, then *other* with the rest (when there is any)."""
         exported = sorted(
@@ -107,6 +115,20 @@ class RankedTable:
                 ranked = self._workloads[workload] = RankedRows(self.top_k)
             ranked.add(rows, now, self.other)
             self._last_gain[workload] = now
+
+    def rename(self, old: Hashable, new: Hashable) -> None:
+        """The workload kept as *old* is now *new* (a container named once its runtime answered): its rows move,
+        into *new*'s if it has some already."""
+        ranked = self._workloads.pop(old, None)
+        if ranked is None:
+            return
+        last_gain = self._last_gain.pop(old, self._clock())
+        kept = self._workloads.get(new)
+        if kept is None:
+            self._workloads[new] = ranked
+        else:
+            kept.absorb(ranked)
+        self._last_gain[new] = max(last_gain, self._last_gain.get(new, last_gain))
 
     def expire(self, live: Iterable[Hashable]) -> None:
         """Drop the workloads not in *live* that have gained nothing for grace_seconds."""
