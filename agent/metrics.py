@@ -177,7 +177,7 @@ RUNQUEUE_WAIT_BY_HOLDER_SECONDS = CounterSpec(
 )
 RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS = CounterSpec(
     "schedwatch_runqueue_wait_by_neighbour_seconds",
-    "The part of schedwatch_runqueue_wait_by_holder_seconds_total{holder=\"other\"} held by each other workload "
+    'The part of schedwatch_runqueue_wait_by_holder_seconds_total{holder="other"} held by each other workload '
     "(neighbour: its name, as its own series name it), for the workload's few neighbours that held its CPUs longest.",
     (*WORKLOAD_LABELS, "neighbour"),
 )

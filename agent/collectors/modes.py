@@ -1,7 +1,7 @@
 """Which source the collectors use: BPF, counting perf events, or /proc alone (--mode), and what each lacks.
 
-Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu, cgroup_memory), so --no-collector.NAME and
-schedwatch_source_up mean the same everywhere; only where their counts come from changes.
+Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu, cgroup_memory), so
+--no-collector.NAME and schedwatch_source_up mean the same everywhere; only where their counts come from changes.
 """
 
 from __future__ import annotations

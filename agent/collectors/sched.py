@@ -115,7 +115,6 @@ class SchedCollector(BpfCollector):
                 blocked.add_metric([*labels, sleep], ns / 1e9)
         return [offcpu, runq, by_holder, blocked]
 
-
     def snapshot_families(self, snapshot: SchedSnapshot) -> list[Metric]:
         """Each workload's wait for a CPU held by another workload, by that neighbour, for its top neighbours."""
         pairs = snapshot.neighbours
@@ -125,19 +124,19 @@ class SchedCollector(BpfCollector):
             waiting, holding = places.get(waiter), places.get(holder)
             if waiting is None or holding is None:
                 continue
-            labels = workload_for_cgroup(waiting.path, self._identities).labels()
+            waiter_labels = workload_for_cgroup(waiting.path, self._identities).labels()
             neighbour = workload_for_cgroup(holding.path, self._identities)
-            if neighbour.labels() == labels:
+            if neighbour.labels() == waiter_labels:
                 continue  # two cgroups of one workload: its own threads, not a neighbour
-            live[(waiter, holder)] = ((*labels, label_value(neighbour.name)), (ns,))
+            live[(waiter, holder)] = ((*waiter_labels, label_value(neighbour.name)), (ns,))
         self._neighbours.update(live)  # each pair a source: the pairs of one workload's cgroups are summed
         by_workload: dict[Labels, list[tuple[Labels, int]]] = {}
-        for labels, (ns,) in self._neighbours.rows():
-            by_workload.setdefault(labels[:-1], []).append((labels, ns))
+        for pair_labels, (ns,) in self._neighbours.rows():
+            by_workload.setdefault(pair_labels[:-1], []).append((pair_labels, ns))
         family = metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS.family()
         for rows in by_workload.values():
-            for labels, ns in sorted(rows, key=lambda row: -row[1])[:NEIGHBOURS_PER_WORKLOAD]:
-                family.add_metric(list(labels), ns / 1e9)
+            for pair_labels, ns in sorted(rows, key=lambda row: -row[1])[:NEIGHBOURS_PER_WORKLOAD]:
+                family.add_metric(list(pair_labels), ns / 1e9)
         return [family]
 
 

@@ -135,9 +135,9 @@ def run_plain(
     scenario: Scenario, run: int, sandbox: CgroupSandbox, work: Path, seconds: float, documents: Path | None = None
 ) -> Outcome:
     """One run of a scenario in a cgroup made for it."""
-    group = ScenarioCgroup(sandbox, scenario.name, scenario.quota)
+    group = ScenarioCgroup(sandbox, scenario.name, scenario.quota, scenario.memory_limit)
     try:
-        with running(scenario, group, WARM_UP + seconds + LIFETIME_MARGIN) as process:
+        with running(scenario, group, WARM_UP + seconds + LIFETIME_MARGIN, sandbox) as process:
             time.sleep(WARM_UP)
             document = diagnose(work, seconds, ["--cgroup", group.label])
             keep(document, documents, scenario.name, run)

@@ -41,7 +41,9 @@ def _bytes(text: str | None) -> int | None:
 def _tightest(root: Path, relative: str, name: str, read: Reader) -> int | None:
     """The least of file *name* over the cgroup and its ancestors (below the root, which has none)."""
     parts = [part for part in relative.split("/") if part]
-    found = [_bytes(read(f"{cgroup_directory(root, '/'.join(parts[:depth]))}/{name}")) for depth in range(len(parts), 0, -1)]
+    found = [
+        _bytes(read(f"{cgroup_directory(root, '/'.join(parts[:depth]))}/{name}")) for depth in range(len(parts), 0, -1)
+    ]
     limits = [value for value in found if value is not None]
     return min(limits) if limits else None
 
