@@ -1,8 +1,11 @@
 """hypervisor-steal: the hypervisor gives this VM's CPUs to others (steal time) while the workload waits for one.
 
 Told by the node's steal share of CPU time (/proc/stat, top's st, mpstat's %steal) and the workload's wait for a
-CPU. Not the workload's doing, nor anything inside the VM: the fix is the VM's size, type or host. Without the
-workload's wait (a saved top or vmstat), the node's steal stays an observation (rules/node.py).
+CPU, when that wait is not mostly behind its own threads (an oversubscribed pool waits as long without steal: its
+own finding says so). Not the workload's doing, nor anything inside the VM: the fix is the VM's size, type or host.
+Where the workload's own wait is unknown (a saved top: its processes, the node's runnable tasks), more runnable tasks
+than CPUs say that something waits: the finding is then of medium confidence. Steal with nothing waiting (a VM lent
+its idle time) is no one's problem: the node's steal stays an observation (rules/node.py).
 """
 
 from __future__ import annotations
@@ -41,20 +44,34 @@ def check(workload: WorkloadView, node: NodeView, limits: Thresholds) -> Finding
         return None
     cpus = cpus_allowed(workload, node)
     waited = workload.rate(workload.runqueue_wait_seconds)
-    if waited is None or not cpus or waited / cpus < limits.steal_wait_per_cpu:
+    found = [evidence("node CPU time stolen by the hypervisor", steal, "%", f"bar {limits.steal_percent:g} %")]
+    collect: tuple[str, ...] = ()
+    holders = workload.waiting_by_holder
+    own = None if holders is None or not sum(holders.values()) else holders.get("self", 0.0) / sum(holders.values())
+    if waited is not None and cpus:
+        if waited / cpus < limits.steal_wait_per_cpu:
+            return None
+        if own is not None and own >= limits.steal_own_wait_share:
+            return None  # it waits behind its own threads: it would wait as long on a host that stole nothing
+        found.append(
+            evidence(
+                "its wait for a CPU per CPU it may use", waited / cpus, "s/s", f"bar {limits.steal_wait_per_cpu:g}"
+            )
+        )
+    elif node.run_queue is not None and node.cpus and node.run_queue > node.cpus:
+        found.append(evidence("node runnable tasks", node.run_queue, "tasks", f"CPUs: {node.cpus}: some wait"))
+        collect = ("schedwatch diagnose on the node (how long the workload's own threads wait for a CPU)",)
+    else:
         return None
-    found = (
-        evidence("node CPU time stolen by the hypervisor", steal, "%", f"bar {limits.steal_percent:g} %"),
-        evidence("its wait for a CPU per CPU it may use", waited / cpus, "s/s", f"bar {limits.steal_wait_per_cpu:g}"),
-    )
     return Finding(
         cause=Cause.HYPERVISOR_STEAL,
         mechanism=Mechanism.STEAL,
         workload=workload.ref,
         processes=tuple(process.pid for process in workload.processes or ()),
         libraries=library_names(workload.libraries),
-        evidence=found,
-        confidence=Confidence.HIGH,
+        evidence=tuple(found),
+        confidence=Confidence.MEDIUM if collect else Confidence.HIGH,
         fix=steal_fix(steal),
         explanation=EXPLANATION,
+        collect_next=collect,
     )
