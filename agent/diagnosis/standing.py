@@ -125,8 +125,11 @@ class StandingFindings:
         # A workload that did nothing in the window scores 0: only those that changed are looked at (at 1,000
         # idle workloads that is most of an evaluation's cost).
         views = [
-            with_budget_inputs(window, view)
-            for view in (workload_view(window, ref, self._node.cpus) for ref in changed_workloads(window))
+            view
+            for view in (
+                with_budget_inputs(window, workload_view(window, ref, self._node.cpus))
+                for ref in changed_workloads(window)
+            )
             if view.ref.cgroup not in CATCH_ALL and score(view, self._node) >= FLAG_SCORE
         ]
         if self._count_workers is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from agent.diagnosis.allocators import GLIBC, JEMALLOC, MIMALLOC, TCMALLOC
 from agent.diagnosis.facts import ProcessView, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
-from agent.diagnosis.rules.budget import MEMORY, family_rate
+from agent.diagnosis.rules.budget import MEMORY, PROCESS, family_rate
 from agent.diagnosis.rules.common import evidence, library_names
 from agent.diagnosis.rules.thresholds import Thresholds
 
@@ -103,6 +103,8 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
             return None
     elif maps < limits.alloc_calls_without_faults:
         return None
+    elif workload.processes_exited is None and (family_rate(workload, PROCESS) or 0.0) >= limits.churn_exits_per_second:
+        return None  # processes may be starting and ending (exits not counted): their loaders map memory too
     found: list[Evidence] = []
     block: float | None = None
     if faults is not None:
