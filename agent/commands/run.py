@@ -18,6 +18,7 @@ from agent.diagnosis.standing import StandingFindings, node_ticks
 from agent.exporter import AgentCollector, build_registry
 from agent.identity.placement import ProcessKeys
 from agent.machine import kernel
+from agent.machine.clocksource import read_clocksource
 from agent.machine.cpus import online_cpu_count
 from agent.machine.procfs import ProcFS
 from agent.web import serve
@@ -70,6 +71,7 @@ def serve_metrics(settings: config.Settings) -> int:
         online_cpu_count(),
         count_workers=census.counter(ProcFS(), cgroup_tree(settings.cgroup_root)),
         node_ticks=node_ticks(ProcFS()),
+        clocksource=read_clocksource(),
     )
     agent_collector = AgentCollector(
         started.running,

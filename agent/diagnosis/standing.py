@@ -5,7 +5,8 @@ A scrape at least EVALUATE_SECONDS after the previous one that did hands the fam
 is written; the agent's main loop judges them between scrapes (evaluate_pending), off the scrapes' path, over the
 time since the previous evaluation, and the scrapes after serve what it found. Only workloads whose contention score
 reaches the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES. The node's
-CPU states (steal among them) come from /proc/stat read at each evaluation, when the agent gives a reader.
+CPU states (steal among them) come from /proc/stat read at each evaluation, and its clock source from sysfs read at
+start, when the agent gives them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from prometheus_client.core import Metric
 
@@ -24,6 +26,7 @@ from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
 from agent.diagnosis.inputs.live.series import NotSchedwatch, Reading, read_families
 from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_view
 from agent.diagnosis.rules import diagnose
+from agent.machine.clocksource import ClockSource
 from agent.machine.node_stat import CpuTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
 
@@ -55,9 +58,15 @@ class StandingFindings:
         every: float = EVALUATE_SECONDS,
         count_workers: Callable[[list[Workload]], dict[Workload, int]] | None = None,
         node_ticks: Callable[[], CpuTicks | None] | None = None,
+        clocksource: ClockSource | None = None,
     ) -> None:
-        """*node_ticks*: the node's CPU ticks by state now (/proc/stat's total line); None: its states are unknown."""
-        self._node = NodeView(cpus=node_cpus)
+        """*node_ticks*: the node's CPU ticks by state now (/proc/stat's total line); None: its states are unknown.
+        *clocksource*: the node's clock source, read once (it changes only by hand)."""
+        self._node = NodeView(
+            cpus=node_cpus,
+            clocksource=None if clocksource is None else clocksource.current,
+            available_clocksources=None if clocksource is None else clocksource.available,
+        )
         self._node_ticks = node_ticks
         self._last_ticks: CpuTicks | None = None
         self._count_workers = count_workers
@@ -119,7 +128,7 @@ class StandingFindings:
         if before is None or after is None:
             return self._node
         states = percentages(before, after)
-        return NodeView(cpus=self._node.cpus, cpu=CpuShares(**vars(states)))
+        return replace(self._node, cpu=CpuShares(**vars(states)))
 
     def _evaluate(self, window: Window, node: NodeView) -> list[Row]:
         # A workload that did nothing in the window scores 0: only those that changed are looked at (at 1,000

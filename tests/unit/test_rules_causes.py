@@ -422,6 +422,9 @@ def test_steal_with_a_live_wait_not_behind_its_own_threads() -> None:
     # 200 execs/s under 20.6 % steal waited 0.08 s/s per CPU: below the bar.
     assert Cause.HYPERVISOR_STEAL not in {f.cause for f in diagnose(window(**EXEC_PER_REQUEST,
         runqueue_wait_seconds=0.162), node=stolen).findings}  # fmt: skip
+    # A throttled workload waits for its quota (with the CPU idle: 'kernel'), not for the host.
+    throttled = replace(waiting, periods=100.0, throttled_periods=80.0, throttled_seconds=2.5, cpu_limit_cores=0.5)
+    assert causes(diagnose(throttled, node=stolen)) == [(Cause.CPU_THROTTLING, Mechanism.QUOTA)]
     # A pool waits behind its own threads: its own finding, not the host's.
     assert Cause.HYPERVISOR_STEAL not in {
         finding.cause for finding in diagnose(window(**NUMPY_POOL), node=stolen).findings

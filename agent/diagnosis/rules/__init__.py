@@ -5,8 +5,9 @@ Each cause has a module with a ``check(workload, ...)`` that answers a Finding, 
 convoy are only named when no pool is; throttling explains run-queue wait too (a throttled thread is runnable), so
 saturation is only named when the quota does not bite. A pool or a lock convoy also explains its threads' many
 short sleeps and polls (hand-offs of work), so polling is only named without them; process churn explains the
-mappings and page faults of the processes it starts, so allocator churn is only named without it. What none of the
-causes names, with the time budget known, is named unexplained.
+mappings and page faults of the processes it starts, so allocator churn is only named without it; the quota explains
+a throttled workload's wait, so steal is only named without throttling. What none of the causes names, with the time
+budget known, is named unexplained.
 """
 
 from __future__ import annotations
@@ -46,11 +47,10 @@ def _other_causes(workload: WorkloadView, facts: Facts, limits: Thresholds, name
     found.append(churned)
     if churned is None:
         found.append(allocator.check(workload, limits))
-    found += [
-        neighbour.check(workload, limits),
-        steal.check(workload, facts.node, limits),
-        memory.check(workload, limits),
-    ]
+    found.append(neighbour.check(workload, limits))
+    if Cause.CPU_THROTTLING not in named:  # a throttled thread waits for its quota, whoever runs the CPU
+        found.append(steal.check(workload, facts.node, limits))
+    found.append(memory.check(workload, limits))
     return [finding for finding in found if finding is not None]
 
 
