@@ -75,7 +75,8 @@ def another_workload() -> Iterator[Path]:
 def run(repetitions: int) -> dict[str, Any]:
     """Per-event ns of each program, every repetition, for schedwatch and for both floors. The workloads: perf's pipe
     (both ends in one workload), the futex ring, and a pipe between two workloads on one CPU, whose every wait for
-    the CPU is held by the other workload (the neighbours split's path, at every switch)."""
+    the CPU is held by the other workload (the neighbours split's path, at every switch); that last one is measured
+    alone too, for sched_switch."""
     require("perf", "taskset", "gcc")
     binary = build("loops")
     workloads = [
@@ -84,11 +85,15 @@ def run(repetitions: int) -> dict[str, Any]:
         loop(binary, "pipe between two workloads (1 CPU)", "pipe2", 100_000),
     ]
     samples: dict[str, dict[str, list[float]]] = {"schedwatch": {}, **{floor: {} for floor in FLOORS}}
+    crossing = workloads[-1]
+    alone = f"schedwatch, {crossing.name} alone"
+    samples[alone] = {}
     with another_workload() as directory:
         os.environ["LOOPS_CHILD_CGROUP"] = str(directory)
         for _ in range(repetitions):
             for config, costs in (
                 ("schedwatch", per_event_ns(SCHED_ONLY, workloads, PROGRAMS)),
+                (alone, per_event_ns(SCHED_ONLY, [crossing], PROGRAMS[:1])),
                 *((floor, floor_ns(workloads, source)) for floor, source in FLOORS.items()),
             ):
                 for program, ns in costs.items():

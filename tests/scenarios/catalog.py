@@ -6,6 +6,7 @@ Each scenario is one command started in a fresh cgroup for a bounded time. A sic
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -105,7 +106,8 @@ def fixed_threads(count: int = 1) -> Callable[[], dict[str, str]]:
 
 def data_file(mib: int) -> Path:
     """A file of *mib* MiB of pseudo-random bytes in tests/.build (on disk, not tmpfs: its pages can be reclaimed),
-    written once."""
+    written once and synced: a dirty page stays in the page cache, charged to the writer's cgroup, whatever the
+    reader's posix_fadvise(DONTNEED) asks, and a reader would then find the file cached instead of charging it."""
     target = BUILD / f"data-{mib}m.bin"
     if not target.exists() or target.stat().st_size != mib << 20:
         BUILD.mkdir(exist_ok=True)
@@ -114,6 +116,8 @@ def data_file(mib: int) -> Path:
         with partial.open("wb") as out:
             for index in range(mib):
                 out.write(block[index % 256 :] + block[: index % 256])
+            out.flush()
+            os.fsync(out.fileno())
         partial.rename(target)
     return target
 
