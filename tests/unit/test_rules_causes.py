@@ -301,7 +301,7 @@ def test_short_sleeps_name_the_thread_and_the_fix() -> None:
     assert found["sleeps and polls per second"] == 18_689
     assert found["time blocked per sleep or poll"] == pytest.approx(152.7, abs=0.1)  # us: 2.854 s/s / 18,689
     assert found["wake-ups per second of poller (tid 25302, pid 25300)"] == 9328
-    assert "in poller (tid 25302, pid 25300)" in finding.fix.summary
+    assert "the busiest thread: poller (tid 25302, pid 25300)" in finding.fix.summary
     assert "condition variable" in finding.fix.steps[0]
 
 

@@ -48,14 +48,13 @@ def memory_fix(mechanism: Mechanism, limit: float | None, refaulted: float | Non
     else:
         summary = f"Its memory limit bites:{reread} raise it above what it keeps using, then check the refaults stop."
     steps = [
-        summary,
         "Kubernetes: resources.limits.memory (and requests); Docker: --memory. Page cache counts against the limit: "
         "a job that rereads a data set needs the data set's size in its limit to keep it cached.",
         "Or make it keep less: read the data in a stream once instead of rereading it, smaller batches, or "
         "posix_fadvise(DONTNEED) on data it will not read again.",
     ]
     if mechanism is Mechanism.OOM_KILLS:
-        steps.insert(1, "Its tasks were killed for want of memory: the limit must cover its peak, not its average.")
+        steps.insert(0, "Its tasks were killed for want of memory: the limit must cover its peak, not its average.")
     return Fix(summary=summary, steps=tuple(steps))
 
 

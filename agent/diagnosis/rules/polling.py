@@ -31,8 +31,8 @@ EXPLANATIONS = {
 
 def polling_fix(mechanism: Mechanism, rate: float, mean: float | None, thread: ThreadView | None) -> Fix:
     """Block on the event instead of polling for it."""
-    who = f" in {thread_name(thread)}" if thread is not None else ""
-    each = f", {1e6 * mean:.0f} us each" if mean is not None else ""
+    who = f"; the busiest thread: {thread_name(thread)}" if thread is not None else ""
+    each = f" ({1e6 * mean:.0f} us blocked each)" if mean is not None else ""
     if mechanism is Mechanism.SHORT_SLEEPS:
         how = (
             "Replace the sleep loop with a wait on the event itself: a condition variable (pthread_cond_wait, "
@@ -49,7 +49,7 @@ def polling_fix(mechanism: Mechanism, rate: float, mean: float | None, thread: T
         )
         or_else = "A timer the loop needs belongs in the same wait: a timerfd in the epoll set, not a 0 timeout."
     return Fix(
-        summary=f"Block on the event instead of polling for it: {rate:,.0f} wake-ups a second{each}{who} now.",
+        summary=f"Block on the event instead of polling for it: {rate:,.0f} wake-ups a second now{each}{who}.",
         steps=(how, or_else),
     )
 
