@@ -46,7 +46,7 @@ soak:
 	scripts/setup.sh test
 	$(PYTHON) -m tests.load.soak $(ARGS)
 
-# Every scenario 3 times, diagnosed live; the precision/recall table goes to docs/diagnosis-scenarios.md (~25 min).
+# Every scenario 3 times, diagnosed live; the precision/recall table goes to docs/diagnosis-scenarios.md (~35 min).
 scenarios:
 	scripts/setup.sh test
 	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out/runs.jsonl --documents scenarios-out $(ARGS)

@@ -100,6 +100,12 @@ SYSCALL_SECONDS = CounterSpec(
     "(schedwatch_syscall_timed). Exported for families with time only.",
     (*WORKLOAD_LABELS, "family"),
 )
+PROCESSES_EXITED = CounterSpec(
+    "schedwatch_processes_exited",
+    "Processes of the workload that exited (their last thread did; threads that exit in a live process are not "
+    "counted): short-lived processes, e.g. a fork and exec per request. Counted in the kernel at exit.",
+    WORKLOAD_LABELS,
+)
 SYSCALL_TIMED = GaugeSpec(
     "schedwatch_syscall_timed",
     "1 while the workload's system calls are timed (schedwatch_syscall_seconds_total grows), 0 while only "
@@ -169,6 +175,12 @@ RUNQUEUE_WAIT_BY_HOLDER_SECONDS = CounterSpec(
     "thread got it.",
     (*WORKLOAD_LABELS, "holder"),
 )
+RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS = CounterSpec(
+    "schedwatch_runqueue_wait_by_neighbour_seconds",
+    'The part of schedwatch_runqueue_wait_by_holder_seconds_total{holder="other"} held by each other workload '
+    "(neighbour: its name, as its own series name it), for the workload's few neighbours that held its CPUs longest.",
+    (*WORKLOAD_LABELS, "neighbour"),
+)
 BLOCKED_SECONDS = CounterSpec(
     "schedwatch_blocked_seconds",
     "Time the workload's threads slept, from leaving the CPU to their wake-up (the wait for a CPU after it not "
@@ -232,6 +244,33 @@ THREADS = GaugeSpec(
     WORKLOAD_LABELS,
 )
 
+
+# --- cgroup_memory collector: the memory limit, its hits, page faults and refaults from cgroup files ------------
+MEMORY_LIMIT_BYTES = GaugeSpec(
+    "schedwatch_memory_limit_bytes",
+    "The memory limit that applies to the workload: the tightest memory.max (cgroup2) or memory.limit_in_bytes "
+    "(v1) over its cgroup and their ancestors. Only workloads with a limit have it.",
+    WORKLOAD_LABELS,
+)
+MEMORY_EVENTS = CounterSpec(
+    "schedwatch_memory_events",
+    "Times the workload's memory hit a limit, by event as cgroup2's memory.events names them: high (over "
+    "memory.high: throttled and reclaimed), max (a charge hit memory.max: reclaim, or v1's memory.failcnt), oom, "
+    "oom_kill (a task of it was killed). Exported for events that happened only.",
+    (*WORKLOAD_LABELS, "event"),
+)
+PAGE_FAULTS = CounterSpec(
+    "schedwatch_page_faults",
+    "Page faults of the workload's tasks (cgroup memory.stat pgfault, pgmajfault), by kind: minor (the page was in "
+    "memory, or new and zeroed) and major (read from disk or swap).",
+    (*WORKLOAD_LABELS, "kind"),
+)
+MEMORY_REFAULTS = CounterSpec(
+    "schedwatch_memory_refaults",
+    "Pages of the workload reclaimed and then faulted back in (memory.stat workingset_refault_anon + _file): its "
+    "working set does not fit what it may keep in memory.",
+    WORKLOAD_LABELS,
+)
 
 # --- pressure collector: the kernel's stall accounting (PSI), in every mode ---------------------------
 PRESSURE_WAITING_SECONDS = CounterSpec(

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from bench import attribution, families, fleet, modes, processes, sched, scrape, switch_cost, syscalls
+from bench import attribution, exits, families, fleet, modes, processes, sched, scrape, switch_cost, syscalls
 from bench.common import BENCH
 
 SUITES = {
@@ -17,6 +17,7 @@ SUITES = {
     "switch_cost": switch_cost,
     "scrape": scrape,
     "families": families,
+    "exits": exits,
     "fleet": fleet,
     "attribution": attribution,
 }

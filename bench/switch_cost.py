@@ -9,11 +9,14 @@ Wall-clock time is not compared: on this shared VM it moves far more than the pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agent.machine.cgroups.layout import read_layout
 from bench.common import BENCH, build, loop, median, per_event_ns, require
 from bench.sched import PROGRAMS, SCHED_ONLY, pipe_workload
 
@@ -50,19 +53,51 @@ def floor_ns(workloads: list[Any], source: str) -> dict[str, float]:
     return costs
 
 
+@contextlib.contextmanager
+def another_workload() -> Iterator[Path]:
+    """A cgroup2 directory for the far end of the pipe2 workload (a workload of its own), removed at the end."""
+    unified = read_layout().unified
+    if unified is None:
+        raise SystemExit("no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified")
+    directory = unified / f"schedwatch-bench-{os.getpid()}"
+    directory.mkdir()
+    try:
+        yield directory
+    finally:
+        for _ in range(100):  # the child has exited; its cgroup empties a moment later
+            try:
+                directory.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
 def run(repetitions: int) -> dict[str, Any]:
-    """Per-event ns of each program, every repetition, for schedwatch and for both floors."""
+    """Per-event ns of each program, every repetition, for schedwatch and for both floors. The workloads: perf's pipe
+    (both ends in one workload), the futex ring, and a pipe between two workloads on one CPU, whose every wait for
+    the CPU is held by the other workload (the neighbours split's path, at every switch); that last one is measured
+    alone too, for sched_switch."""
     require("perf", "taskset", "gcc")
     binary = build("loops")
-    workloads = [pipe_workload(), loop(binary, "futex ring, 16 threads", "ring", 100_000)]
+    workloads = [
+        pipe_workload(),
+        loop(binary, "futex ring, 16 threads", "ring", 100_000),
+        loop(binary, "pipe between two workloads (1 CPU)", "pipe2", 100_000),
+    ]
     samples: dict[str, dict[str, list[float]]] = {"schedwatch": {}, **{floor: {} for floor in FLOORS}}
-    for _ in range(repetitions):
-        for config, costs in (
-            ("schedwatch", per_event_ns(SCHED_ONLY, workloads, PROGRAMS)),
-            *((floor, floor_ns(workloads, source)) for floor, source in FLOORS.items()),
-        ):
-            for program, ns in costs.items():
-                samples[config].setdefault(program, []).append(ns)
+    crossing = workloads[-1]
+    alone = f"schedwatch, {crossing.name} alone"
+    samples[alone] = {}
+    with another_workload() as directory:
+        os.environ["LOOPS_CHILD_CGROUP"] = str(directory)
+        for _ in range(repetitions):
+            for config, costs in (
+                ("schedwatch", per_event_ns(SCHED_ONLY, workloads, PROGRAMS)),
+                (alone, per_event_ns(SCHED_ONLY, [crossing], PROGRAMS[:1])),
+                *((floor, floor_ns(workloads, source)) for floor, source in FLOORS.items()),
+            ):
+                for program, ns in costs.items():
+                    samples[config].setdefault(program, []).append(ns)
     return {"repetitions": repetitions, "samples": samples}
 
 

@@ -53,6 +53,7 @@ enum family {
 struct workload_syscalls {
     u64 calls[FAMILIES];
     u64 ns[FAMILIES];          /* time inside the calls of the family that returned while the workload was timed */
+    u64 processes_exited;      /* processes whose last thread exited in the workload (threads are not counted) */
     u32 timing_generation;     /* timing.generation when `timed` was last read from timed_workloads */
     u32 timed;
 };
@@ -311,6 +312,8 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     return KEEP_EVENT;
 }
 
+/* A thread exits: its slot goes; when it is the last thread of its process, the process is counted as exited in
+ * its workload (process churn: short-lived processes, told from threads that come and go in a long-lived one). */
 TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
@@ -320,16 +323,19 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
             count_pending(tid, -1);
         calls_in_progress.delete(&tid);
     }
-#ifdef KEY_BY_PROCESS
 #ifdef HAVE_GROUP_DEAD
     bool last_thread = args->group_dead;
 #else
     u64 id = bpf_get_current_pid_tgid();
-    bool last_thread = (u32)id == id >> 32;
+    bool last_thread = (u32)id == id >> 32; /* the leader: it exits once per process, if not always last */
 #endif
     u32 tgid = watched_tgid();
     if (!last_thread || !tgid)
         return KEEP_EVENT;
+    struct workload_syscalls *exiting = workload_entry(workload_key());
+    if (exiting)
+        __sync_fetch_and_add(&exiting->processes_exited, 1);
+#ifdef KEY_BY_PROCESS
     /* Move the dead process's totals to an exited key (kept where the map is full: the agent then finds the
      * process gone and folds them all the same). */
     u64 live = tgid;

@@ -3,7 +3,8 @@
  *
  * sched_switch fires on every context switch of the machine, so each probe
  * does a fixed, small amount of work: at most three hash lookups (four when
- * the kernel did not deliver an earlier event, see enum missed_event), an
+ * the kernel did not deliver an earlier event, see enum missed_event; one or
+ * two more after a wait another workload held the CPU for), an
  * array slot and a few atomic adds, no loops, nothing sent to user space
  * (and, once per thread and after a cgroup move, one user-stack read).
  *
@@ -119,7 +120,17 @@ struct process_sched {
     u64 blocked_ns[SLEEPS];
 };
 
+/* Who held the CPU, by workload, while a thread of another workload waited for it: the HOLDER_OTHER part of
+ * runq_by_holder_ns split by the holder's workload key (a task of no workload here, in sidecar mode, is not
+ * counted). One pair per workload slot on average (MAX_CGROUPS pairs); a wait whose pair finds no room is counted
+ * in `drops` and stays in the holder split. */
+struct neighbour_pair {
+    u64 waiter;  /* workload key of the thread that waited */
+    u64 holder;  /* workload key of the task the CPU switched from */
+};
+
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
+BPF_HASH(neighbours, struct neighbour_pair, u64, MAX_CGROUPS);
 #ifdef HAVE_CGROUP_ATTACH
 /* bcc attaches programs in the order of their names: cgroup_attach_task
  * counts before sched_switch reads a first key, so no move goes uncounted. */
@@ -226,6 +237,25 @@ static __always_inline bool wakeup_missed(u64 slept_at)
 #endif
 }
 
+/* `waited` ns of workload `waiter`'s wait for a CPU, held by workload `holder`. */
+static __always_inline void count_neighbour(u64 waiter, u64 holder, u64 waited)
+{
+    struct neighbour_pair pair = {.waiter = waiter, .holder = holder};
+    u64 *held = neighbours.lookup(&pair);
+    if (held) {
+        __sync_fetch_and_add(held, waited);
+        return;
+    }
+    /* A first wait of this pair: NOEXIST, so that of two CPUs adding it at once one adds to the other's entry. */
+    if (neighbours.insert(&pair, &waited) == 0)
+        return;
+    held = neighbours.lookup(&pair);
+    if (held)
+        __sync_fetch_and_add(held, waited);
+    else
+        count_drop(DROP_NEIGHBOUR_MAP);
+}
+
 /* The thread `tid` is about to run, taking the CPU from a task of workload
  * `holder_key` (or from the kernel): account its off-CPU period and wait. */
 static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, bool holder_kernel)
@@ -268,6 +298,8 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
         if (blocked && sleep < SLEEPS)
             __sync_fetch_and_add(&cg->blocked_ns[sleep], blocked);
     }
+    if (did_wait && holder == HOLDER_OTHER && holder_key)
+        count_neighbour(cgroup_id, holder_key, waited);
 #if MAX_PROCESSES > 0
     u32 tgid = state->tgid;
     if (tgid == 0)

@@ -20,7 +20,9 @@ enum drop_reason {
     DROP_PROCESS_MAP = 1,
     DROP_THREAD_MAP = 2,
     DROP_ANNOUNCEMENT = 3,
-    DROP_SITE_MAP = 4,  /* call_sites (families) and samples (oncpu): a site or address not counted */
+    /* Slot 4 is each program's own last map: */
+    DROP_SITE_MAP = 4,       /* call_sites (families) and samples (oncpu): a site or address not counted */
+    DROP_NEIGHBOUR_MAP = 4,  /* neighbours (sched): a wait's holder workload not counted */
     DROP_REASONS = 5,
 };
 

@@ -66,7 +66,15 @@ class CollectorFactory:
 
 def registry() -> dict[str, CollectorFactory]:
     """Every known collector, by name."""
-    from agent.collectors import cgroup_cpu, families, oncpu, pressure, sched, syscalls
+    from agent.collectors import cgroup_cpu, cgroup_memory, families, oncpu, pressure, sched, syscalls
 
-    factories = [syscalls.FACTORY, sched.FACTORY, families.FACTORY, oncpu.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+    factories = [
+        syscalls.FACTORY,
+        sched.FACTORY,
+        families.FACTORY,
+        oncpu.FACTORY,
+        cgroup_cpu.FACTORY,
+        cgroup_memory.FACTORY,
+        pressure.FACTORY,
+    ]
     return {factory.name: factory for factory in factories}

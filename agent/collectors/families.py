@@ -91,11 +91,11 @@ class TimedChooser:
 
 
 class FamiliesCollector(BpfCollector):
-    """Calls by family for every workload, seconds by family for the timed ones; per-key vector: calls by family,
-    then nanoseconds by family."""
+    """Calls by family for every workload, seconds by family for the timed ones, processes exited; per-key vector:
+    calls by family, then nanoseconds by family, then processes exited."""
 
     name = NAME
-    vector_width = 2 * FAMILY_COUNT
+    vector_width = 2 * FAMILY_COUNT + 1
 
     def __init__(self, context: CollectorContext) -> None:
         settings = context.settings
@@ -174,15 +174,16 @@ class FamiliesCollector(BpfCollector):
         return family
 
     def cgroup_vector(self, stats: FamilyCounts) -> Sequence[int]:
-        """Calls by family, then nanoseconds by family."""
-        return (*stats.calls, *stats.ns)
+        """Calls by family, then nanoseconds by family, then processes exited."""
+        return (*stats.calls, *stats.ns, stats.processes_exited)
 
     def workload_families(self) -> list[RowFamily]:
-        """Calls and seconds by family per workload."""
-        return [metrics.SYSCALLS.family(), metrics.SYSCALL_SECONDS.family()]
+        """Calls and seconds by family, and processes exited, per workload."""
+        return [metrics.SYSCALLS.family(), metrics.SYSCALL_SECONDS.family(), metrics.PROCESSES_EXITED.family()]
 
     def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's families with calls, and those with time."""
+        """One workload's families with calls, those with time, and its exited processes (once one exited)."""
+        exited = totals[2 * FAMILY_COUNT]
         return (
             [((*labels, family), totals[index]) for index, family in enumerate(FAMILIES) if totals[index]],
             [
@@ -190,6 +191,7 @@ class FamiliesCollector(BpfCollector):
                 for index, family in enumerate(FAMILIES)
                 if totals[FAMILY_COUNT + index]
             ],
+            [(labels, exited)] if exited else [],
         )
 
     def process_families(self, processes: dict[int, Any]) -> list[Metric]:

@@ -1,7 +1,7 @@
 """Which source the collectors use: BPF, counting perf events, or /proc alone (--mode), and what each lacks.
 
-Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu), so --no-collector.NAME and
-schedwatch_source_up mean the same everywhere; only where their counts come from changes.
+Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu, cgroup_memory), so
+--no-collector.NAME and schedwatch_source_up mean the same everywhere; only where their counts come from changes.
 """
 
 from __future__ import annotations
@@ -54,13 +54,24 @@ class ModeChoice:
 
 def factories(mode: str) -> list[CollectorFactory]:
     """The collectors of *mode*, in the order they start."""
-    from agent.collectors import cgroup_cpu, families, oncpu, perf_syscalls, pressure, sched, schedstat, syscalls
+    from agent.collectors import (
+        cgroup_cpu,
+        cgroup_memory,
+        families,
+        oncpu,
+        perf_syscalls,
+        pressure,
+        sched,
+        schedstat,
+        syscalls,
+    )
 
+    files = [cgroup_cpu.FACTORY, cgroup_memory.FACTORY, pressure.FACTORY]  # every mode reads the cgroup files
     if mode == BPF:
-        return [syscalls.FACTORY, sched.FACTORY, families.FACTORY, oncpu.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+        return [syscalls.FACTORY, sched.FACTORY, families.FACTORY, oncpu.FACTORY, *files]
     if mode == PERF:
-        return [perf_syscalls.FACTORY, schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
-    return [schedstat.FACTORY, cgroup_cpu.FACTORY, pressure.FACTORY]
+        return [perf_syscalls.FACTORY, schedstat.FACTORY, *files]
+    return [schedstat.FACTORY, *files]
 
 
 def bpf_availability(facts: MachineFacts) -> Availability:

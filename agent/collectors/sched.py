@@ -3,7 +3,7 @@ per workload (and off-CPU time and run-queue wait per process)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -19,6 +19,7 @@ from agent.bpf.probes.sched import (
     CgroupSched,
     ProcessSched,
     SchedProbe,
+    SchedSnapshot,
 )
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
@@ -26,8 +27,10 @@ from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.histograms import bucket_labels, cumulative
 from agent.collectors.common.limits import probe_limits
 from agent.exposition.family import RowFamily
+from agent.identity.labels import label_value
+from agent.identity.workload import workload_for_cgroup
 from agent.machine.facts import MachineFacts
-from agent.model import Labels
+from agent.model import CounterTable, Labels
 
 NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
@@ -36,6 +39,7 @@ _MISSED = len(MISSED_EVENTS)
 _BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed,
 _MISSED_END = _BUCKETS_END + _MISSED  # run-queue ns by holder, blocked ns by sleep
 _HOLDERS_END = _MISSED_END + len(HOLDERS)
+NEIGHBOURS_PER_WORKLOAD = 3  # neighbours exported per workload: those that held its CPUs longest
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -55,6 +59,7 @@ class SchedCollector(BpfCollector):
         if probe is None:
             probe = SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs)
         super().__init__(context, probe)
+        self._neighbours = CounterTable(width=1, grace_seconds=context.settings.series_grace_seconds)
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by
@@ -109,6 +114,30 @@ class SchedCollector(BpfCollector):
             for sleep, ns in zip(SLEEPS, process.blocked_ns, strict=True):
                 blocked.add_metric([*labels, sleep], ns / 1e9)
         return [offcpu, runq, by_holder, blocked]
+
+    def snapshot_families(self, snapshot: SchedSnapshot) -> list[Metric]:
+        """Each workload's wait for a CPU held by another workload, by that neighbour, for its top neighbours."""
+        pairs = snapshot.neighbours
+        places = self._keys.place({key for pair in pairs for key in pair})
+        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        for (waiter, holder), ns in pairs.items():
+            waiting, holding = places.get(waiter), places.get(holder)
+            if waiting is None or holding is None:
+                continue
+            waiter_labels = workload_for_cgroup(waiting.path, self._identities).labels()
+            neighbour = workload_for_cgroup(holding.path, self._identities)
+            if neighbour.labels() == waiter_labels:
+                continue  # two cgroups of one workload: its own threads, not a neighbour
+            live[(waiter, holder)] = ((*waiter_labels, label_value(neighbour.name)), (ns,))
+        self._neighbours.update(live)  # each pair a source: the pairs of one workload's cgroups are summed
+        by_workload: dict[Labels, list[tuple[Labels, int]]] = {}
+        for pair_labels, (ns,) in self._neighbours.rows():
+            by_workload.setdefault(pair_labels[:-1], []).append((pair_labels, ns))
+        family = metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS.family()
+        for rows in by_workload.values():
+            for pair_labels, ns in sorted(rows, key=lambda row: -row[1])[:NEIGHBOURS_PER_WORKLOAD]:
+                family.add_metric(list(pair_labels), ns / 1e9)
+        return [family]
 
 
 def _start(context: CollectorContext) -> Collector:

@@ -14,10 +14,11 @@ from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.commands.diagnose import cgroup_tree
 from agent.diagnosis.inputs.processes import census
-from agent.diagnosis.standing import StandingFindings
+from agent.diagnosis.standing import StandingFindings, node_ticks
 from agent.exporter import AgentCollector, build_registry
 from agent.identity.placement import ProcessKeys
 from agent.machine import kernel
+from agent.machine.clocksource import read_clocksource
 from agent.machine.cpus import online_cpu_count
 from agent.machine.procfs import ProcFS
 from agent.web import serve
@@ -67,7 +68,10 @@ def serve_metrics(settings: config.Settings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda received, _frame: stop_signals.append(received))
     findings = StandingFindings(
-        online_cpu_count(), count_workers=census.counter(ProcFS(), cgroup_tree(settings.cgroup_root))
+        online_cpu_count(),
+        count_workers=census.counter(ProcFS(), cgroup_tree(settings.cgroup_root)),
+        node_ticks=node_ticks(ProcFS()),
+        clocksource=read_clocksource(),
     )
     agent_collector = AgentCollector(
         started.running,

@@ -1,10 +1,12 @@
-"""`schedwatch verify -- CMD ...`: run a command as it is, then with the thread-pool fix, and say if the fix helps.
+"""`schedwatch verify -- CMD ...`: run a command as it is, then with the fix, and say if the fix helps.
 
 Each run gets a fresh cgroup of its own; the BPF programs (loaded in this process, as ``schedwatch run`` loads them)
-count that cgroup's yields, futex calls, futex wait, run-queue wait and preempted time exactly, and the cgroup's
-cpu.stat gives its user and system CPU. The fix is the thread variables set to the count a diagnosis of the first
-run recommends; when the first run gave nothing to diagnose (it was too short, or no pool was found), to
-max(1, CPUs it may use / pool workers), or 1 per process when no pool of workers was seen.
+count that cgroup's yields, futex calls, futex wait, run-queue wait, preempted time and system calls by family
+exactly, the cgroup's cpu.stat gives its user and system CPU, and its memory cgroup (where there is one) its page
+faults. The fix is the thread variables set to the count a diagnosis of the first run recommends; when that
+diagnosis names allocator churn and no thread pool, the allocator variables its fix names; when the first run gave
+nothing to diagnose (it was too short, or no pool was found), the thread variables set to max(1, CPUs it may use /
+pool workers), or 1 per process when no pool of workers was seen.
 
 Exit status: 0 the fix helps, 1 it does not, 2 usage error, 3 the runs could not be measured.
 """
@@ -25,7 +27,7 @@ from typing import Any
 from agent import log
 from agent.commands import Command
 from agent.commands.agent_flags import add_verify_arguments, verify_settings_from
-from agent.verification.fix import Recommendation, recommend
+from agent.verification.fix import THREAD_VARIABLES, Recommendation, recommend
 from agent.verification.runner import Cgroups, Counters, Run, VerifyError, median_run, run_once
 from agent.verification.verdict import Verdict, fold, judge
 
@@ -168,7 +170,7 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def to_text(report: Report) -> str:
     """The report for a person: the two runs side by side, the fix, the verdict."""
-    count = next(iter(report.recommendation.variables.values()), "?")
+    variables = report.recommendation.variables
     rows: list[tuple[str, Callable[[Run], str]]] = [
         ("wall time", lambda r: f"{r.wall_seconds:.2f} s" + (" (stopped)" if r.stopped else "")),
         ("user CPU", lambda r: _seconds(r.user_seconds, "not read")),
@@ -178,11 +180,12 @@ def to_text(report: Report) -> str:
         ("futex wait", lambda r: _seconds(r.counts.futex_wait_seconds)),
         ("run-queue wait", lambda r: _seconds(r.counts.runqueue_wait_seconds)),
         ("preempted", lambda r: _seconds(r.counts.preempted_seconds)),
+        ("page faults", lambda r: _count(r.counts.page_faults)),
         ("exit status", lambda r: "stopped" if r.stopped else str(r.exit_status)),
     ]
     lines = [
         f"schedwatch verify: {' '.join(report.command)}",
-        f"  fix: thread variables = {count} ({report.recommendation.source})",
+        f"  fix: {_variables(variables)} ({report.recommendation.source})",
         f"  CPUs it may use: {report.cpus:g}",
         f"  counted in {report.mode} mode" + ("" if report.mode == "bpf" else " (what it cannot count: docs/modes.md)"),
     ]
@@ -202,6 +205,14 @@ def to_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _variables(variables: dict[str, str]) -> str:
+    """The thread variables as one count, or every variable of another fix."""
+    values = set(variables.values())
+    if set(variables) <= set(THREAD_VARIABLES) and len(values) == 1:
+        return f"thread variables = {values.pop()}"
+    return " ".join(f"{name}={value}" for name, value in variables.items()) or "nothing to set"
+
+
 def _count(value: int | None) -> str:
     return "not counted" if value is None else f"{value:,}"
 
@@ -212,7 +223,7 @@ def _seconds(value: float | None, unknown: str = "not counted") -> str:
 
 COMMAND = Command(
     name="verify",
-    help="run a command as it is and with the thread-pool fix, and compare",
+    help="run a command as it is and with the fix (thread pools, allocator), and compare",
     description=__doc__.split("\n\n")[0] if __doc__ else None,
     add_arguments=add_arguments,
     run=main,

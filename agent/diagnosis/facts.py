@@ -108,6 +108,7 @@ class ThreadView:
     syscall_seconds: float | None = None  # time in every system call together
     cpu_percent: float | None = None  # of one CPU
     system_percent: float | None = None
+    voluntary_switches_per_second: float | None = None  # times it left the CPU to sleep or wait, per second
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ class ProcessView:
     system_percent: float | None = None
     affinity: tuple[int, ...] = ()  # CPUs it may run on; empty when unknown
     libraries: tuple[str, ...] = ()  # implementations mapped (LibraryView.implementation)
-    environment: tuple[tuple[str, str], ...] | None = None  # allow-listed thread variables set; None: not readable
+    environment: tuple[tuple[str, str], ...] | None = None  # allow-listed variables set; None: not readable
+    children_cpu_percent: float | None = None  # CPU of the children it reaped meanwhile, of one CPU: it spawns
 
 
 @dataclass(frozen=True)
@@ -185,10 +187,14 @@ class WorkloadView:
     blocked_by_kind: dict[str, float] | None = None  # off CPU by what it waited on: futex, io, sleep
     voluntary_switches: float | None = None
     involuntary_switches: float | None = None
-    page_faults: float | None = None
+    page_faults: float | None = None  # minor and major
+    major_page_faults: float | None = None
+    processes_exited: float | None = None  # processes whose last thread exited (threads alone are not counted)
     pressure_waiting_seconds: dict[str, float] | None = None  # cgroup2 {cpu,memory,io}.pressure "some" totals
     pressure_stalled_seconds: dict[str, float] | None = None  # "full" totals
     memory_events: dict[str, float] | None = None  # cgroup memory.events: high, max, oom, oom_kill
+    memory_limit_bytes: float | None = None  # the memory limit that applies; None: none, or not known
+    memory_refaults: float | None = None  # pages reclaimed from it and faulted back in
     # Code attribution: on-CPU samples and call sites, busiest first.
     cpu_samples: tuple[CodeShare, ...] | None = None
     cpu_samples_total: float | None = None  # every on-CPU sample of the window (a profile may list only its top)

@@ -18,6 +18,14 @@ class Cause(str, Enum):
     FUTEX_CONTENTION = "futex-contention"
     RUN_QUEUE_SATURATION = "run-queue-saturation"
     CPU_THROTTLING = "cpu-throttling"
+    CLOCK_READS_AS_SYSCALLS = "clock-reads-as-syscalls"
+    POLLING_STORM = "polling-storm"
+    PROCESS_CHURN = "process-churn"
+    ALLOCATOR_CHURN = "allocator-churn"
+    NOISY_NEIGHBOUR = "noisy-neighbour"
+    HYPERVISOR_STEAL = "hypervisor-steal"
+    MEMORY_PRESSURE = "memory-pressure"
+    UNEXPLAINED = "unexplained"  # the facts were there, and none of the causes above explains the time
 
 
 class Mechanism(str, Enum):
@@ -29,6 +37,18 @@ class Mechanism(str, Enum):
     LOCK_CONVOY = "lock-convoy"  # threads queue on one lock: each waits for the one holding it
     TOO_MANY_RUNNABLE = "too-many-runnable"  # more runnable threads than CPUs, no pool involved
     QUOTA = "quota"  # the CFS quota stops the workload's threads in most periods
+    NO_VDSO_CLOCK_SOURCE = "no-vdso-clock-source"  # the node's clock source has no vDSO: every read is a syscall
+    VDSO_BYPASSED = "vdso-bypassed"  # the clock source has a vDSO, yet the program's reads reach the kernel
+    CLOCK_SYSCALLS = "clock-syscalls"  # clock reads reach the kernel; which of the two above is not known
+    SHORT_SLEEPS = "short-sleeps"  # threads wake from tiny sleeps to look for work, thousands of times a second
+    SHORT_POLL_TIMEOUTS = "short-poll-timeouts"  # threads poll (epoll, poll, select) with tiny or zero timeouts
+    SHORT_LIVED_PROCESSES = "short-lived-processes"  # a process started (fork, exec) and ended per piece of work
+    UNMAP_REFAULT = "unmap-refault"  # memory handed back to the kernel and faulted in again, over and over
+    CPU_HELD_BY_NEIGHBOUR = "cpu-held-by-neighbour"  # another workload holds the CPUs its threads wait for
+    STEAL = "steal"  # the hypervisor runs others on this VM's CPUs
+    RECLAIM = "reclaim"  # its memory limit forces the kernel to reclaim its pages, which it then reads back
+    OOM_KILLS = "oom-kills"  # its tasks are killed for want of memory
+    SYSTEM_TIME = "system-time"  # much time in the kernel that no known cause explains
 
 
 class Confidence(str, Enum):

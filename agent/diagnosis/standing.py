@@ -4,7 +4,9 @@
 A scrape at least EVALUATE_SECONDS after the previous one that did hands the families it served over once its text
 is written; the agent's main loop judges them between scrapes (evaluate_pending), off the scrapes' path, over the
 time since the previous evaluation, and the scrapes after serve what it found. Only workloads whose contention score
-reaches the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES.
+reaches the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES. The node's
+CPU states (steal among them) come from /proc/stat read at each evaluation, and its clock source from sysfs read at
+start, when the agent gives them.
 """
 
 from __future__ import annotations
@@ -12,20 +14,38 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.diagnosis.facts import Facts, NodeView, Workload
+from agent.diagnosis.facts import CpuShares, Facts, NodeView, Workload
+from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
+from agent.diagnosis.inputs.live.cpu_states import percentages
 from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
 from agent.diagnosis.inputs.live.series import NotSchedwatch, Reading, read_families
 from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_view
 from agent.diagnosis.rules import diagnose
+from agent.machine.clocksource import ClockSource
+from agent.machine.node_stat import CpuTicks, read_proc_stat
+from agent.machine.procfs import ProcFS
 
 EVALUATE_SECONDS = 10.0  # shortest window judged: shorter ones make noisy rates
 MAX_SERIES = 1000  # findings exported at most (a node of 1,000 sick workloads has other problems first)
 
 Row = tuple[str, ...]  # cause, mechanism, then the workload labels
+
+
+def node_ticks(procfs: ProcFS) -> Callable[[], CpuTicks | None]:
+    """A reader of the node's CPU ticks by state (None when /proc/stat cannot be read)."""
+
+    def read() -> CpuTicks | None:
+        try:
+            return read_proc_stat(procfs).total
+        except (OSError, ValueError):
+            return None
+
+    return read
 
 
 class StandingFindings:
@@ -37,8 +57,18 @@ class StandingFindings:
         clock: Callable[[], float] = time.monotonic,
         every: float = EVALUATE_SECONDS,
         count_workers: Callable[[list[Workload]], dict[Workload, int]] | None = None,
+        node_ticks: Callable[[], CpuTicks | None] | None = None,
+        clocksource: ClockSource | None = None,
     ) -> None:
-        self._node = NodeView(cpus=node_cpus)
+        """*node_ticks*: the node's CPU ticks by state now (/proc/stat's total line); None: its states are unknown.
+        *clocksource*: the node's clock source, read once (it changes only by hand)."""
+        self._node = NodeView(
+            cpus=node_cpus,
+            clocksource=None if clocksource is None else clocksource.current,
+            available_clocksources=None if clocksource is None else clocksource.available,
+        )
+        self._node_ticks = node_ticks
+        self._last_ticks: CpuTicks | None = None
         self._count_workers = count_workers
         self._workers: dict[Workload, int] = {}
         self._clock = clock
@@ -88,21 +118,32 @@ class StandingFindings:
             reading = read_families(*pending)
         except NotSchedwatch:  # families without the build info: nothing to judge
             return
+        ticks = None if self._node_ticks is None else self._node_ticks()
         if self._last is not None:
-            self._rows = self._evaluate(Window(self._last, reading))
-        self._last = reading
+            self._rows = self._evaluate(Window(self._last, reading), self._node_between(self._last_ticks, ticks))
+        self._last, self._last_ticks = reading, ticks
 
-    def _evaluate(self, window: Window) -> list[Row]:
+    def _node_between(self, before: CpuTicks | None, after: CpuTicks | None) -> NodeView:
+        """The node with its CPU states between two readings of /proc/stat, where both were read."""
+        if before is None or after is None:
+            return self._node
+        states = percentages(before, after)
+        return replace(self._node, cpu=CpuShares(**vars(states)))
+
+    def _evaluate(self, window: Window, node: NodeView) -> list[Row]:
         # A workload that did nothing in the window scores 0: only those that changed are looked at (at 1,000
         # idle workloads that is most of an evaluation's cost).
         views = [
             view
-            for view in (workload_view(window, ref, self._node.cpus) for ref in changed_workloads(window))
+            for view in (
+                with_budget_inputs(window, workload_view(window, ref, self._node.cpus))
+                for ref in changed_workloads(window)
+            )
             if view.ref.cgroup not in CATCH_ALL and score(view, self._node) >= FLAG_SCORE
         ]
         if self._count_workers is not None:
             self._workers = self._count_workers([view.ref for view in views][:MAX_SERIES])
-        diagnosis = diagnose(Facts(node=self._node, workloads=tuple(views), sources=("schedwatch_finding",)))
+        diagnosis = diagnose(Facts(node=node, workloads=tuple(views), sources=("schedwatch_finding",)))
         rows: set[Row] = {
             (
                 finding.cause.value,

@@ -20,6 +20,7 @@ class ProcessStat:
     flags: int  # PF_* of the task (PF_EXITING once it has begun to exit)
     user_ticks: int
     system_ticks: int
+    children_ticks: int  # user + system time of the children it waited for (cutime + cstime)
     threads: int
     start_ticks: int  # since boot: with the pid, names one process across pid reuse
     virtual_bytes: int
@@ -33,8 +34,8 @@ def parse_process_stat(text: str) -> ProcessStat | None:
     if opened < 0 or closed < opened:
         return None
     fields = text[closed + 1 :].split()
-    # fields[0] is field 3 of proc(5): state; ppid 4, flags 9, utime 14, stime 15, num_threads 20, starttime 22,
-    # vsize 23, rss 24 (pages).
+    # fields[0] is field 3 of proc(5): state; ppid 4, flags 9, utime 14, stime 15, cutime 16, cstime 17,
+    # num_threads 20, starttime 22, vsize 23, rss 24 (pages).
     if len(fields) < 22:
         return None
     try:
@@ -45,6 +46,7 @@ def parse_process_stat(text: str) -> ProcessStat | None:
             flags=int(fields[6]),
             user_ticks=int(fields[11]),
             system_ticks=int(fields[12]),
+            children_ticks=int(fields[13]) + int(fields[14]),
             threads=int(fields[17]),
             start_ticks=int(fields[19]),
             virtual_bytes=int(fields[20]),

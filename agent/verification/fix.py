@@ -1,4 +1,5 @@
-"""The fix `schedwatch verify` applies: thread variables, their count from a diagnosis of the first run."""
+"""The fix `schedwatch verify` applies: thread variables, their count from a diagnosis of the first run; or, when
+that diagnosis names allocator churn and no thread pool, the allocator variables its fix names."""
 
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ def recommend(first: Run, facts: WorkloadFacts | None, cpus: float, quota: float
                     f"the diagnosis of the first run: {finding.fix.summary}",
                     f"{finding.cause.value}/{finding.mechanism.value}",
                 )
+        for finding in diagnosis.findings:
+            if finding.cause is Cause.ALLOCATOR_CHURN and finding.fix.variables:
+                return Recommendation(
+                    dict(finding.fix.variables),
+                    f"the diagnosis of the first run: {finding.fix.summary}",
+                    f"{finding.cause.value}/{finding.mechanism.value}",
+                )
         workers = max((pool.size for pool in facts.pools), default=0)
         if workers:
             threads = max(1, math.floor(cpus / workers))
@@ -66,6 +74,7 @@ def _names(diagnosis: Diagnosis) -> str | None:
 def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) -> Facts:
     """The rules' view of the first run: its whole counts over its whole wall time, and its processes."""
     user, system = run.user_seconds, run.system_seconds
+    families = run.counts.syscalls_by_family
     used = None if user is None or system is None else user + system
     workload = WorkloadView(
         ref=Workload(cgroup="(verify)"),
@@ -82,6 +91,11 @@ def _facts_of(run: Run, facts: WorkloadFacts, cpus: float, quota: float | None) 
         futex_wait_seconds=run.counts.futex_wait_seconds,
         runqueue_wait_seconds=run.counts.runqueue_wait_seconds,
         preempted_seconds=run.counts.preempted_seconds,
+        user_seconds=user,
+        system_seconds=system,
+        syscall_calls_by_family=None if families is None else {name: float(n) for name, n in families.items()},
+        processes_exited=None if run.counts.processes_exited is None else float(run.counts.processes_exited),
+        page_faults=None if run.counts.page_faults is None else float(run.counts.page_faults),
         processes=process_views(facts),
         pools=tuple(PoolView(pool.parent_pid, pool.command, pool.pids) for pool in facts.pools),
         libraries=library_views(facts),

@@ -18,7 +18,7 @@ from agent import assembly, config
 from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.collectors import registry
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.series import read_families
+from agent.diagnosis.inputs.live.series import Reading, read_families
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
 from agent.exporter import AgentCollector
 from agent.identity.resolver import IdentityResolver
@@ -26,6 +26,7 @@ from agent.machine.cgroups.cpu import CpuUsage, read_usage_v2
 from agent.machine.cgroups.files import count_threads
 from agent.machine.cgroups.layout import read_layout
 from agent.machine.procfs import ProcFS
+from agent.machine.syscall_families import FAMILIES
 
 FACTS_AFTER_SECONDS = 1.0  # when the first run's processes are read (pools have started by then)
 FACTS_INTERVAL_SECONDS = 0.5
@@ -39,13 +40,17 @@ class VerifyError(Exception):
 
 @dataclass(frozen=True)
 class Counts:
-    """What the collectors counted for one run's cgroup; None where the mode cannot count it (docs/modes.md)."""
+    """What the collectors counted for one run's cgroup; None where the mode cannot count it (docs/modes.md), or
+    where the machine cannot (page faults need a memory controller for the run's cgroup)."""
 
     sched_yield_calls: int | None
     futex_calls: dict[str, int] | None
     futex_wait_seconds: float | None
     runqueue_wait_seconds: float | None
     preempted_seconds: float | None
+    syscalls_by_family: dict[str, int] | None = None
+    processes_exited: int | None = None
+    page_faults: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,23 +144,51 @@ class Counters:
             "syscalls" in reading.up and "futex_wait_seconds" not in reading.unknown | {""}
         ) or "syscalls" in reading.up:
             futex = {op: int(reading.count(ref, f"futex_calls:{op}") or 0) for op in FUTEX_OPS}
+        exited = reading.count(ref, "processes_exited")
         return Counts(
             sched_yield_calls=None if yields is None else int(yields),
             futex_calls=futex,
             futex_wait_seconds=reading.count(ref, "futex_wait_seconds"),
             runqueue_wait_seconds=reading.count(ref, "runqueue_wait_seconds"),
             preempted_seconds=reading.count(ref, "offcpu_seconds:preempted"),
+            syscalls_by_family=_by_family(reading, ref),
+            processes_exited=None if exited is None else int(exited),
+            page_faults=_page_faults(reading, ref),
         )
 
 
-class Cgroups:
-    """Where the runs go: a parent cgroup of this verify (with the quota, if any), a fresh child per run."""
+def _by_family(reading: Reading, ref: Workload) -> dict[str, int] | None:
+    """Calls by family of a run's cgroup: every family, 0 for those without a series, while the BPF families
+    collector runs; None without it."""
+    if "syscall_families" not in reading.up:
+        return None
+    totals = reading.workloads.get(ref)
+    counts = totals.counts if totals is not None else {}
+    return {family: int(counts.get(f"syscall_calls:{family}", 0)) for family in FAMILIES}
 
-    def __init__(self, unified: Path, cpu_v1: Path | None, quota: float | None) -> None:
+
+def _page_faults(reading: Reading, ref: Workload) -> int | None:
+    """Minor and major page faults of a run's cgroup; None where no memory cgroup counted them."""
+    totals = reading.workloads.get(ref)
+    kinds = [
+        value for key, value in (totals.counts if totals is not None else {}).items() if key.startswith("page_faults:")
+    ]
+    return int(sum(kinds)) if kinds else None
+
+
+class Cgroups:
+    """Where the runs go: a parent cgroup of this verify (with the quota, if any), a fresh child per run; on hybrid
+    hosts also in the v1 memory hierarchy at the same path, so that the run's page faults are counted."""
+
+    def __init__(self, unified: Path, cpu_v1: Path | None, quota: float | None, memory_v1: Path | None = None) -> None:
         name = f"schedwatch-verify-{os.getpid()}"
         self.parent = unified / name
         self.parent.mkdir()
         self.cpu_parent: Path | None = None
+        self.memory_parent: Path | None = None
+        if memory_v1 is not None and "memory" not in (unified / "cgroup.controllers").read_text().split():
+            self.memory_parent = memory_v1 / name
+            self.memory_parent.mkdir()
         self.quota = quota
         if quota is not None:
             if cpu_v1 is not None:  # hybrid host: the quota lives in the v1 cpu hierarchy
@@ -179,7 +212,7 @@ class Cgroups:
             raise VerifyError(
                 "needs a cgroup2 mount to count a run apart: mount -t cgroup2 none /sys/fs/cgroup/unified"
             )
-        cgroups = cls(layout.unified, layout.v1.get("cpu"), quota)
+        cgroups = cls(layout.unified, layout.v1.get("cpu"), quota, layout.v1.get("memory"))
         try:
             yield cgroups
         finally:
@@ -191,11 +224,12 @@ class Cgroups:
         return cpus if self.quota is None else min(cpus, self.quota)
 
     def fresh(self, label: str) -> list[Path]:
-        """A new, empty cgroup for one run: its cgroup2 directory first, then its v1 cpu one (if any)."""
+        """A new, empty cgroup for one run: its cgroup2 directory first, then its v1 cpu and memory ones (if any)."""
         slug = label.replace(" ", "-")
         dirs = [self.parent / slug]
-        if self.cpu_parent is not None:
-            dirs.append(self.cpu_parent / slug)
+        for parent in (self.cpu_parent, self.memory_parent):
+            if parent is not None:
+                dirs.append(parent / slug)
         for directory in dirs:
             directory.mkdir()
             self._made.append(directory)
@@ -203,7 +237,7 @@ class Cgroups:
 
     def remove(self) -> None:
         """Empty and remove every cgroup made, children first."""
-        for directory in [*reversed(self._made), *filter(None, (self.cpu_parent, self.parent))]:
+        for directory in [*reversed(self._made), *filter(None, (self.memory_parent, self.cpu_parent, self.parent))]:
             with contextlib.suppress(FileNotFoundError):
                 kill_all(directory)
                 try:

@@ -6,6 +6,9 @@
  *             wake-up and a context switch (a wake-up storm); ns per hop
  *   fork      fork(2) a child that exits at once, and wait for it; ns per process
  *   thread    create a thread that returns at once, and join it; ns per thread
+ *   pipe2     a byte passed back and forth over two pipes between this process and a child on one CPU, the child in
+ *             the cgroup2 directory LOOPS_CHILD_CGROUP names (another workload: each wait for the CPU is held by
+ *             the other one); ns per round trip
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -87,7 +90,7 @@ static void pin_to_cpu0(void)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: loops yield|getppid|futex|ring|fork|thread COUNT\n");
+        fprintf(stderr, "usage: loops yield|getppid|futex|ring|fork|thread|pipe2 COUNT\n");
         return 2;
     }
     long count = atol(argv[2]);
@@ -133,6 +136,37 @@ int main(int argc, char **argv)
             pthread_join(thread, NULL);
         }
         end = now_ns();
+    } else if (strcmp(argv[1], "pipe2") == 0) {
+        const char *cgroup = getenv("LOOPS_CHILD_CGROUP");
+        int there[2], back[2];
+        char byte = 0;
+        if (!cgroup || pipe(there) != 0 || pipe(back) != 0)
+            return 2;
+        pin_to_cpu0(); /* the child inherits CPU 0 */
+        pid_t child = fork();
+        if (child == 0) {
+            char path[4200];
+            snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
+            FILE *procs = fopen(path, "w");
+            if (!procs || fprintf(procs, "%d\n", getpid()) < 0 || fclose(procs) != 0)
+                _exit(3);
+            for (long i = 0; i < count; i++)
+                if (read(there[0], &byte, 1) != 1 || write(back[1], &byte, 1) != 1)
+                    _exit(3);
+            _exit(0);
+        }
+        /* one round trip first: the child has joined its cgroup before the clock starts */
+        if (write(there[1], &byte, 1) != 1 || read(back[0], &byte, 1) != 1)
+            return 3;
+        start = now_ns();
+        for (long i = 1; i < count; i++)
+            if (write(there[1], &byte, 1) != 1 || read(back[0], &byte, 1) != 1)
+                return 3;
+        end = now_ns();
+        int status;
+        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 3;
+        count--;
     } else if (strcmp(argv[1], "ring") == 0) {
         ring_hops = count;
         pthread_t threads[RING_THREADS];

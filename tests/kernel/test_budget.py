@@ -26,6 +26,7 @@ from tests.support.workloads import CgroupSandbox, Workload, build
 
 RUNQ_SUM = "schedwatch_runqueue_latency_seconds_sum"
 BY_HOLDER = "schedwatch_runqueue_wait_by_holder_seconds_total"
+BY_NEIGHBOUR = "schedwatch_runqueue_wait_by_neighbour_seconds_total"
 BLOCKED = "schedwatch_blocked_seconds_total"
 CPU_USAGE = "schedwatch_cpu_usage_seconds_total"
 HOLDERS = ("self", "other", "kernel")
@@ -52,7 +53,7 @@ def test_a_workload_preempted_by_a_pinned_neighbour_waited_for_the_other_workloa
     agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path
 ) -> None:
     """One spinning thread in each of two cgroups, both pinned to CPU 1 for 2 s: each waits about half the time,
-    almost all of it while the other one held the CPU."""
+    almost all of it while the other one held the CPU, and the neighbour series names that other cgroup."""
     groups = [cgroups.make("holder-a"), cgroups.make("holder-b")]
     with ThreadPoolExecutor(2) as pool:
         workloads = list(pool.map(lambda group: Workload(spinner, group, 1, 2.0, 1), groups))
@@ -71,6 +72,10 @@ def test_a_workload_preempted_by_a_pinned_neighbour_waited_for_the_other_workloa
             # The rest of the machine and kernel threads take CPU 1 now and then; a wait that ends after one of them
             # is theirs whole (other or kernel): the neighbour's share is still most of it.
             assert split["other"] >= 0.85 * waited, split
+            # ... and the neighbours split says which workload that was: the other spinner's cgroup.
+            (neighbour,) = [cgroups.relative(other) for other in groups if other != group]
+            held = cgroup_value(scrape, BY_NEIGHBOUR, path, neighbour=neighbour)
+            assert 0.85 * waited <= held <= split["other"] + 3e-6, (held, split)
     finally:
         for workload in workloads:
             workload.release()
@@ -193,6 +198,9 @@ def test_diagnose_reads_the_budget_of_a_workload_preempted_by_a_neighbour(
     # Two spinners share CPU 1 for 1 s: each waits about half of it, nearly all while the other held the CPU.
     assert view.runqueue_wait_seconds > 0.25, holders
     assert holders["other"] >= 0.85 * view.runqueue_wait_seconds, holders
+    # The neighbour is named, with that wait (longest first; at most the whole wait for others).
+    assert view.neighbours is not None and view.neighbours[0][0] == cgroups.relative(neighbour_group), view.neighbours
+    assert 0.85 * view.runqueue_wait_seconds <= view.neighbours[0][1] <= holders["other"] + 3e-6, view.neighbours
 
     (part,) = victim.truth["parts"]
     slept, vforked = part["slept_ns"] / 1e9, part["vfork_ns"] / 1e9

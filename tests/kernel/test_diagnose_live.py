@@ -24,7 +24,7 @@ from tests.support.diagnose import Diagnose
 from tests.support.prometheus import Prometheus
 from tests.support.schemas import assert_valid
 from tests.support.scrape import scrape
-from tests.support.workloads import CgroupSandbox, Workload
+from tests.support.workloads import CgroupSandbox, Workload, build
 
 YIELDS_PER_THREAD = 100_000
 THREADS = 2
@@ -260,6 +260,27 @@ def test_without_bpf_diagnose_in_bpf_mode_says_to_read_an_agent(who: str, tmp_pa
     assert line.startswith(said), line
     assert "missing CAP_BPF" in line, line
     assert line.endswith("read a running agent instead: schedwatch diagnose --from http://127.0.0.1:17953")
+
+
+def test_the_agent_exports_a_finding_of_the_other_causes_too(agent: AgentProcess, cgroups: CgroupSandbox) -> None:
+    """A thread reading the clock through syscall(2) (about 2 M reads/s here, 64 % of its CPU in the kernel) on this
+    node's tsc: the agent's own evaluation names clock-reads-as-syscalls/vdso-bypassed from its series alone (the
+    clock calls by family, its CPU by mode, the node's clock source read at start)."""
+    group = cgroups.make("standing-clock")
+    path = cgroups.relative(group)
+    wanted = {"cgroup": path, "cause": "clock-reads-as-syscalls", "mechanism": "vdso-bypassed"}
+    reader = subprocess.Popen(
+        [str(build("clock_reader")), str(group), "90", "syscall", "50"], stdout=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 60  # an evaluation every 10 s; two are needed (a window between them)
+        while scrape(agent.url, timeout=60).value("schedwatch_finding", **wanted) is None:
+            assert time.monotonic() < deadline, "no clock-reads finding within 60 s of the reads"
+            assert reader.poll() is None, f"clock_reader ended early ({reader.returncode})"
+            time.sleep(1)
+    finally:
+        reader.kill()
+        reader.wait()
 
 
 def test_the_agent_exports_a_finding_while_it_stands(

@@ -179,6 +179,27 @@ def test_calls_by_family_are_exact(agent: AgentProcess, cgroups: CgroupSandbox, 
     assert syscall_families.NETWORK not in exported(scrape, "schedwatch_syscalls_total", measured.cgroup)
 
 
+def exited(scrape: Scrape, cgroup: str) -> float:
+    """The processes the agent counts as exited in the plain cgroup *cgroup* (the series must be there)."""
+    return scrape.value("schedwatch_processes_exited_total", cgroup=cgroup, container_id="")
+
+
+def test_processes_that_exit_are_counted_and_threads_are_not(
+    agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path
+) -> None:
+    """40 children that exit at once (raw clone, exit_group) are 40 processes exited, beside the workload's own exit
+    that the empty run has too; a process whose 50 threads end before it does is 1, not 51."""
+    empty = run(syscaller, cgroups, Calls())
+    measured = run(syscaller, cgroups, Calls(forks=40))
+    group = cgroups.make("threads-exit")
+    threads = Workload(build("threader"), group, 50, 10)
+    assert threads.release() == 0
+    scrape = agent.scrape()
+    assert exited(scrape, empty.cgroup) == 1
+    assert exited(scrape, measured.cgroup) - exited(scrape, empty.cgroup) == measured.truth["clone"] == 40
+    assert exited(scrape, cgroups.relative(group)) == 1
+
+
 def test_sleeps_land_in_sleep_seconds(timing_agent: AgentProcess, cgroups: CgroupSandbox, syscaller: Path) -> None:
     """20 sleeps of 10 ms: the time the kernel saw inside them is at least what was asked for and at most the
     wall time the workload measured around the loop."""

@@ -25,8 +25,8 @@ WARM_UP = 3.0  # numpy's import and the pool's start are done by then
 
 def measure(agent: AgentProcess, sandbox: CgroupSandbox, scenario: Scenario, seconds: float) -> dict[str, object]:
     """One run: warm up, then one window of *seconds*."""
-    group = ScenarioCgroup(sandbox, scenario.name, scenario.quota)
-    with running(scenario, group, WARM_UP + seconds + 300) as process:
+    group = ScenarioCgroup(sandbox, scenario.name, scenario.quota, scenario.memory_limit)
+    with running(scenario, group, WARM_UP + seconds + 300, sandbox) as process:
         time.sleep(WARM_UP)
         before = point(agent, group)
         time.sleep(seconds)

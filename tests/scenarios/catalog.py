@@ -6,6 +6,7 @@ Each scenario is one command started in a fresh cgroup for a bounded time. A sic
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,8 @@ HEALTHY = Expected(None)
 @dataclass(frozen=True)
 class Scenario:
     """A workload to run for a bounded time: ``argv(seconds)`` with ``environment()`` added, in a cgroup with
-    ``quota`` cores (None: unlimited)."""
+    ``quota`` cores and ``memory_limit`` bytes (None: unlimited); ``companion(seconds)``, if any, runs beside it in a
+    cgroup of its own (another workload on the node, not diagnosed)."""
 
     name: str
     expected: Expected
@@ -51,6 +53,8 @@ class Scenario:
     quota: float | None = None
     description: str = ""
     tags: frozenset[str] = field(default_factory=frozenset)
+    memory_limit: int | None = None
+    companion: Callable[[float], list[str]] | None = None
 
 
 def numpy_target(series: str) -> Path:
@@ -100,8 +104,41 @@ def fixed_threads(count: int = 1) -> Callable[[], dict[str, str]]:
     return lambda: {"OMP_NUM_THREADS": str(count)}
 
 
+def data_file(mib: int) -> Path:
+    """A file of *mib* MiB of pseudo-random bytes in tests/.build (on disk, not tmpfs: its pages can be reclaimed),
+    written once and synced: a dirty page stays in the page cache, charged to the writer's cgroup, whatever the
+    reader's posix_fadvise(DONTNEED) asks, and a reader would then find the file cached instead of charging it."""
+    target = BUILD / f"data-{mib}m.bin"
+    if not target.exists() or target.stat().st_size != mib << 20:
+        BUILD.mkdir(exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        block = bytes(range(256)) * 4096  # 1 MiB
+        with partial.open("wb") as out:
+            for index in range(mib):
+                out.write(block[index % 256 :] + block[: index % 256])
+            out.flush()
+            os.fsync(out.fileno())
+        partial.rename(target)
+    return target
+
+
+def reader(mib: int) -> Callable[[float], list[str]]:
+    """tests/workloads/file_reader over a data file of *mib* MiB."""
+
+    def argv(seconds: float) -> list[str]:
+        return [str(build("file_reader")), "-", f"{seconds:g}", str(data_file(mib))]
+
+    return argv
+
+
+MIB = 1 << 20
+NEIGHBOUR_CPU = "1"  # the CPU the noisy-neighbour scenarios share (the other one stays for the agent and the rest)
+
+
 OPENMP = ("-fopenmp",)
 POOL = "thread-pool-oversubscription"
+CLOCK = "clock-reads-as-syscalls"
+POLLING = "polling-storm"
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
@@ -214,6 +251,125 @@ SCENARIOS: tuple[Scenario, ...] = (
         HEALTHY,
         python_script(HERE / "workloads" / "request_server.py", "{s}", "100"),
         description="a threaded TCP server on 127.0.0.1 answering 100 small requests per second",
+    ),
+    # The other causes (issue 26): each sick workload beside a healthy twin that does the same work the right way.
+    Scenario(
+        "clock-syscalls",
+        Expected(CLOCK, "vdso-bypassed"),
+        compiled("clock_reader", "{s}", "syscall", "50"),
+        description="1 thread reading the clock through syscall(2) between bits of work, as on a clock source "
+        "without a vDSO (this VM's tsc has one)",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "healthy-clock-vdso",
+        HEALTHY,
+        compiled("clock_reader", "{s}", "vdso", "50"),
+        description="the same loop reading the clock through the C library's vDSO",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "polling-short-sleeps",
+        Expected(POLLING, "short-sleeps"),
+        compiled("poller", "{s}", "2", "sleep", "50"),
+        description="2 idle workers looking for work every 50 us with nanosleep (work comes 100 times a second)",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "polling-zero-timeout",
+        Expected(POLLING, "short-poll-timeouts"),
+        compiled("poller", "{s}", "2", "epoll", "0"),
+        description="2 idle workers in epoll_wait with a timeout of 0 on their eventfd (work comes 100 times a second)",
+    ),
+    Scenario(
+        "healthy-event-wait",
+        HEALTHY,
+        compiled("poller", "{s}", "2", "block", "0"),
+        description="the 2 workers blocked on their eventfd until work comes, 100 times a second (the fix)",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "process-churn",
+        Expected("process-churn", "short-lived-processes"),
+        compiled("spawner", "{s}", "200", "exec"),
+        description="200 requests a second, each a fork and exec of /bin/true",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "healthy-reused-worker",
+        HEALTHY,
+        compiled("spawner", "{s}", "200", "reuse"),
+        description="the 200 requests a second handed to one helper process over a pipe (the fix)",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "allocator-churn",
+        Expected("allocator-churn", "unmap-refault"),
+        compiled("alloc_churn", "{s}", "1", str(64 * MIB)),
+        description="a 64 MiB buffer malloc'ed, written and freed over and over: glibc maps and unmaps it each time",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "healthy-allocator-kept",
+        HEALTHY,
+        compiled("alloc_churn", "{s}", "1", str(64 * MIB)),
+        lambda: {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(256 * MIB)},
+        description="the same with MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=256 MiB: the memory is kept (the fix)",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "noisy-neighbour",
+        Expected("noisy-neighbour", "cpu-held-by-neighbour"),
+        compiled("duty", "{s}", "1", NEIGHBOUR_CPU, "2000", "2000"),
+        companion=compiled("duty", "{s}", "2", NEIGHBOUR_CPU, "1000000", "0"),
+        description="1 thread on CPU 1 computing 2 ms then sleeping 2 ms; beside it another workload's 2 CPU hogs "
+        "pinned to the same CPU",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "healthy-neighbour-apart",
+        HEALTHY,
+        compiled("duty", "{s}", "1", NEIGHBOUR_CPU, "2000", "2000"),
+        companion=compiled("duty", "{s}", "2", "0", "1000000", "0"),
+        description="the same thread on CPU 1, the other workload's 2 hogs pinned to CPU 0",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "neighbour-beside-pool",
+        Expected(POOL, "yield-storm"),
+        *numpy_pool("1.26", "unset"),
+        companion=compiled("hogs", "1", "{s}"),
+        description="numpy126-pool with another workload's CPU hog on the node: the pool's own threads are its problem",
+    ),
+    Scenario(
+        "memory-reclaim",
+        Expected("memory-pressure", "reclaim"),
+        reader(192),
+        memory_limit=96 * MIB,
+        description="a 192 MiB file read over and over under a memory limit of 96 MiB: each pass reclaims the last",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "healthy-memory-fits",
+        HEALTHY,
+        reader(192),
+        memory_limit=512 * MIB,
+        description="the same under a limit of 512 MiB: the file stays cached",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "unexplained-system-time",
+        Expected("unexplained", "system-time"),
+        compiled("rusage_storm", "{s}", "0"),
+        description="1 thread calling getrusage(2) as fast as it can: system time none of the causes explains",
+        tags=frozenset({"short"}),
+    ),
+    Scenario(
+        "healthy-rusage-paced",
+        HEALTHY,
+        compiled("rusage_storm", "{s}", "1000"),
+        description="the same 1,000 times a second",
+        tags=frozenset({"short"}),
     ),
 )
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tests.scenarios.catalog import HEALTHY, POOL, Expected
+from tests.scenarios.catalog import HEALTHY, POOL, Expected, data_file
 from tests.support.containers import IMAGE, REPO, Podman
 from tests.support.workloads import BUILD, build
 
@@ -27,6 +27,7 @@ class ContainerScenario:
     argv: Callable[[float], list[str]]
     cpus: float
     description: str = ""
+    memory: int | None = None  # bytes (podman run --memory); None: no limit
 
 
 def _numpy_pool(threads: str) -> Callable[[float], list[str]]:
@@ -51,6 +52,24 @@ CONTAINER_SCENARIOS = {
             lambda seconds: ["/w/hogs", "-", "1", f"{seconds:g}"],
             cpus=0.5,
             description="1 CPU-bound process in a container with --cpus 0.5",
+        ),
+        ContainerScenario(
+            "container-memory-reclaim",
+            Expected("memory-pressure", "reclaim"),
+            IMAGE,
+            lambda seconds: ["/w/file_reader", "-", f"{seconds:g}", f"/w/{data_file(192).name}"],
+            cpus=2.0,
+            memory=96 << 20,
+            description="a 192 MiB file read over and over in a container with --memory 96m",
+        ),
+        ContainerScenario(
+            "container-healthy-memory-fits",
+            HEALTHY,
+            IMAGE,
+            lambda seconds: ["/w/file_reader", "-", f"{seconds:g}", f"/w/{data_file(192).name}"],
+            cpus=2.0,
+            memory=512 << 20,
+            description="the same file in a container with --memory 512m: it stays cached",
         ),
         ContainerScenario(
             "container-healthy-numpy126-pool",
@@ -83,7 +102,12 @@ def container_running(scenario: ContainerScenario, seconds: float) -> Iterator[s
     podman = Podman()  # the base image and Podman's API socket, as the container tests set them up
     name = f"{podman.prefix}-{scenario.name}"
     try:
-        build("hogs")  # the debian image runs the C workloads mounted from tests/.build at /w
+        for workload in (
+            "hogs",
+            "file_reader",
+        ):  # the debian image runs the C workloads mounted from tests/.build at /w
+            build(workload)
+        data_file(192)
         ensure_workload_image()
         result = subprocess.run(
             [
@@ -94,6 +118,7 @@ def container_running(scenario: ContainerScenario, seconds: float) -> Iterator[s
                 name,
                 "--cpus",
                 f"{scenario.cpus:g}",
+                *(["--memory", str(scenario.memory)] if scenario.memory is not None else []),
                 "-v",
                 f"{BUILD}:/w:ro",
                 scenario.image,

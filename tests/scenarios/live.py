@@ -41,26 +41,37 @@ class Throttling:
 
 
 class ScenarioCgroup:
-    """A fresh cgroup2 directory plus, on hybrid hosts, v1 cpu and cpuacct ones at the same relative path."""
+    """A fresh cgroup2 directory plus, on hybrid hosts, v1 cpu, cpuacct and memory ones at the same relative path (as
+    a container has), with a CPU quota of *quota* cores and a memory limit of *memory_limit* bytes if given."""
 
-    def __init__(self, sandbox: CgroupSandbox, name: str, quota: float | None) -> None:
+    def __init__(self, sandbox: CgroupSandbox, name: str, quota: float | None, memory_limit: int | None = None) -> None:
         self.v2 = sandbox.make(name)
         self.label = sandbox.relative(self.v2)  # the agent's cgroup label
         self.cpuacct: Path | None = None
+        self.memory: Path | None = None
         if "cpu" in sandbox.v1:
             self.cpu = sandbox.make_v1("cpu", self.label)
             if "cpuacct" in sandbox.v1 and sandbox.v1["cpuacct"] != sandbox.v1["cpu"]:
                 self.cpuacct = sandbox.make_v1("cpuacct", self.label)
-            self.dirs = [d for d in (self.v2, self.cpu, self.cpuacct) if d is not None]
+            if "memory" in sandbox.v1:
+                self.memory = sandbox.make_v1("memory", self.label)
+            self.dirs = [d for d in (self.v2, self.cpu, self.cpuacct, self.memory) if d is not None]
             if quota is not None:
                 (self.cpu / "cpu.cfs_period_us").write_text(str(PERIOD_US))
                 (self.cpu / "cpu.cfs_quota_us").write_text(str(round(quota * PERIOD_US)))
-        else:  # cgroup2 only: the cpu controller must be enabled for the parent's children
-            (self.v2.parent / "cgroup.subtree_control").write_text("+cpu")
+            if memory_limit is not None:
+                if self.memory is None:
+                    raise RuntimeError("no v1 memory hierarchy on this hybrid host: cannot set a memory limit")
+                (self.memory / "memory.limit_in_bytes").write_text(str(memory_limit))
+        else:  # cgroup2 only: the controllers must be enabled for the parent's children
+            wanted = "+cpu +memory" if memory_limit is not None else "+cpu"
+            (self.v2.parent / "cgroup.subtree_control").write_text(wanted)
             self.cpu = self.v2
             self.dirs = [self.v2]
             if quota is not None:
                 (self.v2 / "cpu.max").write_text(f"{round(quota * PERIOD_US)} {PERIOD_US}")
+            if memory_limit is not None:
+                (self.v2 / "memory.max").write_text(str(memory_limit))
 
     def cpu_use(self) -> CpuUse:
         """CPU the cgroup has used: cpuacct on v1, cpu.stat on cgroup2."""
@@ -101,19 +112,37 @@ def environment(scenario: Scenario) -> dict[str, str]:
     return {**base, **scenario.environment()}
 
 
-@contextlib.contextmanager
-def running(scenario: Scenario, group: ScenarioCgroup, seconds: float) -> Iterator[subprocess.Popen[bytes]]:
-    """The scenario's command, started inside *group* for *seconds*; every process of it is killed on exit."""
-    argv = scenario.argv(seconds)
+def start_in(group: ScenarioCgroup, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """*argv* started inside every directory of *group*."""
     dirs = [str(d) for d in group.dirs]
-    process = subprocess.Popen(
+    return subprocess.Popen(
         ["sh", "-c", JOIN_THEN_EXEC, "join", *dirs, "--", *argv],
-        env=environment(scenario),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+@contextlib.contextmanager
+def running(
+    scenario: Scenario, group: ScenarioCgroup, seconds: float, sandbox: CgroupSandbox
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The scenario's command, started inside *group* for *seconds* (its companion first, in a cgroup of its own in
+    *sandbox*); every process of both is killed on exit."""
+    companion: tuple[ScenarioCgroup, subprocess.Popen[bytes]] | None = None
+    if scenario.companion is not None:
+        beside = ScenarioCgroup(sandbox, f"{scenario.name}-companion", None)
+        companion = (beside, start_in(beside, scenario.companion(seconds), environment(scenario)))
     try:
-        yield process
+        process = start_in(group, scenario.argv(seconds), environment(scenario))
+        try:
+            yield process
+        finally:
+            group.kill_all()
+            process.wait(timeout=10)
     finally:
-        group.kill_all()
-        process.wait(timeout=10)
+        if companion is not None:
+            beside, started = companion
+            beside.kill_all()
+            started.wait(timeout=10)
+            sandbox.remove(beside.v2)

@@ -90,3 +90,46 @@ def test_report_table_and_markers(tmp_path: Path) -> None:
     page.write_text(f"intro\n{BEGIN}\nold\n{END}\noutro\n")
     write_between_markers(page, table)
     assert page.read_text() == f"intro\n{BEGIN}\n{table}\n{END}\noutro\n"
+
+
+STEAL = Found("hypervisor-steal", "steal")
+
+
+def test_a_steal_finding_stands_only_where_the_node_had_that_steal() -> None:
+    """The node's steal in the window, read from the same diagnosis: at the rule's bar (10 %) the finding is true
+    whatever the scenario; below it, it is a false finding like any other."""
+    assert Outcome("s", 1, HEALTHY, (STEAL,), node_steal=21.0).correct
+    assert Outcome("s", 1, POOL, (STORM, STEAL), node_steal=10.0).correct
+    assert Outcome("s", 1, HEALTHY, (STEAL,), node_steal=9.9).false_findings == (STEAL,)
+    assert Outcome("s", 1, HEALTHY, (STEAL,)).false_findings == (STEAL,)  # steal not read: not excused
+
+
+def test_recall_and_precision_per_cause() -> None:
+    """Two pool runs named (one with saturation beside it), a healthy run with a saturation finding, a throttled pool
+    whose throttling is also true: the pool 2/2 and 2/2, saturation 0 of 2 right, throttling 1/1 right."""
+    limited = Expected("thread-pool-oversubscription", "yield-storm", frozenset({"cpu-throttling"}))
+    outcomes = [
+        Outcome("a", 1, POOL, (STORM, SATURATED)),
+        Outcome("b", 1, HEALTHY, (SATURATED,)),
+        Outcome("c", 1, limited, (STORM, THROTTLED)),
+        Outcome("d", 1, HEALTHY, (STEAL,), node_steal=30.0),
+    ]
+    rows = {line.split(" | ")[0].strip("| "): line for line in report(outcomes, "x", 10.0).splitlines()}
+    assert rows["thread-pool-oversubscription"].endswith("| 2/2 = 100% | 2/2 = 100% |")
+    assert rows["run-queue-saturation"].endswith("| no sick scenario | 0/2 = 0% |")
+    assert rows["cpu-throttling"].endswith("| no sick scenario | 1/1 = 100% |")
+    assert "none; 1 true where the node had that steal" in rows["hypervisor-steal"]
+
+
+def test_a_logged_run_is_scored_again_as_it_was() -> None:
+    """--rescore reads the log's lines back into the same outcomes (expectations from the catalog)."""
+    outcome = Outcome("numpy126-pool", 2, POOL, (STORM, STEAL), node_steal=12.5)
+    again = Outcome.from_dict(outcome.as_dict())
+    assert (again.scenario, again.run, again.expected, again.found, again.node_steal) == (
+        "numpy126-pool",
+        2,
+        POOL,
+        (STORM, STEAL),
+        12.5,
+    )
+    assert again.correct

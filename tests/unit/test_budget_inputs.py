@@ -169,3 +169,60 @@ def test_an_agent_older_than_the_budget_series_tells_neither() -> None:
     measured = view(MEASURED)
     assert measured.waiting_by_holder is None
     assert measured.blocked_by_kind is None
+
+
+def neighbour_lines(held: dict[str, float]) -> str:
+    labels = f'container_id="",container="",pod="",namespace="",cgroup="{MEASURED.cgroup}"'
+    return "# TYPE schedwatch_runqueue_wait_by_neighbour_seconds counter\n" + "".join(
+        f'schedwatch_runqueue_wait_by_neighbour_seconds_total{{{labels},neighbour="{name}"}} {value}\n'
+        for name, value in held.items()
+    )
+
+
+def test_neighbours_grow_over_the_window_and_one_new_among_the_few_is_capped_by_the_wait_for_others() -> None:
+    """The wait for others grew 0.5 s. /batch held 0.3 s of it; /etl, exported only from the second reading on
+    (it joined the top three), came with its whole history (9 s): no neighbour held more than the 0.5 s."""
+    before = with_split(BEFORE, BEFORE_SPLIT) + neighbour_lines({"/batch": 1.2})
+    after = with_split(AFTER, AFTER_SPLIT) + neighbour_lines({"/batch": 1.5, "/etl": 9.0})
+    measured = view(MEASURED, before, after)
+    assert measured.neighbours == (("/etl", 0.5), ("/batch", pytest.approx(0.3)))
+    # Without the wait by holder (perf mode), neighbours are unknown too.
+    assert (
+        view(MEASURED, with_split(BEFORE, BEFORE_SPLIT, "perf"), with_split(AFTER, AFTER_SPLIT, "perf")).neighbours
+        is None
+    )
+
+
+def memory_lines(events: dict[str, float], minor: float, refaults: float, limit: float | None) -> str:
+    labels = f'container_id="",container="",pod="",namespace="",cgroup="{MEASURED.cgroup}"'
+    lines = ['schedwatch_source_up{source="cgroup_memory"} 1.0']
+    lines += [f'schedwatch_memory_events_total{{{labels},event="{name}"}} {value}' for name, value in events.items()]
+    lines += [
+        f'schedwatch_page_faults_total{{{labels},kind="minor"}} {minor}',
+        f'schedwatch_page_faults_total{{{labels},kind="major"}} 2.0',
+        f"schedwatch_memory_refaults_total{{{labels}}} {refaults}",
+    ]
+    if limit is not None:
+        lines.append(f"schedwatch_memory_limit_bytes{{{labels}}} {limit}")
+    return "\n".join(lines) + "\n"
+
+
+def test_memory_facts_grow_over_the_window_and_an_event_first_seen_counts_from_zero() -> None:
+    before = BEFORE + memory_lines({"max": 10.0}, 1000.0, 50.0, 1 << 26)
+    after = AFTER + memory_lines({"max": 1010.0, "oom_kill": 1.0}, 5000.0, 2050.0, 1 << 26)
+    measured = view(MEASURED, before, after)
+    assert measured.memory_events == {"high": 0.0, "max": 1000.0, "oom": 0.0, "oom_kill": 1.0}
+    assert (measured.page_faults, measured.major_page_faults, measured.memory_refaults) == (4000.0, 0.0, 2000.0)
+    assert measured.memory_limit_bytes == 1 << 26
+    # Without the collector every memory fact is unknown; without a limit series, no limit.
+    assert view(MEASURED).memory_events is None and view(MEASURED).page_faults is None
+    no_limit = view(MEASURED, BEFORE + memory_lines({}, 1.0, 1.0, None), AFTER + memory_lines({}, 2.0, 1.0, None))
+    assert no_limit.memory_limit_bytes is None and no_limit.memory_events == dict.fromkeys(
+        ("high", "max", "oom", "oom_kill"), 0.0
+    )
+
+
+def test_processes_exited_are_zero_without_a_series_while_the_families_collector_runs() -> None:
+    assert view(MEASURED).processes_exited == 0.0
+    text = AFTER.replace('schedwatch_source_up{source="syscall_families"} 1.0', "")
+    assert view(MEASURED, BEFORE, text).processes_exited is None

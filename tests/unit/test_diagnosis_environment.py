@@ -35,6 +35,18 @@ def test_the_allow_list_is_the_issues() -> None:
         "GOMP_SPINCOUNT",
         "KMP_BLOCKTIME",
         "OPENBLAS_THREAD_TIMEOUT",
+        # How the allocators keep or hand back freed memory (issue 26): a fix for allocator churn says what is set.
+        "MALLOC_ARENA_MAX",
+        "MALLOC_MMAP_MAX_",
+        "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_TRIM_THRESHOLD_",
+        "MALLOC_TOP_PAD_",
+        "GLIBC_TUNABLES",
+        "MALLOC_CONF",
+        "JE_MALLOC_CONF",
+        "TCMALLOC_RELEASE_RATE",
+        "MIMALLOC_PURGE_DELAY",
+        "MIMALLOC_ARENA_EAGER_COMMIT",
     }
 
 

@@ -102,8 +102,9 @@ def test_a_forced_mode_is_taken_as_asked() -> None:
     chosen = modes.choose("procfs", facts(bpf_refused="EPERM (Operation not permitted)"))
     assert (chosen.mode, chosen.reason) == ("procfs", "asked for with --mode")
     assert chosen.fix.startswith("for bpf mode: ")
-    assert [factory.name for factory in modes.factories("procfs")] == ["sched", "cgroup_cpu", "pressure"]
-    assert [factory.name for factory in modes.factories("perf")] == ["syscalls", "sched", "cgroup_cpu", "pressure"]
+    files = ["cgroup_cpu", "cgroup_memory", "pressure"]
+    assert [factory.name for factory in modes.factories("procfs")] == ["sched", *files]
+    assert [factory.name for factory in modes.factories("perf")] == ["syscalls", "sched", *files]
 
 
 @pytest.mark.parametrize(

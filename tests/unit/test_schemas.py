@@ -139,13 +139,28 @@ def _verify_report(mode: str, counts: Counts) -> dict[str, Any]:
     return document
 
 
+ADDED_IN_V2 = ("syscalls_by_family", "processes_exited", "page_faults")  # optional fields added within v2
+
+
+def _without_v2_fields(report: dict[str, Any]) -> dict[str, Any]:
+    """*report* with the run fields v2 added since v1 taken out of each run."""
+
+    def run(entry: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in entry.items() if key not in ADDED_IN_V2}
+
+    runs = {key: run(report[key]) for key in ("as_is", "fixed")}
+    return report | runs | {"runs": [run(entry) for entry in report["runs"]]}
+
+
 def test_verify_v2_carries_nulls_where_a_mode_cannot_count_and_v1_did_not() -> None:
     counted = Counts(12, dict.fromkeys(FUTEX_OPS, 3), 0.5, 1.5, 0.25)
     uncounted = Counts(None, None, None, 1.5, None)
     assert_valid(_verify_report(BPF, counted))
     procfs = _verify_report(PROCFS, uncounted)
     assert_valid(procfs)
-    as_v1 = {key: value for key, value in procfs.items() if key != "mode"} | {"schema": "schedwatch.verify/v1"}
+    as_v1 = _without_v2_fields({key: value for key, value in procfs.items() if key != "mode"}) | {
+        "schema": "schedwatch.verify/v1"
+    }
     unknown = ("sched_yield_calls", "futex_calls", "futex_wait_seconds")
     expected = {
         f"{where}/{key}: None is not of type '{kind}'"
@@ -153,7 +168,7 @@ def test_verify_v2_carries_nulls_where_a_mode_cannot_count_and_v1_did_not() -> N
         for key, kind in zip(unknown, ("integer", "object", "number"), strict=True)
     }
     assert set(problems(as_v1)) == expected, "v1 promised numbers: the nulls are why v2 exists"
-    bpf_v1 = {key: value for key, value in _verify_report(BPF, counted).items() if key != "mode"}
+    bpf_v1 = _without_v2_fields({key: value for key, value in _verify_report(BPF, counted).items() if key != "mode"})
     assert problems(bpf_v1 | {"schema": "schedwatch.verify/v1"}) == [], "v1's shape: all numbers, no mode"
     assert "mode" in "".join(problems(bpf_v1 | {"schema": verify.SCHEMA})), "v2 requires the mode"
 
@@ -246,7 +261,10 @@ def test_the_other_schemas_have_each_field_of_their_dataclasses() -> None:
     assert _properties(schema_for(check.SCHEMA), "properties", "mode") == _fields(ModeChoice) | {"requested"}
     for version in (verify.SCHEMA, "schedwatch.verify/v1"):
         schema = schema_for(version)
-        assert _properties(schema, "$defs", "run") == _fields(Run) - {"counts"} | _fields(Counts) | {"stopped_at_limit"}
+        added = set() if version == verify.SCHEMA else set(ADDED_IN_V2)
+        assert _properties(schema, "$defs", "run") == _fields(Run) - {"counts"} | _fields(Counts) - added | {
+            "stopped_at_limit"
+        }
         assert _properties(schema, "properties", "fix") == _fields(Recommendation)
         assert _properties(schema, "properties", "verdict") == _fields(Verdict)
     differences = schema_for(COMPARISON_SCHEMA)["properties"]["differences"]["items"]

@@ -27,10 +27,12 @@ CALL_SITE_SYSCALLS = {"x86_64": {"SYS_FUTEX": 202, "SYS_FUTEX_WAITV": 449, "SYS_
 
 @dataclass(frozen=True)
 class FamilyCounts:
-    """One workload's calls and nanoseconds inside them, by family (in syscall_families.FAMILIES order)."""
+    """One workload's calls and nanoseconds inside them, by family (in syscall_families.FAMILIES order), and its
+    processes that exited."""
 
     calls: tuple[int, ...]
     ns: tuple[int, ...]
+    processes_exited: int = 0
 
 
 @dataclass(frozen=True)
@@ -191,4 +193,4 @@ class FamiliesProbe(BpfProbe):
 
 
 def _counts(value: Any) -> FamilyCounts:
-    return FamilyCounts(calls=tuple(value.calls), ns=tuple(value.ns))
+    return FamilyCounts(calls=tuple(value.calls), ns=tuple(value.ns), processes_exited=value.processes_exited)

@@ -4,7 +4,8 @@ plain snapshots."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +69,13 @@ class ProcessSched:
 
 @dataclass(frozen=True)
 class SchedSnapshot:
-    """Everything the probe's maps held at one moment."""
+    """Everything the probe's maps held at one moment; *neighbours*: nanoseconds of each (waiting workload key,
+    holding workload key)'s waits for a CPU held by another workload."""
 
     cgroups: dict[int, CgroupSched]
     processes: dict[int, ProcessSched]
     health: MapHealth
+    neighbours: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
@@ -103,7 +106,7 @@ class SchedProbe(BpfProbe):
     """The loaded sched program."""
 
     source = "sched.bpf.c"
-    drop_maps = ("cgroups", "processes", "threads", "new_processes")  # enum drop_reason order
+    drop_maps = ("cgroups", "processes", "threads", "new_processes", "neighbours")  # enum drop_reason order
 
     def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
         self.limits = limits
@@ -125,7 +128,11 @@ class SchedProbe(BpfProbe):
         """Read every map once, in bulk."""
         cgroups = self.cgroup_entries()
         processes: dict[int, ProcessSched] = {}
-        capacity = {"cgroups": self.limits.max_cgroups, "threads": self.limits.max_threads}
+        capacity = {
+            "cgroups": self.limits.max_cgroups,
+            "threads": self.limits.max_threads,
+            "neighbours": self.limits.max_cgroups,  # one (waiting, holding) workload pair per workload slot
+        }
         if self.limits.max_processes > 0:
             processes = {
                 key: ProcessSched(
@@ -138,7 +145,17 @@ class SchedProbe(BpfProbe):
                 for key, value in self.table("processes").items()
             }
             capacity["processes"] = self.limits.max_processes
-        return SchedSnapshot(cgroups, processes, self.health(capacity))
+        neighbours = {(key.waiter, key.holder): value for key, value in self.table("neighbours").items()}
+        return SchedSnapshot(cgroups, processes, self.health(capacity), neighbours)
+
+    def forget_cgroups(self, cgroup_ids: Iterable[int]) -> None:
+        """Delete the entries of removed cgroups, and the neighbour pairs either side of which is one."""
+        gone = set(cgroup_ids)
+        super().forget_cgroups(gone)
+        if gone:
+            table = self.table("neighbours")
+            pairs = [key for key, _value in table.items() if key.waiter in gone or key.holder in gone]
+            table.delete(pairs)
 
 
 def _cgroup(value: Any) -> CgroupSched:

@@ -60,6 +60,7 @@ class BpfCollector:
         return [
             *self._workload_families(),
             *self.process_families(snapshot.processes),
+            *self.snapshot_families(snapshot),
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
 
@@ -101,3 +102,7 @@ class BpfCollector:
     def process_families(self, processes: dict[int, Any]) -> list[Metric]:
         """Families of the per-process series (empty families when per-process accounting is off)."""
         raise NotImplementedError
+
+    def snapshot_families(self, snapshot: Any) -> list[Metric]:
+        """Families made from more of the snapshot than the per-workload vectors (none unless a subclass has some)."""
+        return []

@@ -1,23 +1,72 @@
 """Facts -> findings. Pure functions of :class:`~agent.diagnosis.facts.Facts`: no file, no clock, no network.
 
-Each cause has a module with a ``check(workload, signals, thresholds)`` that answers a Finding, an Unchecked
-(facts missing) or None (checked: not there). A pool finding explains a workload's run-queue wait and futex
-traffic, so saturation and convoy are only named when no pool is; throttling explains run-queue wait too (a
-throttled thread is runnable), so saturation is only named when the quota does not bite.
+Each cause has a module with a ``check(workload, ...)`` that answers a Finding, an Unchecked (facts missing) or None
+(checked: not there). A pool finding explains a workload's run-queue wait and futex traffic, so saturation and
+convoy are only named when no pool is; throttling explains run-queue wait too (a throttled thread is runnable), so
+saturation is only named when the quota does not bite. A pool or a lock convoy also explains its threads' many
+short sleeps and polls (hand-offs of work), so polling is only named without them; process churn explains the
+mappings and page faults of the processes it starts, so allocator churn is only named without it; the quota explains
+a throttled workload's wait, so steal is only named without throttling. What none of the causes names, with the time
+budget known, is named unexplained.
 """
 
 from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
 from agent.diagnosis.findings import Cause, Diagnosis, Finding, Unchecked
-from agent.diagnosis.rules import futex, next_steps, node, node_counters, pool, runqueue, throttling
+from agent.diagnosis.rules import (
+    allocator,
+    churn,
+    clock,
+    futex,
+    memory,
+    neighbour,
+    next_steps,
+    node,
+    node_counters,
+    polling,
+    pool,
+    runqueue,
+    steal,
+    throttling,
+    unexplained,
+)
 from agent.diagnosis.rules.signals import signals
 from agent.diagnosis.rules.thresholds import DEFAULT, Thresholds
 
 __all__ = ["Thresholds", "diagnose"]
+HAND_OFFS = {Cause.THREAD_POOL_OVERSUBSCRIPTION, Cause.FUTEX_CONTENTION}
+
+
+def _other_causes(workload: WorkloadView, facts: Facts, limits: Thresholds, named: set[Cause]) -> list[Finding]:
+    """The causes of issue 26 beside the thread-contention ones already *named* for the workload."""
+    found = [clock.check(workload, facts.node, limits)]
+    if not named & HAND_OFFS:
+        found.append(polling.check(workload, limits))
+    churned = churn.check(workload, limits)
+    found.append(churned)
+    if churned is None:
+        found.append(allocator.check(workload, limits))
+    found.append(neighbour.check(workload, limits))
+    if Cause.CPU_THROTTLING not in named:  # a throttled thread waits for its quota, whoever runs the CPU
+        found.append(steal.check(workload, facts.node, limits))
+    found.append(memory.check(workload, limits))
+    return [finding for finding in found if finding is not None]
 
 
 def _workload(workload: WorkloadView, facts: Facts, limits: Thresholds) -> list[Finding | Unchecked]:
+    outcomes = _contention(workload, facts, limits)
+    named = {outcome.cause for outcome in outcomes if isinstance(outcome, Finding)}
+    outcomes += _other_causes(workload, facts, limits, named)
+    if not any(isinstance(outcome, Finding) for outcome in outcomes):
+        left = unexplained.check(workload, limits)
+        if left is not None:
+            outcomes.append(left)
+    return outcomes
+
+
+def _contention(workload: WorkloadView, facts: Facts, limits: Thresholds) -> list[Finding | Unchecked]:
+    """The thread-contention causes: pools, lock convoys, saturation, the quota."""
     derived = signals(workload, facts.node, limits)
     outcomes: list[Finding | Unchecked] = []
     pool_outcome = pool.check(workload, derived, limits)

@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 from agent.diagnosis.facts import LibraryView
-from agent.diagnosis.findings import Evidence
+from agent.diagnosis.findings import Evidence, Mechanism
 
 COLLECT_LIVE = "run `schedwatch diagnose` on the node while it is slow (exact counts, libraries and thread variables)"
 COLLECT_MAPS = "`grep -E 'blas|omp|mkl|tbb|torch' /proc/PID/maps` of one worker (which thread-pool library it loaded)"
+# Mechanisms whose findings explain time in the kernel (their evidence names the calls), or say what to collect to
+# explain it (unexplained system time): no observation says the same again.
+KERNEL_TIME_MECHANISMS = frozenset(
+    {
+        Mechanism.YIELD_STORM,
+        Mechanism.FUTEX_HANDOFF,
+        Mechanism.NO_VDSO_CLOCK_SOURCE,
+        Mechanism.VDSO_BYPASSED,
+        Mechanism.CLOCK_SYSCALLS,
+        Mechanism.SHORT_SLEEPS,
+        Mechanism.SHORT_POLL_TIMEOUTS,
+        Mechanism.SHORT_LIVED_PROCESSES,
+        Mechanism.UNMAP_REFAULT,
+        Mechanism.RECLAIM,
+        Mechanism.SYSTEM_TIME,
+    }
+)
 COLLECT_THREADPOOLCTL = "`python -m threadpoolctl -i numpy` in the container (library, version and thread count)"
 
 

@@ -9,12 +9,11 @@ a vDSO or interrupts, none of them thread contention. So the observation names w
 from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
-from agent.diagnosis.findings import Finding, Mechanism, Observation
+from agent.diagnosis.findings import Finding, Observation
 from agent.diagnosis.rules import code, node
-from agent.diagnosis.rules.common import evidence
+from agent.diagnosis.rules.common import KERNEL_TIME_MECHANISMS, evidence
 
-# Mechanisms whose findings already explain time in the kernel (their evidence names the calls).
-EXPLAINS_KERNEL_TIME = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
+EXPLAINS_KERNEL_TIME = KERNEL_TIME_MECHANISMS  # findings that already explain time in the kernel
 KERNEL_SHARE = 0.4  # of the workload's CPU time; a program that computes spends well under a tenth in the kernel
 MAX_CPUS = 1024  # CPU time over wall time above this is no machine's: the accounting itself is wrong
 MIN_CPU_SECONDS = 0.1  # below this, a split by mode is a few clock ticks: nothing to go on
@@ -150,7 +149,7 @@ def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observati
             continue  # the split of a wrong total says nothing
         if not explained and (kernel := _kernel_time(workload)) is not None:
             found.append(kernel)
-        if (clock := _clock_calls(facts, workload)) is not None:
+        if not explained and (clock := _clock_calls(facts, workload)) is not None:
             found.append(clock)
         found.extend(code.observations(workload))
     return tuple(found)

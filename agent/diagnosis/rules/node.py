@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.diagnosis.facts import Facts, Workload, WorkloadView
-from agent.diagnosis.findings import Evidence, Finding, Mechanism, Observation
-from agent.diagnosis.rules.common import COLLECT_LIVE, evidence
+from agent.diagnosis.findings import Evidence, Finding, Observation
+from agent.diagnosis.rules.common import COLLECT_LIVE, KERNEL_TIME_MECHANISMS, evidence
 from agent.diagnosis.rules.thresholds import Thresholds
 
-# Mechanisms that spend their time in the kernel: they explain high system time.
-SYSTEM_TIME_MECHANISMS = {Mechanism.YIELD_STORM, Mechanism.FUTEX_HANDOFF}
+SYSTEM_TIME_MECHANISMS = KERNEL_TIME_MECHANISMS  # findings that explain high system time
 
 # Well-known system-call signatures of system time schedwatch does not measure: (calls, what it likely is, look next).
 SIGNATURES: tuple[tuple[frozenset[str], str, str], ...] = (

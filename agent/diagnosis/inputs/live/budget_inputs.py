@@ -1,5 +1,6 @@
 """The time budget's live facts of one workload over a window: CPU by mode, system calls by family, waiting for a
-CPU by who held it, blocked time by what it waited on, pressure.
+CPU by who held it (and which neighbours), blocked time by what it waited on, pressure, processes exited, and its
+memory limit, the times it hit it, its page faults and refaults.
 
 Each comes from the series of one collector. A family without a series had no call, as long as the BPF
 ``syscall_families`` collector ran (it exports families with calls only); without it (perf mode counts a subset of
@@ -7,7 +8,11 @@ the families, with --perf-syscall-families) only the families the series name ar
 only while the workload was timed (schedwatch_syscall_timed 1 at both readings). Pressure is known for a workload
 with pressure series: a cgroup outside the cgroup2 tree has none, which is unknown, not zero. Waiting by holder and
 blocked time come from the BPF sched program only: unknown in perf and procfs modes, and from an agent older than
-these series (no workload of the reading has one), though its sched collector runs.
+these series (no workload of the reading has one), though its sched collector runs. Neighbours are known where
+waiting by holder is: a workload none held the CPU of has none. Processes exited come from the BPF families program
+(0 without a series while it runs). The memory facts come from the cgroup_memory collector: events it exports only
+once they happened (0 until then), faults and refaults where the kernel's files give them, the limit where one
+applies.
 """
 
 from __future__ import annotations
@@ -22,14 +27,18 @@ from agent.machine.syscall_families import FAMILIES
 FAMILIES_COLLECTOR = "syscall_families"
 PRESSURE_COLLECTOR = "pressure"
 SCHED_COLLECTOR = "sched"
+MEMORY_COLLECTOR = "cgroup_memory"
 HOLDERS = ("self", "other", "kernel")
 BLOCKED_STATES = ("interruptible", "uninterruptible")
+MEMORY_EVENTS = ("high", "max", "oom", "oom_kill")
+FAULT_KINDS = ("minor", "major")
+NEIGHBOUR_WAIT = "neighbour_wait"
 
 
 def with_budget_inputs(window: Window, view: WorkloadView) -> WorkloadView:
     """*view* with user/system seconds, calls and seconds by family and pressure totals over *window*."""
     ref = view.ref
-    return replace(
+    budgeted = replace(
         view,
         user_seconds=window.delta(ref, "cpu_seconds:user"),
         system_seconds=window.delta(ref, "cpu_seconds:system"),
@@ -38,8 +47,55 @@ def with_budget_inputs(window: Window, view: WorkloadView) -> WorkloadView:
         pressure_waiting_seconds=grown_split(window, ref, "pressure_waiting", RESOURCES),
         pressure_stalled_seconds=grown_split(window, ref, "pressure_stalled", RESOURCES),
         waiting_by_holder=_sched_split(window, ref, "waiting_by_holder", HOLDERS),
+        neighbours=neighbours(window, ref),
         blocked_by_kind=blocked_by_kind(window, ref, view.futex_wait_seconds),
+        processes_exited=window.delta(ref, "processes_exited"),
     )
+    return with_memory_facts(window, budgeted)
+
+
+def neighbours(window: Window, ref: Workload) -> tuple[tuple[str, float], ...] | None:
+    """The other workloads that held a CPU this one waited for, and for how long in the window, longest first;
+    None where waiting by holder is unknown."""
+    holders = _sched_split(window, ref, "waiting_by_holder", HOLDERS)
+    if holders is None:
+        return None
+    after = window.after.workloads.get(ref)
+    before = window.before.workloads.get(window.earlier_ref(ref))
+    prefix = f"{NEIGHBOUR_WAIT}:"
+    held: dict[str, float] = {}
+    for key, value in (after.counts if after is not None else {}).items():
+        if key.startswith(prefix):
+            # A neighbour that joined the exported few in the window came with its whole history: no neighbour
+            # held more than the workload's whole wait for others.
+            grown = min(value - (before.counts.get(key, 0.0) if before is not None else 0.0), holders["other"])
+            if grown > 0:
+                held[key[len(prefix) :]] = grown
+    return tuple(sorted(held.items(), key=lambda item: (-item[1], item[0])))
+
+
+def with_memory_facts(window: Window, view: WorkloadView) -> WorkloadView:
+    """*view* with its memory events, page faults (all, major), refaults and limit over the window; None each where
+    unknown."""
+    if MEMORY_COLLECTOR not in window.after.up:
+        return view
+    ref = view.ref
+    faults = grown_split(window, ref, "page_faults", FAULT_KINDS)
+    after = window.after.workloads.get(ref)
+    return replace(
+        view,
+        memory_events=grown_split(window, ref, "memory_events", MEMORY_EVENTS, every=True),
+        page_faults=None if faults is None else sum(faults.values()),
+        major_page_faults=None if faults is None else faults.get("major"),
+        memory_refaults=_grown(window, ref, "memory_refaults"),
+        memory_limit_bytes=None if after is None else after.gauges.get("memory_limit_bytes"),
+    )
+
+
+def _grown(window: Window, ref: Workload, key: str) -> float | None:
+    """How much a count with no zero-when-absent rule grew: None without a series in the second reading."""
+    after = window.after.workloads.get(ref)
+    return None if after is None or key not in after.counts else window.delta(ref, key)
 
 
 def blocked_by_kind(window: Window, ref: Workload, futex_wait_seconds: float | None) -> dict[str, float] | None:

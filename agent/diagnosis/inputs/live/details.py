@@ -36,6 +36,7 @@ def process_views(facts: WorkloadFacts) -> tuple[ProcessView, ...]:
                 affinity=process.affinity,
                 libraries=tuple(dict.fromkeys(lib.implementation for lib in detail.libraries)) if detail else (),
                 environment=environment,
+                children_cpu_percent=None if usage is None else usage.children_percent,
             )
         )
     return tuple(views)
@@ -61,6 +62,7 @@ def thread_views(facts: WorkloadFacts) -> tuple[ThreadView, ...]:
             pid=usage.pid,
             cpu_percent=thread.user_percent + thread.system_percent,
             system_percent=thread.system_percent,
+            voluntary_switches_per_second=thread.voluntary_switches_per_second,
         )
         for usage in facts.sample.usage.values()
         for thread in usage.threads

@@ -20,8 +20,11 @@ from agent.diagnosis.inputs.live.series import Reading
 from agent.diagnosis.inputs.live.sources import Source
 from agent.diagnosis.inputs.live.window import Window, workload_views
 from agent.log import get_logger
+from agent.machine.clocksource import ClockSource, read_clocksource
 from agent.machine.node_stat import NodeTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
+
+NO_CLOCKSOURCE = ClockSource(None, None)
 
 
 class NothingMatches(ValueError):
@@ -36,10 +39,11 @@ class NodeSample:
     context_switches: int | None
     procs_running: int | None
     load_average: tuple[float, float, float] | None
+    clocksource: ClockSource = NO_CLOCKSOURCE
 
 
-def read_node_sample(procfs: ProcFS) -> NodeSample:
-    """/proc/stat and /proc/loadavg now."""
+def read_node_sample(procfs: ProcFS, clock: Callable[[], ClockSource] = read_clocksource) -> NodeSample:
+    """/proc/stat, /proc/loadavg and the clock source now."""
     ticks = read_proc_stat(procfs)
     loadavg = (procfs.read_root_text("loadavg") or "").split()
     load: tuple[float, float, float] | None = None
@@ -48,7 +52,7 @@ def read_node_sample(procfs: ProcFS) -> NodeSample:
             load = (float(loadavg[0]), float(loadavg[1]), float(loadavg[2]))
         except ValueError:
             load = None
-    return NodeSample(ticks, ticks.context_switches, ticks.procs_running, load)
+    return NodeSample(ticks, ticks.context_switches, ticks.procs_running, load, clock())
 
 
 def node_view(before: NodeSample, after: NodeSample, seconds: float) -> NodeView:
@@ -73,6 +77,8 @@ def node_view(before: NodeSample, after: NodeSample, seconds: float) -> NodeView
         run_queue=None if after.procs_running is None else float(max(0, after.procs_running - 1)),
         load_average=after.load_average,
         context_switches_per_second=switches,
+        clocksource=after.clocksource.current,
+        available_clocksources=after.clocksource.available,
     )
 
 

@@ -36,6 +36,11 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
     "schedwatch_pressure_stalled_seconds_total": ("pressure_stalled", "resource", "pressure"),
     "schedwatch_runqueue_wait_by_holder_seconds_total": ("waiting_by_holder", "holder", "sched"),
     "schedwatch_blocked_seconds_total": ("blocked", "state", "sched"),
+    "schedwatch_runqueue_wait_by_neighbour_seconds_total": ("neighbour_wait", "neighbour", "sched"),
+    "schedwatch_processes_exited_total": ("processes_exited", None, "syscall_families"),
+    "schedwatch_memory_events_total": ("memory_events", "event", "cgroup_memory"),
+    "schedwatch_page_faults_total": ("page_faults", "kind", "cgroup_memory"),
+    "schedwatch_memory_refaults_total": ("memory_refaults", None, "cgroup_memory"),
 }
 # Code attribution rows (agent/metrics.py CODE_LABELS): sample name -> (key, the labels naming a row, collector).
 # A row's count is under "key:" + its label values joined by CODE_SEPARATOR (inputs/live/code_inputs.py reads them).
@@ -54,6 +59,7 @@ GAUGES: dict[str, str] = {
     "schedwatch_threads": "threads",
     "schedwatch_syscall_timed": "syscall_timed",
     "schedwatch_pool_workers": "pool_workers",  # flagged workloads only
+    "schedwatch_memory_limit_bytes": "memory_limit_bytes",  # limited workloads only
 }
 # Counts that are 0 for a workload without a series, as long as their collector runs.
 ZERO_WHEN_ABSENT: dict[str, str] = {
@@ -61,12 +67,17 @@ ZERO_WHEN_ABSENT: dict[str, str] = {
     "futex_wait_seconds": "syscalls",
     "runqueue_wait_seconds": "sched",
     "offcpu_seconds:preempted": "sched",
+    "processes_exited": "syscall_families",
 }
 # Counts the agent's mode (schedwatch_mode, docs/modes.md) cannot give, though their collector runs: unknown there.
 # A split count ("waiting_by_holder") stands for every one of its parts.
 NOT_IN_MODE: dict[str, frozenset[str]] = {
-    "perf": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted", "waiting_by_holder", "blocked"}),
-    "procfs": frozenset({"futex_wait_seconds", "offcpu_seconds:preempted", "waiting_by_holder", "blocked"}),
+    "perf": frozenset(
+        {"futex_wait_seconds", "offcpu_seconds:preempted", "waiting_by_holder", "blocked", "neighbour_wait"}
+    ),
+    "procfs": frozenset(
+        {"futex_wait_seconds", "offcpu_seconds:preempted", "waiting_by_holder", "blocked", "neighbour_wait"}
+    ),
 }
 MODE = "schedwatch_mode"
 BUILD_INFO = "schedwatch_build_info"

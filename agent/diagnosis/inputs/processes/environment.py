@@ -1,21 +1,22 @@
-"""The thread-count variables of a process's environment, and nothing else of it.
+"""The thread-count and allocator variables of a process's environment, and nothing else of it.
 
 Privacy rule: /proc/PID/environ is parsed entry by entry in the buffer the kernel returned; only the values of the
-allow-listed names (the variables of the pool table, agent/diagnosis/pools.py) are copied out. No other entry becomes
-an object of its own, and the buffer is dropped when the parse returns, so no other variable is stored, logged,
-exported or printed.
+allow-listed names (the variables of the pool table, agent/diagnosis/pools.py, and of the allocator table,
+agent/diagnosis/allocators.py) are copied out. No other entry becomes an object of its own, and the buffer is dropped
+when the parse returns, so no other variable is stored, logged, exported or printed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.diagnosis.allocators import ALLOCATOR_VARIABLES
 from agent.diagnosis.inputs.processes.access import Access, read_private
 from agent.diagnosis.pools import ALLOWED_VARIABLES
 from agent.machine.procfs import ProcFS, decode, printable
 
-ALLOWED: tuple[str, ...] = ALLOWED_VARIABLES  # every variable of the pool table (agent/diagnosis/pools.py)
-VALUE_LIMIT = 64  # characters kept of an allow-listed value (a thread count needs a few)
+ALLOWED: tuple[str, ...] = (*ALLOWED_VARIABLES, *ALLOCATOR_VARIABLES)  # the pool table's, then the allocators'
+VALUE_LIMIT = 64  # characters kept of an allow-listed value (a thread count or a byte count needs a few)
 ENVIRON_LIMIT = 1024 * 1024  # bytes of /proc/PID/environ read at most
 UNSET = "unset"
 
@@ -32,7 +33,7 @@ class ThreadEnvironment:
     def value(self, name: str) -> str:
         """The variable's value, "unset", or why it is not known ("not permitted", "gone")."""
         if name not in ALLOWED:
-            raise KeyError(f"{name} is not an allow-listed thread variable")
+            raise KeyError(f"{name} is not an allow-listed variable")
         if self.access is not Access.READ:
             return str(self.access.value)
         for known, value in self.values:

@@ -1,4 +1,5 @@
-"""Per-process facts from /proc/PID/stat, status, task/*/stat and the exe link; CPU use from two readings.
+"""Per-process facts from /proc/PID/stat, status, task/*/stat, task/*/status and the exe link; CPU use (and each
+thread's voluntary switches, and the CPU of the children a process reaped) from two readings.
 
 /proc/PID/cmdline is never read: arguments can hold secrets. The command is told by comm and the exe's basename.
 """
@@ -22,6 +23,7 @@ class ThreadTicks:
     comm: str
     user_ticks: int
     system_ticks: int
+    voluntary_switches: int | None = None  # status' voluntary_ctxt_switches: times it left the CPU to wait
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ProcessFacts:
     start_ticks: int
     affinity: tuple[int, ...]  # CPUs the process may run on (status' Cpus_allowed_list); empty when unknown
     thread_ticks: tuple[ThreadTicks, ...]
+    children_ticks: int = 0  # CPU time of the children it reaped, so far
 
     @property
     def command(self) -> str:
@@ -57,6 +60,15 @@ def affinity_from_status(status: str) -> tuple[int, ...]:
     return ()
 
 
+def voluntary_switches(status: str) -> int | None:
+    """The voluntary_ctxt_switches line of a /proc/PID/status (or task/TID/status); None when absent."""
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            value = line.split(":", 1)[1].strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def read_process(procfs: ProcFS, pid: int) -> ProcessFacts | None:
     """One reading of *pid*; None when it is gone."""
     stat = read_process_stat(procfs, pid)
@@ -68,7 +80,8 @@ def read_process(procfs: ProcFS, pid: int) -> ProcessFacts | None:
     for tid in sorted(procfs.tids(pid)):
         thread = read_process_stat(procfs, pid, tid)
         if thread is not None:
-            threads.append(ThreadTicks(tid, thread.comm, thread.user_ticks, thread.system_ticks))
+            switches = voluntary_switches(procfs.read_text(pid, f"task/{tid}/status", SMALL_FILE) or "")
+            threads.append(ThreadTicks(tid, thread.comm, thread.user_ticks, thread.system_ticks, switches))
     return ProcessFacts(
         pid=pid,
         ppid=stat.ppid,
@@ -81,6 +94,7 @@ def read_process(procfs: ProcFS, pid: int) -> ProcessFacts | None:
         start_ticks=stat.start_ticks,
         affinity=affinity_from_status(status),
         thread_ticks=tuple(threads),
+        children_ticks=stat.children_ticks,
     )
 
 
@@ -98,6 +112,7 @@ class ThreadUsage:
     comm: str
     user_percent: float
     system_percent: float
+    voluntary_switches_per_second: float | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,7 @@ class CpuUsage:
     user_percent: float
     system_percent: float
     threads: tuple[ThreadUsage, ...]  # the threads alive at both readings
+    children_percent: float = 0.0  # CPU of the children it reaped between the readings
 
     @property
     def percent(self) -> float:
@@ -127,6 +143,7 @@ def cpu_usage(before: ProcessFacts, after: ProcessFacts, seconds: float) -> CpuU
             thread.comm,
             max(0, thread.user_ticks - earlier[thread.tid].user_ticks) * scale,
             max(0, thread.system_ticks - earlier[thread.tid].system_ticks) * scale,
+            _switch_rate(earlier[thread.tid].voluntary_switches, thread.voluntary_switches, seconds),
         )
         for thread in after.thread_ticks
         if thread.tid in earlier
@@ -136,7 +153,12 @@ def cpu_usage(before: ProcessFacts, after: ProcessFacts, seconds: float) -> CpuU
         user_percent=max(0, after.user_ticks - before.user_ticks) * scale,
         system_percent=max(0, after.system_ticks - before.system_ticks) * scale,
         threads=threads,
+        children_percent=max(0, after.children_ticks - before.children_ticks) * scale,
     )
+
+
+def _switch_rate(before: int | None, after: int | None, seconds: float) -> float | None:
+    return None if before is None or after is None else max(0, after - before) / seconds
 
 
 @dataclass(frozen=True)

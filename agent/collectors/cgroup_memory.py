@@ -1,0 +1,190 @@
+"""The cgroup_memory collector: per workload, the memory limit that applies, the times it was hit (memory.events,
+or v1's failcnt and oom_kill), and its page faults and refaults, from cgroup files (agent/machine/cgroups/memory.py).
+
+Where the memory controller is enabled in cgroup2 each directory's own files are read; on hybrid hosts (memory in
+the v1 hierarchy) each cgroup2 directory is matched to its v1 memory cgroup through the same relative path or,
+failing that, through /proc/PID/cgroup of one of its processes. The counters include a cgroup's descendants, so of
+one workload's cgroups only the outermost are read (as for CPU used and pressure), and the root cgroup, whose
+totals are the machine's, none. Only what a workload has is exported: a limit when one applies, an event once it
+happened. The files are read every scrape through descriptors held open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+from prometheus_client.core import Metric
+
+from agent import metrics
+from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.identity.workload import workload_for_cgroup
+from agent.machine.cgroups.files import first_process, read_cgroup_file
+from agent.machine.cgroups.layout import parse_proc_cgroup
+from agent.machine.cgroups.memory import EVENTS, MemoryState, read_memory_v1, read_memory_v2
+from agent.machine.facts import MachineFacts
+from agent.machine.held_files import HeldFiles
+from agent.machine.procfs import SMALL_FILE, ProcFS
+from agent.model import CounterTable, Labels
+
+NAME = "cgroup_memory"
+FILES_PER_CGROUP = 5  # memory.stat, events or failcnt and oom_control, and the limits of a cgroup2 directory
+# The counter vector of one cgroup: events by EVENTS, then page faults (minor, major), then refaults.
+_WIDTH = len(EVENTS) + 3
+COUNTS = ("minor", "major", "refaults")  # the counters after the events, by the name of what gives them
+
+
+def check(facts: MachineFacts) -> Availability:
+    """Needs the cgroup2 tree (its directories are the workloads) and a memory controller in some hierarchy."""
+    root = facts.cgroup_root
+    if root is None:
+        return Availability(
+            False,
+            "no cgroup2 tree is visible: workloads are told by their cgroup2 directories",
+            "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup/unified) or pass --cgroup-root",
+        )
+    if "memory" not in facts.cgroups.v1 and "memory" not in _v2_controllers(root):
+        return Availability(
+            False,
+            "no memory controller in any cgroup hierarchy",
+            "enable it: echo +memory > <cgroup2 root>/cgroup.subtree_control",
+        )
+    return Availability(True)
+
+
+def _v2_controllers(root: Path) -> set[str]:
+    return set((read_cgroup_file(root / "cgroup.controllers") or "").split())
+
+
+class CgroupMemoryCollector:
+    """Reads the memory files of every workload's outermost cgroups, once per scrape."""
+
+    name = NAME
+
+    def __init__(self, context: CollectorContext) -> None:
+        assert context.facts.cgroup_root is not None
+        self._root: Path = context.facts.cgroup_root
+        self._resolver = context.resolver
+        self._identities = context.identities
+        self._v1_root = context.facts.cgroups.v1.get("memory")
+        self._v2_memory = "memory" in _v2_controllers(self._root)
+        self._max_cgroups = context.settings.max_cgroups
+        self._proc = ProcFS()
+        self._v1_paths: dict[int, str] = {}
+        self._table = CounterTable(width=_WIDTH, grace_seconds=context.settings.series_grace_seconds)
+        self._known: set[str] = set()  # of COUNTS, those this kernel's files give (a missing one has no series)
+        roots = [str(path) for path in (self._root, self._v1_root) if path is not None]
+        self._files = HeldFiles(FILES_PER_CGROUP * context.settings.max_cgroups, roots)
+
+    def collect(self) -> list[Metric]:
+        """Read each workload's memory files and build the families."""
+        paths = self._resolver.snapshot(this_round=True)
+        by_labels: dict[Labels, list[tuple[str, int]]] = {}
+        for cgroup_id, path in paths.items():
+            if path != "/":
+                by_labels.setdefault(workload_for_cgroup(path, self._identities).labels(), []).append((path, cgroup_id))
+        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
+        limits: dict[Labels, int] = {}
+        for labels, cgroups in by_labels.items():
+            for path, cgroup_id in _outermost(cgroups):
+                if len(live) >= self._max_cgroups:
+                    break
+                found = self._read(cgroup_id, path)
+                if found is None:
+                    continue
+                source, state = found
+                if source not in live:  # several cgroup2 directories can share one v1 memory cgroup
+                    live[source] = (labels, _vector(state))
+                    self._known |= _known(state)
+                if state.limit_bytes is not None:
+                    limits[labels] = min(limits.get(labels, state.limit_bytes), state.limit_bytes)
+        self._v1_paths = {key: value for key, value in self._v1_paths.items() if key in paths}
+        self._table.update(live)
+        self._files.end_round()
+        return self._families(limits)
+
+    def close(self) -> None:
+        """Close the files held open."""
+        self._files.close()
+
+    def _read(self, cgroup_id: int, path: str) -> tuple[Hashable, MemoryState] | None:
+        if self._v2_memory:
+            state = read_memory_v2(self._root, path, self._files.read)
+            return None if state is None else (("v2", cgroup_id), state)
+        if self._v1_root is None:
+            return None
+        v1_path = self._v1_paths.get(cgroup_id) or self._find_v1_path(cgroup_id, path)
+        if v1_path == "/":
+            return None  # in no v1 memory cgroup of its own: the root's counters are the machine's
+        state = read_memory_v1(self._v1_root, v1_path, self._files.read)
+        return None if state is None else (("v1", v1_path), state)
+
+    def _find_v1_path(self, cgroup_id: int, path: str) -> str:
+        """The v1 memory cgroup of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""
+        assert self._v1_root is not None
+        if (self._v1_root / path.lstrip("/")).is_dir():
+            found = path
+        else:
+            pid = first_process(self._root, path)
+            text = None if pid is None else self._proc.read_text(pid, "cgroup", SMALL_FILE)
+            found = parse_proc_cgroup(text).get("memory", "/") if text is not None else "/"
+        self._v1_paths[cgroup_id] = found
+        return found
+
+    def _families(self, limits: dict[Labels, int]) -> list[Metric]:
+        limit = metrics.MEMORY_LIMIT_BYTES.family()
+        events = metrics.MEMORY_EVENTS.family()
+        faults = metrics.PAGE_FAULTS.family()
+        refaults = metrics.MEMORY_REFAULTS.family()
+        for labels, value in limits.items():
+            limit.add_metric(list(labels), value)
+        for labels, totals in self._table.rows():
+            for index, event in enumerate(EVENTS):
+                if totals[index] > 0:
+                    events.add_metric([*labels, event], totals[index])
+            minor, major, refaulted = totals[len(EVENTS) :]
+            for kind, count in (("minor", minor), ("major", major)):
+                if kind in self._known:
+                    faults.add_metric([*labels, kind], count)
+            if "refaults" in self._known:
+                refaults.add_metric(list(labels), refaulted)
+        tracked = metrics.TRACKED_SERIES.family()
+        tracked.add_metric([NAME], len(self._table))
+        return [limit, events, faults, refaults, tracked]
+
+
+def _vector(state: MemoryState) -> tuple[int, ...]:
+    """Events by EVENTS, minor and major faults, refaults; 0 for what the files do not count (see _known)."""
+    major = state.major_page_faults or 0
+    minor = max(0, (state.page_faults or 0) - major)
+    return (*(state.events.get(event, 0) for event in EVENTS), minor, major, state.refaults or 0)
+
+
+def _known(state: MemoryState) -> set[str]:
+    """Which of COUNTS the files gave."""
+    given = {"minor": state.page_faults, "major": state.major_page_faults, "refaults": state.refaults}
+    return {name for name, value in given.items() if value is not None}
+
+
+def _outermost(cgroups: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The cgroups with no ancestor among *cgroups* (their counters already include the ones below them)."""
+    paths = {path for path, _cgroup_id in cgroups}
+    kept = []
+    for path, cgroup_id in cgroups:
+        parts = path.split("/")
+        if not any("/".join(parts[:depth]) in paths for depth in range(2, len(parts))):
+            kept.append((path, cgroup_id))
+    return kept
+
+
+def _start(context: CollectorContext) -> Collector:
+    return CgroupMemoryCollector(context)
+
+
+FACTORY = CollectorFactory(
+    name=NAME,
+    description="memory limit, limit hits (memory.events, failcnt, oom kills), page faults and refaults per "
+    "workload (cgroup memory.stat)",
+    check=check,
+    start=_start,
+)

@@ -1,0 +1,97 @@
+"""noisy-neighbour: the workload's threads wait for CPUs that another workload holds, most of their wait.
+
+Told by the wait for a CPU split by who held it (the sched program gives each wait to the task the CPU switched
+from): "other" most of it, a real share of the time it ran, and which workloads those were (the neighbours split).
+Waits behind its own threads are its own doing (a pool, saturation); waits behind an empty CPU are the quota's.
+"""
+
+from __future__ import annotations
+
+from agent.diagnosis.facts import WorkloadView
+from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
+from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.thresholds import Thresholds
+
+NAMED = 3  # neighbours named in the evidence
+
+
+def shown(name: str) -> str:
+    """A neighbour as a person reads it: the root cgroup holds the node's processes outside any workload."""
+    return "processes in the root cgroup (outside any container)" if name == "/" else name
+
+
+EXPLANATION = (
+    "The workload's threads are runnable but wait for a CPU, and most of that wait the CPU is held by another "
+    "workload on the node: it shares CPUs with a busier neighbour, which its own settings cannot fix."
+)
+
+
+def neighbour_fix(neighbour: str | None, share: float | None, waiting: float) -> Fix:
+    """Separate the two workloads' CPUs, limit the neighbour, or move."""
+    who = neighbour or "the other workloads on its CPUs"
+    caused = f" ({100 * share:.0f} % of its wait for others)" if share is not None else ""
+    return Fix(
+        summary=f"Keep {who}{caused} off this workload's CPUs: its threads wait {waiting:.2f} s per second for CPUs "
+        "held by it.",
+        steps=(
+            f"Limit {who}: a CPU limit (Kubernetes resources.limits.cpu, Docker --cpus) or fewer threads.",
+            "Or give this workload CPUs of its own: Kubernetes Guaranteed QoS with whole CPUs and the static CPU "
+            "manager policy, or a cpuset (Docker --cpuset-cpus) that the neighbour does not share.",
+            "Or move one of them to another node (anti-affinity).",
+        ),
+    )
+
+
+def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
+    """The noisy-neighbour cause for one workload, or None (also when the wait by holder is unknown)."""
+    holders, total = workload.waiting_by_holder, workload.runqueue_wait_seconds
+    if holders is None or total is None or not workload.seconds or total <= 0:
+        return None
+    other = holders.get("other", 0.0)
+    waiting = other / workload.seconds
+    ran = workload.cpu_used_cores
+    if waiting < limits.neighbour_wait_per_second or other / total < limits.neighbour_share:
+        return None
+    if ran is not None and ran > 0 and waiting / ran < limits.neighbour_wait_to_cpu:
+        return None
+    found: list[Evidence] = [
+        evidence(
+            "threads waiting for CPUs held by other workloads, on average",
+            waiting,
+            "threads",
+            f"bar {limits.neighbour_wait_per_second:g}",
+        ),
+        evidence(
+            "share of its wait for a CPU held by other workloads",
+            100 * other / total,
+            "%",
+            f"bar {100 * limits.neighbour_share:g} %; its own threads and the kernel hold the rest",
+        ),
+    ]
+    if ran is not None:
+        found.append(evidence("CPU it used", ran, "CPUs", "it waited for others this long per second of it"))
+    named = [(name, seconds) for name, seconds in workload.neighbours or () if seconds > 0][:NAMED]
+    for name, seconds in named:
+        found.append(
+            evidence(
+                f"its wait held by {shown(name)}",
+                100 * seconds / other,
+                "%",
+                "of its wait for other workloads",
+            )
+        )
+    top, share = (shown(named[0][0]), named[0][1] / other) if named else (None, None)
+    return Finding(
+        cause=Cause.NOISY_NEIGHBOUR,
+        mechanism=Mechanism.CPU_HELD_BY_NEIGHBOUR,
+        workload=workload.ref,
+        processes=tuple(process.pid for process in workload.processes or ()),
+        libraries=library_names(workload.libraries),
+        evidence=tuple(found),
+        confidence=Confidence.HIGH if named else Confidence.MEDIUM,
+        fix=neighbour_fix(top, share, waiting),
+        explanation=EXPLANATION,
+        collect_next=()
+        if named
+        else ("schedwatch_runqueue_wait_by_neighbour_seconds_total of this workload (which neighbour)",),
+    )
