@@ -101,6 +101,7 @@ def test_the_installed_agent_loads_its_programs_when_run_inside_a_checkout(tmp_p
         "syscall_families": True,
         "oncpu": True,
         "cgroup_cpu": True,
+        "cgroup_memory": True,
         "pressure": True,
     }, report["collectors"]
     assert result.returncode == 0
