@@ -40,7 +40,7 @@ from agent.machine.cgroups.cpu import (
     read_usage_v1,
     read_usage_v2,
 )
-from agent.machine.cgroups.files import count_threads, first_process
+from agent.machine.cgroups.files import count_threads, first_process, v2_controllers
 from agent.machine.cgroups.layout import CgroupLayout, parse_proc_cgroup
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.cpus import online_cpu_count
@@ -62,7 +62,7 @@ def check(facts: MachineFacts) -> Availability:
             "no cgroup tree is visible (neither cgroup2 nor a v1 cpu hierarchy)",
             "mount the cgroup hierarchies (in a container: the host's /sys/fs/cgroup) and pass --cgroup-root",
         )
-    if "cpu" not in facts.cgroups.v1 and "cpu" not in _v2_controllers(tree):
+    if "cpu" not in facts.cgroups.v1 and "cpu" not in v2_controllers(tree):
         return Availability(
             False,
             "no cpu controller in any cgroup hierarchy",
@@ -74,13 +74,6 @@ def check(facts: MachineFacts) -> Availability:
 def _tree(facts: MachineFacts) -> Path | None:
     """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 cpu hierarchy."""
     return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.v1.get("cpu")
-
-
-def _v2_controllers(root: Path) -> set[str]:
-    try:
-        return set((root / "cgroup.controllers").read_text().split())
-    except OSError:
-        return set()
 
 
 class CgroupCpuCollector:
@@ -96,7 +89,7 @@ class CgroupCpuCollector:
             self._root: Path | None = context.facts.cgroup_root
             self._resolver = context.resolver
             self._threads_file = "cgroup.threads"
-            self._v2_cpu = "cpu" in _v2_controllers(self._root)
+            self._v2_cpu = "cpu" in v2_controllers(self._root)
         else:  # no cgroup2: the v1 cpu hierarchy's directories are the workloads (their paths mirror cgroup2's)
             self._root = self._layout.v1.get("cpu")
             self._resolver = CgroupPathResolver(self._root)

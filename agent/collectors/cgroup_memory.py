@@ -19,7 +19,7 @@ from prometheus_client.core import Metric
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.identity.workload import workload_for_cgroup
-from agent.machine.cgroups.files import first_process, read_cgroup_file
+from agent.machine.cgroups.files import first_process, outermost, v2_controllers
 from agent.machine.cgroups.layout import parse_proc_cgroup
 from agent.machine.cgroups.memory import EVENTS, MemoryState, read_memory_v1, read_memory_v2
 from agent.machine.facts import MachineFacts
@@ -43,17 +43,13 @@ def check(facts: MachineFacts) -> Availability:
             "no cgroup2 tree is visible: workloads are told by their cgroup2 directories",
             "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup/unified) or pass --cgroup-root",
         )
-    if "memory" not in facts.cgroups.v1 and "memory" not in _v2_controllers(root):
+    if "memory" not in facts.cgroups.v1 and "memory" not in v2_controllers(root):
         return Availability(
             False,
             "no memory controller in any cgroup hierarchy",
             "enable it: echo +memory > <cgroup2 root>/cgroup.subtree_control",
         )
     return Availability(True)
-
-
-def _v2_controllers(root: Path) -> set[str]:
-    return set((read_cgroup_file(root / "cgroup.controllers") or "").split())
 
 
 class CgroupMemoryCollector:
@@ -67,7 +63,7 @@ class CgroupMemoryCollector:
         self._resolver = context.resolver
         self._identities = context.identities
         self._v1_root = context.facts.cgroups.v1.get("memory")
-        self._v2_memory = "memory" in _v2_controllers(self._root)
+        self._v2_memory = "memory" in v2_controllers(self._root)
         self._max_cgroups = context.settings.max_cgroups
         self._proc = ProcFS()
         self._v1_paths: dict[int, str] = {}
@@ -86,7 +82,7 @@ class CgroupMemoryCollector:
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
         limits: dict[Labels, int] = {}
         for labels, cgroups in by_labels.items():
-            for path, cgroup_id in _outermost(cgroups):
+            for path, cgroup_id in outermost(cgroups):
                 if len(live) >= self._max_cgroups:
                     break
                 found = self._read(cgroup_id, path)
@@ -164,17 +160,6 @@ def _known(state: MemoryState) -> set[str]:
     """Which of COUNTS the files gave."""
     given = {"minor": state.page_faults, "major": state.major_page_faults, "refaults": state.refaults}
     return {name for name, value in given.items() if value is not None}
-
-
-def _outermost(cgroups: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The cgroups with no ancestor among *cgroups* (their counters already include the ones below them)."""
-    paths = {path for path, _cgroup_id in cgroups}
-    kept = []
-    for path, cgroup_id in cgroups:
-        parts = path.split("/")
-        if not any("/".join(parts[:depth]) in paths for depth in range(2, len(parts))):
-            kept.append((path, cgroup_id))
-    return kept
 
 
 def _start(context: CollectorContext) -> Collector:

@@ -19,6 +19,7 @@ from prometheus_client.core import Metric
 from agent import metrics
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.identity.workload import workload_for_cgroup
+from agent.machine.cgroups.files import outermost
 from agent.machine.facts import MachineFacts
 from agent.machine.held_files import HeldFiles
 from agent.machine.pressure import PROC_PRESSURE, RESOURCES, node_pressure_available, parse_pressure
@@ -69,7 +70,7 @@ class PressureCollector:
                 labels = workload_for_cgroup(path, self._identities).labels()
                 by_labels.setdefault(labels, []).append((path, cgroup_id))
             for workload, cgroups in by_labels.items():
-                for path, cgroup_id in _outermost(cgroups):
+                for path, cgroup_id in outermost(cgroups):
                     totals = self._read(path, cgroup_id)
                     if totals is not None:
                         live[cgroup_id] = (workload, totals)
@@ -121,17 +122,6 @@ class PressureCollector:
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(self._stalled))
         return [waiting, stalled, node_waiting, node_stalled, tracked]
-
-
-def _outermost(cgroups: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The cgroups with no ancestor among *cgroups* (their totals already include the ones below them)."""
-    paths = {path for path, _cgroup_id in cgroups}
-    kept = []
-    for path, cgroup_id in cgroups:
-        parts = path.split("/")
-        if not any("/".join(parts[:depth]) in paths for depth in range(2, len(parts))):
-            kept.append((path, cgroup_id))
-    return kept
 
 
 def _start(context: CollectorContext) -> Collector:

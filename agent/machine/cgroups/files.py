@@ -71,3 +71,20 @@ def first_process(root: Path, relative: str) -> int | None:
     text = read_cgroup_file(f"{cgroup_directory(root, relative)}/cgroup.procs")
     first = text.split()[0] if text and text.split() else ""
     return parse_int(first) if first else None
+
+
+def v2_controllers(root: Path) -> set[str]:
+    """The controllers a cgroup2 directory offers (its cgroup.controllers; none if unreadable)."""
+    return set((read_cgroup_file(root / "cgroup.controllers") or "").split())
+
+
+def outermost(cgroups: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The (path, id) of the cgroups with no ancestor among *cgroups*: a parent's counters already include its
+    children's."""
+    paths = {path for path, _cgroup_id in cgroups}
+    kept = []
+    for path, cgroup_id in cgroups:
+        parts = path.split("/")
+        if not any("/".join(parts[:depth]) in paths for depth in range(2, len(parts))):
+            kept.append((path, cgroup_id))
+    return kept
