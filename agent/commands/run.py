@@ -71,7 +71,7 @@ def serve_metrics(settings: config.Settings) -> int:
         online_cpu_count(),
         count_workers=census.counter(ProcFS(), cgroup_tree(settings.cgroup_root)),
         node_ticks=node_ticks(ProcFS()),
-        clocksource=read_clocksource(),
+        clocksource=read_clocksource,
     )
     agent_collector = AgentCollector(
         started.running,

@@ -5,8 +5,8 @@ A scrape at least EVALUATE_SECONDS after the previous one that did hands the fam
 is written; the agent's main loop judges them between scrapes (evaluate_pending), off the scrapes' path, over the
 time since the previous evaluation, and the scrapes after serve what it found. Only workloads whose contention score
 reaches the flag bar are judged: no other can reach a rule's threshold. Series are bounded by MAX_SERIES. The node's
-CPU states (steal among them) come from /proc/stat read at each evaluation, and its clock source from sysfs read at
-start, when the agent gives them.
+CPU states (steal among them) come from /proc/stat and its clock source from sysfs, both read at each evaluation
+when the agent gives them (the kernel's watchdog can switch the clock source while the agent runs).
 """
 
 from __future__ import annotations
@@ -58,15 +58,12 @@ class StandingFindings:
         every: float = EVALUATE_SECONDS,
         count_workers: Callable[[list[Workload]], dict[Workload, int]] | None = None,
         node_ticks: Callable[[], CpuTicks | None] | None = None,
-        clocksource: ClockSource | None = None,
+        clocksource: Callable[[], ClockSource] | None = None,
     ) -> None:
         """*node_ticks*: the node's CPU ticks by state now (/proc/stat's total line); None: its states are unknown.
-        *clocksource*: the node's clock source, read once (it changes only by hand)."""
-        self._node = NodeView(
-            cpus=node_cpus,
-            clocksource=None if clocksource is None else clocksource.current,
-            available_clocksources=None if clocksource is None else clocksource.available,
-        )
+        *clocksource*: reads the node's clock source now; None: unknown."""
+        self._node = NodeView(cpus=node_cpus)
+        self._clocksource = clocksource
         self._node_ticks = node_ticks
         self._last_ticks: CpuTicks | None = None
         self._count_workers = count_workers
@@ -124,11 +121,15 @@ class StandingFindings:
         self._last, self._last_ticks = reading, ticks
 
     def _node_between(self, before: CpuTicks | None, after: CpuTicks | None) -> NodeView:
-        """The node with its CPU states between two readings of /proc/stat, where both were read."""
+        """The node with its clock source now and its CPU states between two readings of /proc/stat, where both were
+        read."""
+        node = self._node
+        if self._clocksource is not None:
+            source = self._clocksource()
+            node = replace(node, clocksource=source.current, available_clocksources=source.available)
         if before is None or after is None:
-            return self._node
-        states = percentages(before, after)
-        return replace(self._node, cpu=CpuShares(**vars(states)))
+            return node
+        return replace(node, cpu=CpuShares(**vars(percentages(before, after))))
 
     def _evaluate(self, window: Window, node: NodeView) -> list[Row]:
         # A workload that did nothing in the window scores 0: only those that changed are looked at (at 1,000

@@ -104,6 +104,22 @@ def test_a_steal_finding_stands_only_where_the_node_had_that_steal() -> None:
     assert Outcome("s", 1, HEALTHY, (STEAL,)).false_findings == (STEAL,)  # steal not read: not excused
 
 
+def test_a_neighbour_finding_stands_only_where_it_names_a_neighbour_not_the_scenarios_own() -> None:
+    """healthy-neighbour-apart puts its companion on the other CPU: if the machine's own processes held the CPU the
+    workload waited for, the finding that names them is true of the machine; one naming the companion (or no
+    neighbour at all) is false."""
+    root = Found("noisy-neighbour", "cpu-held-by-neighbour", "processes in the root cgroup (outside any container)")
+    companion = Found("noisy-neighbour", "cpu-held-by-neighbour", "/schedwatch-tests/healthy-neighbour-apart-companion")
+    unnamed = Found("noisy-neighbour", "cpu-held-by-neighbour")
+    assert Outcome("s", 1, HEALTHY, (root,)).correct
+    assert "held by processes in the root cgroup" in report([Outcome("s", 1, HEALTHY, (root,))], "x", 5.0)
+    assert Outcome("s", 1, HEALTHY, (companion,)).false_findings == (companion,)
+    assert Outcome("s", 1, HEALTHY, (unnamed,)).false_findings == (unnamed,)
+    assert Outcome("s", 1, POOL, (STORM, root)).correct  # a pool's finding beside a neighbour the machine had
+    again = Outcome.from_dict(Outcome("sleeper", 1, HEALTHY, (root,)).as_dict())
+    assert again.found == (root,) and again.correct
+
+
 def test_recall_and_precision_per_cause() -> None:
     """Two pool runs named (one with saturation beside it), a healthy run with a saturation finding, a throttled pool
     whose throttling is also true: the pool 2/2 and 2/2, saturation 0 of 2 right, throttling 1/1 right."""
@@ -118,7 +134,7 @@ def test_recall_and_precision_per_cause() -> None:
     assert rows["thread-pool-oversubscription"].endswith("| 2/2 = 100% | 2/2 = 100% |")
     assert rows["run-queue-saturation"].endswith("| no sick scenario | 0/2 = 0% |")
     assert rows["cpu-throttling"].endswith("| no sick scenario | 1/1 = 100% |")
-    assert "none; 1 true where the node had that steal" in rows["hypervisor-steal"]
+    assert "none; 1 true of the machine" in rows["hypervisor-steal"]
 
 
 def test_a_logged_run_is_scored_again_as_it_was() -> None:

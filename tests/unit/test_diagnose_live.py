@@ -412,3 +412,18 @@ def test_a_containers_series_under_its_id_alone_are_folded_into_its_named_ones()
     assert merged[other].counts == {"sched_yield_calls": 7.0}
     nothing_to_fold = {named: workloads[named], other: workloads[other]}
     assert merge_unnamed(nothing_to_fold) == nothing_to_fold
+
+
+def test_the_standing_evaluation_reads_the_clock_source_each_time() -> None:
+    """The kernel's watchdog can switch tsc to hpet while the agent runs: each evaluation's node has the source of
+    that moment, not the one the agent started with."""
+    from agent.diagnosis.standing import StandingFindings
+    from agent.machine.clocksource import ClockSource
+
+    sources = iter([ClockSource("tsc", ("tsc", "hpet")), ClockSource("hpet", ("hpet", "acpi_pm"))])
+    standing = StandingFindings(node_cpus=2, clocksource=lambda: next(sources))
+    first = standing._node_between(None, None)
+    second = standing._node_between(None, None)
+    assert (first.clocksource, first.available_clocksources) == ("tsc", ("tsc", "hpet"))
+    assert (second.clocksource, second.available_clocksources) == ("hpet", ("hpet", "acpi_pm"))
+    assert StandingFindings(node_cpus=2)._node_between(None, None).clocksource is None
