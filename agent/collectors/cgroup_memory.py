@@ -116,14 +116,17 @@ class CgroupMemoryCollector:
         return None if state is None else (("v1", v1_path), state)
 
     def _find_v1_path(self, cgroup_id: int, path: str) -> str:
-        """The v1 memory cgroup of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""
+        """The v1 memory cgroup of a cgroup2 directory (runtimes usually mirror the path in every hierarchy); "/"
+        when it cannot be told yet (no process in it, or the process gone), which is asked again next scrape."""
         assert self._v1_root is not None
         if (self._v1_root / path.lstrip("/")).is_dir():
             found = path
         else:
             pid = first_process(self._root, path)
             text = None if pid is None else self._proc.read_text(pid, "cgroup", SMALL_FILE)
-            found = parse_proc_cgroup(text).get("memory", "/") if text is not None else "/"
+            if text is None:
+                return "/"
+            found = parse_proc_cgroup(text).get("memory", "/")
         self._v1_paths[cgroup_id] = found
         return found
 

@@ -220,6 +220,10 @@ def test_memory_facts_grow_over_the_window_and_an_event_first_seen_counts_from_z
     assert no_limit.memory_limit_bytes is None and no_limit.memory_events == dict.fromkeys(
         ("high", "max", "oom", "oom_kill"), 0.0
     )
+    # The collector runs but read nothing of this workload (no memory cgroup): its events are unknown, not zeros.
+    unread = "".join(line + "\n" for line in memory_lines({}, 1.0, 1.0, None).splitlines() if "source_up" in line)
+    not_read = view(MEASURED, BEFORE + unread, AFTER + unread)
+    assert not_read.memory_events is None and not_read.page_faults is None
 
 
 def test_processes_exited_are_zero_without_a_series_while_the_families_collector_runs() -> None:

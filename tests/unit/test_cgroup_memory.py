@@ -95,7 +95,8 @@ def test_the_collector_on_a_hybrid_host_reads_the_v1_twin(tmp_path: Path) -> Non
     (unified / "cgroup.procs").write_text("")
     (unified / "cgroup.controllers").write_text("hugetlb\n")
     shutil.copytree(FIXTURES / "v1" / "reread", memory / "reread")
-    found = samples(collector_over(unified, memory))
+    collector = collector_over(unified, memory)
+    found = samples(collector)
     assert found[("schedwatch_memory_limit_bytes", "/reread", "")] == 32 * MIB
     assert found[("schedwatch_memory_events", "/reread", "max")] == 5181
     assert ("schedwatch_memory_events", "/reread", "oom_kill") not in found  # 0: it never happened
@@ -103,6 +104,9 @@ def test_the_collector_on_a_hybrid_host_reads_the_v1_twin(tmp_path: Path) -> Non
     assert found[("schedwatch_page_faults", "/reread", "major")] == 0
     assert found[("schedwatch_memory_refaults", "/reread", "")] == 704_116
     assert not [key for key in found if key[1] == "/other"]
+    # Its v1 twin appears later (the runtime made it after the cgroup2 directory): the next scrape reads it.
+    shutil.copytree(FIXTURES / "v1" / "reread", memory / "other")
+    assert samples(collector)[("schedwatch_memory_limit_bytes", "/other", "")] == 32 * MIB
 
 
 def test_the_collector_on_cgroup2_with_the_memory_controller(tmp_path: Path) -> None:

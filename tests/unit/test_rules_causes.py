@@ -303,6 +303,9 @@ def test_short_sleeps_name_the_thread_and_the_fix() -> None:
     assert found["wake-ups per second of poller (tid 25302, pid 25300)"] == 9328
     assert "the busiest thread: poller (tid 25302, pid 25300)" in finding.fix.summary
     assert "condition variable" in finding.fix.steps[0]
+    # The back-off starts from what it measured (153 us blocked each: 10 ms is 65 times that), not a made-up number.
+    assert "grow the sleep from the 153 us it sleeps now towards 10 ms" in finding.fix.steps[1], finding.fix.steps
+    assert "about 65-fold" in finding.fix.steps[1]
 
 
 def test_zero_poll_timeouts() -> None:

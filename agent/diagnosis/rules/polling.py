@@ -29,6 +29,9 @@ EXPLANATIONS = {
 }
 
 
+BACKED_OFF_SECONDS = 0.01  # the sleep an idle poller backs off to
+
+
 def polling_fix(mechanism: Mechanism, rate: float, mean: float | None, thread: ThreadView | None) -> Fix:
     """Block on the event instead of polling for it."""
     who = f"; the busiest thread: {thread_name(thread)}" if thread is not None else ""
@@ -38,9 +41,11 @@ def polling_fix(mechanism: Mechanism, rate: float, mean: float | None, thread: T
             "Replace the sleep loop with a wait on the event itself: a condition variable (pthread_cond_wait, "
             "threading.Condition, queue.get()), an eventfd or pipe in epoll_wait with no timeout, or a futex."
         )
+        now = f"from the {1e6 * mean:.0f} us it sleeps now " if mean is not None else ""
+        cut = f" about {BACKED_OFF_SECONDS / mean:.0f}-fold" if mean is not None and mean < BACKED_OFF_SECONDS else ""
         or_else = (
-            "If it must poll, back off: grow the sleep from 50 us towards 10 ms while nothing comes (an adaptive "
-            "timeout), which cuts the wake-ups of an idle thread a hundredfold."
+            f"If it must poll, back off: grow the sleep {now}towards 10 ms while nothing comes (an adaptive "
+            f"timeout), which cuts the wake-ups of an idle thread{cut}."
         )
     else:
         how = (

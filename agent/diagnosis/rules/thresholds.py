@@ -93,7 +93,7 @@ class Thresholds:
     memory_refaults_per_second: float = 1_000.0  # 4 MB/s of its pages read back after reclaim
     memory_stall_share: float = 0.1  # PSI memory "some": stalled this share of the time, with limit hits alone
     # Unexplained: kernel time no cause explains, when the budget was measured. getrusage(2) as fast as one thread
-    # can: 0.77 of a CPU in the kernel (79 %); paced at 1,000/s: 0.02 CPU. The request server: 0.01.
+    # can: 0.77-0.86 of a CPU in the kernel (79-86 %, two runs); paced at 1,000/s: 0.02 CPU. The request server: 0.01.
     unexplained_system_cores: float = 0.25
     unexplained_system_share: float = 0.5
     io_call_share: float = 0.8  # of its calls, reads and writes (file, network): its kernel time is the I/O it asks

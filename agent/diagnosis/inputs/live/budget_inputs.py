@@ -82,9 +82,11 @@ def with_memory_facts(window: Window, view: WorkloadView) -> WorkloadView:
     ref = view.ref
     faults = grown_split(window, ref, "page_faults", FAULT_KINDS)
     after = window.after.workloads.get(ref)
+    # A workload the collector read has its page faults; only then are its events' missing series zeros.
+    events = None if faults is None else grown_split(window, ref, "memory_events", MEMORY_EVENTS, every=True)
     return replace(
         view,
-        memory_events=grown_split(window, ref, "memory_events", MEMORY_EVENTS, every=True),
+        memory_events=events,
         page_faults=None if faults is None else sum(faults.values()),
         major_page_faults=None if faults is None else faults.get("major"),
         memory_refaults=_grown(window, ref, "memory_refaults"),
