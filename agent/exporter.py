@@ -18,6 +18,7 @@ from agent.identity.labels import SampleGuard
 from agent.identity.resolver import IdentityResolver
 from agent.log import get_logger
 from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.model import Labels
 
 log = get_logger("exporter")
 
@@ -116,10 +117,21 @@ class AgentCollector:
         self._identities.forget_unwanted()
         families = [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
         if self._findings is not None:
-            families.append(self._findings.family())
-            families.append(self._findings.pool_workers_family())
+            live = _workloads_in(merged.get(metrics.THREADS.name))
+            families.append(self._findings.family(live))
+            families.append(self._findings.pool_workers_family(live))
             families.append(self._findings.node_cpus_family())
         return families
+
+
+def _workloads_in(threads: Metric | None) -> set[Labels] | None:
+    """The workloads alive in this scrape: those with a threads gauge (every mode's cgroup_cpu collector exports one
+    for each cgroup there is); None without that family."""
+    if threads is None:
+        return None
+    if isinstance(threads, RowFamily):
+        return {tuple(labels) for labels in threads.label_rows()}
+    return {tuple(sample.labels[name] for name in metrics.WORKLOAD_LABELS) for sample in threads.samples}
 
 
 def _merge(merged: dict[str, Metric], family: Metric) -> None:

@@ -29,6 +29,7 @@ from agent.diagnosis.rules import diagnose
 from agent.machine.clocksource import ClockSource
 from agent.machine.node_stat import CpuTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
+from agent.model import Labels
 
 EVALUATE_SECONDS = 10.0  # shortest window judged: shorter ones make noisy rates
 MAX_SERIES = 1000  # findings exported at most (a node of 1,000 sick workloads has other problems first)
@@ -76,18 +77,22 @@ class StandingFindings:
         self._last: Reading | None = None
         self._rows: list[Row] = []
 
-    def family(self) -> Metric:
-        """The finding family for this scrape: the last evaluation's findings."""
+    def family(self, live: set[Labels] | None = None) -> Metric:
+        """The finding family for this scrape: the last evaluation's findings, of the workloads in *live* (their
+        label values) where it is given: a workload gone since the evaluation takes its findings with it."""
         family = metrics.FINDING.family()
         for row in self._rows:
-            family.add_metric(list(row), 1)
+            if live is None or row[2:] in live:
+                family.add_metric(list(row), 1)
         return family
 
-    def pool_workers_family(self) -> Metric:
-        """The pool workers of the workloads the last evaluation flagged (none without a counter)."""
+    def pool_workers_family(self, live: set[Labels] | None = None) -> Metric:
+        """The pool workers of the workloads the last evaluation flagged (none without a counter), of those in
+        *live* where it is given."""
         family = metrics.POOL_WORKERS.family()
         for ref, workers in sorted(self._workers.items(), key=lambda item: item[0].cgroup)[:MAX_SERIES]:
-            family.add_metric([ref.container_id, ref.container, ref.pod, ref.namespace, ref.cgroup], workers)
+            if live is None or ref.labels() in live:
+                family.add_metric(list(ref.labels()), workers)
         return family
 
     def node_cpus_family(self) -> Metric:

@@ -212,7 +212,13 @@ def test_libgomp_processes_spin_in_libgomp(code_agent: AgentProcess, cgroups: Cg
     cgroup = cgroups.relative(group)
     samples = grown(rows(before, SAMPLES, cgroup), rows(after, SAMPLES, cgroup))
     libraries = by_library(samples)
-    assert max(libraries, key=libraries.__getitem__) == "libgomp.so.1.0.0", (libraries, done.stdout)
+    total = sum(libraries.values())
+    # Between parallel loops each process's second thread spins in libgomp while the first runs the serial part
+    # (a third of a round's time), and longer while the 4 threads share 2 CPUs: at least a quarter of the samples
+    # (45 % to over half in the runs so far). The rest is the program's own loops; which of the two is on top
+    # depends on how the scheduler shares the CPUs, so only the spin's share is asserted.
+    assert libraries.get("libgomp.so.1.0.0", 0) >= 0.25 * total, (libraries, done.stdout)
+    assert libraries.get("libgomp.so.1.0.0", 0) + libraries.get("omp_procs", 0) >= 0.9 * total, libraries
 
 
 def test_diagnose_shows_the_pools_code_and_takes_its_spin_loop_as_evidence(

@@ -392,6 +392,10 @@ def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_eve
     standing.evaluate_pending()
     served = {(s.labels["cause"], s.labels["mechanism"], s.labels["cgroup"]) for s in standing.family().samples}
     assert served == {(f.cause.value, f.mechanism.value, f.workload.cgroup) for f in by_every}
+    # A workload gone since the evaluation (no threads gauge in this scrape) takes its findings with it.
+    kept = by_every[0].workload.labels()
+    alive = {(s.labels["cgroup"]) for s in standing.family({kept}).samples}
+    assert alive == {kept[-1]} and standing.family(set()).samples == []
 
 
 def test_a_containers_series_under_its_id_alone_are_folded_into_its_named_ones() -> None:
