@@ -134,6 +134,8 @@ class SchedCollector(BpfCollector):
         (other) with the rest."""
         self._neighbours.add(self._neighbour_gains(snapshot.neighbours))
         self._neighbours.expire(labels for labels, _totals in self._totals.rows())
+        kept = {labels for labels, _ranked in self._neighbours.items()}
+        self._waiter_labels = {key: labels for key, labels in self._waiter_labels.items() if labels in kept}
         family = metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS.family()
         for labels, ranked in self._neighbours.items():
             for row, ns in ranked.rows(OTHER_NEIGHBOURS):
