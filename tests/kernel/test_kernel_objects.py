@@ -107,7 +107,8 @@ def test_the_agent_side_never_imports_bcc(headers: None) -> None:
         "print(sorted(p.maps), 'bcc' in sys.modules); p.close()"
     )
     shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'threads'] False"  # no processes map: MAX_PROCESSES 0
+    # No processes map: MAX_PROCESSES 0.
+    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'threads'] False"
 
 
 def test_compile_error_reaches_the_user_in_one_line(
