@@ -178,7 +178,8 @@ RUNQUEUE_WAIT_BY_HOLDER_SECONDS = CounterSpec(
 RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS = CounterSpec(
     "schedwatch_runqueue_wait_by_neighbour_seconds",
     'The part of schedwatch_runqueue_wait_by_holder_seconds_total{holder="other"} held by each other workload '
-    "(neighbour: its name, as its own series name it), for the workload's few neighbours that held its CPUs longest.",
+    "(neighbour: its name, as its own series name it), for the workload's few neighbours that held its CPUs most "
+    'lately, each counted from when it became one of them; neighbour="(other)" the rest.',
     (*WORKLOAD_LABELS, "neighbour"),
 )
 BLOCKED_SECONDS = CounterSpec(

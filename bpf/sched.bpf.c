@@ -122,15 +122,27 @@ struct process_sched {
 
 /* Who held the CPU, by workload, while a thread of another workload waited for it: the HOLDER_OTHER part of
  * runq_by_holder_ns split by the holder's workload key (a task of no workload here, in sidecar mode, is not
- * counted). One pair per workload slot on average (MAX_CGROUPS pairs); a wait whose pair finds no room is counted
- * in `drops` and stays in the holder split. */
+ * counted). Pairs grow with the square of the workloads sharing CPUs, so the map is an LRU hash of NEIGHBOUR_PAIRS
+ * entries (agent/bpf/probes/sched.py): a new pair that finds it full takes the place of the pair that waited least
+ * recently, whose count since the agent last read it is lost (`since` tells the agent the pair was made again, so
+ * its count restarting from 0 never shows as going backwards). A pair the kernel finds no room for at all is
+ * counted in `drops` and stays in the holder split. */
 struct neighbour_pair {
     u64 waiter;  /* workload key of the thread that waited */
     u64 holder;  /* workload key of the task the CPU switched from */
 };
 
+struct neighbour_wait {
+    u64 waited_ns;
+    u64 since;  /* bpf_ktime_get_ns when the entry was made */
+};
+
+#ifndef NEIGHBOUR_PAIRS
+#define NEIGHBOUR_PAIRS (2 * MAX_CGROUPS)
+#endif
+
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
-BPF_HASH(neighbours, struct neighbour_pair, u64, MAX_CGROUPS);
+BPF_TABLE("lru_hash", struct neighbour_pair, struct neighbour_wait, neighbours, NEIGHBOUR_PAIRS);
 #ifdef HAVE_CGROUP_ATTACH
 /* bcc attaches programs in the order of their names: cgroup_attach_task
  * counts before sched_switch reads a first key, so no move goes uncounted. */
@@ -237,21 +249,22 @@ static __always_inline bool wakeup_missed(u64 slept_at)
 #endif
 }
 
-/* `waited` ns of workload `waiter`'s wait for a CPU, held by workload `holder`. */
-static __always_inline void count_neighbour(u64 waiter, u64 holder, u64 waited)
+/* `waited` ns of workload `waiter`'s wait for a CPU, held by workload `holder`, which ended at `now`. */
+static __always_inline void count_neighbour(u64 waiter, u64 holder, u64 waited, u64 now)
 {
     struct neighbour_pair pair = {.waiter = waiter, .holder = holder};
-    u64 *held = neighbours.lookup(&pair);
+    struct neighbour_wait *held = neighbours.lookup(&pair);
     if (held) {
-        __sync_fetch_and_add(held, waited);
+        __sync_fetch_and_add(&held->waited_ns, waited);
         return;
     }
     /* A first wait of this pair: NOEXIST, so that of two CPUs adding it at once one adds to the other's entry. */
-    if (neighbours.insert(&pair, &waited) == 0)
+    struct neighbour_wait first = {.waited_ns = waited, .since = now};
+    if (neighbours.insert(&pair, &first) == 0)
         return;
     held = neighbours.lookup(&pair);
     if (held)
-        __sync_fetch_and_add(held, waited);
+        __sync_fetch_and_add(&held->waited_ns, waited);
     else
         count_drop(DROP_NEIGHBOUR_MAP);
 }
@@ -299,7 +312,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
             __sync_fetch_and_add(&cg->blocked_ns[sleep], blocked);
     }
     if (did_wait && holder == HOLDER_OTHER && holder_key)
-        count_neighbour(cgroup_id, holder_key, waited);
+        count_neighbour(cgroup_id, holder_key, waited, now);
 #if MAX_PROCESSES > 0
     u32 tgid = state->tgid;
     if (tgid == 0)

@@ -3,7 +3,8 @@ per workload (and off-CPU time and run-queue wait per process)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import time
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -17,6 +18,7 @@ from agent.bpf.probes.sched import (
     RUNQ_BUCKET_BOUNDS,
     SLEEPS,
     CgroupSched,
+    PairEntry,
     ProcessSched,
     SchedProbe,
     SchedSnapshot,
@@ -24,13 +26,16 @@ from agent.bpf.probes.sched import (
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
+from agent.collectors.common.code_rows import renamed
 from agent.collectors.common.histograms import bucket_labels, cumulative
 from agent.collectors.common.limits import probe_limits
+from agent.collectors.common.ranked_rows import RankedTable, Row
 from agent.exposition.family import RowFamily
 from agent.identity.labels import label_value
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.facts import MachineFacts
-from agent.model import CounterTable, Labels
+from agent.model import Labels
+from agent.symbols.names import OTHER
 
 NAME = "sched"
 _BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
@@ -39,7 +44,10 @@ _MISSED = len(MISSED_EVENTS)
 _BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed,
 _MISSED_END = _BUCKETS_END + _MISSED  # run-queue ns by holder, blocked ns by sleep
 _HOLDERS_END = _MISSED_END + len(HOLDERS)
-NEIGHBOURS_PER_WORKLOAD = 3  # neighbours exported per workload: those that held its CPUs longest
+# Neighbours exported per workload: those that held its CPUs most lately (agent/collectors/common/ranked_rows.py: a
+# neighbour holding more than twice the weakest named one's in a read takes its place once that one was named 60 s).
+NEIGHBOURS_PER_WORKLOAD = 3
+OTHER_NEIGHBOURS: Row = (OTHER,)  # the rest of its wait held by other workloads
 
 
 def check(facts: MachineFacts) -> Availability:
@@ -54,12 +62,18 @@ class SchedCollector(BpfCollector):
     name = NAME
     vector_width = _HOLDERS_END + len(SLEEPS)
 
-    def __init__(self, context: CollectorContext, probe: SchedProbe | None = None) -> None:
-        """*probe*: read instead of loading the program (tests hand fixture snapshots in)."""
+    def __init__(
+        self, context: CollectorContext, probe: SchedProbe | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """*probe*: read instead of loading the program (tests hand fixture snapshots in); *clock*: what the
+        neighbours' hold time is counted on."""
         if probe is None:
             probe = SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs)
         super().__init__(context, probe)
-        self._neighbours = CounterTable(width=1, grace_seconds=context.settings.series_grace_seconds)
+        grace = context.settings.series_grace_seconds
+        self._neighbours = RankedTable(NEIGHBOURS_PER_WORKLOAD, grace, OTHER_NEIGHBOURS, clock)
+        self._pair_ns: dict[PairEntry, int] = {}  # each pair entry's nanoseconds at the last read
+        self._waiter_labels: dict[int, Labels] = {}  # each waiting workload key's labels when last placed
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by
@@ -116,28 +130,48 @@ class SchedCollector(BpfCollector):
         return [offcpu, runq, by_holder, blocked]
 
     def snapshot_families(self, snapshot: SchedSnapshot) -> list[Metric]:
-        """Each workload's wait for a CPU held by another workload, by that neighbour, for its top neighbours."""
-        pairs = snapshot.neighbours
-        places = self._keys.place({key for pair in pairs for key in pair})
-        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
-        for (waiter, holder), ns in pairs.items():
+        """Each workload's wait for a CPU held by another workload: its top neighbours by what they held lately, and
+        (other) with the rest."""
+        self._neighbours.add(self._neighbour_gains(snapshot.neighbours))
+        self._neighbours.expire(labels for labels, _totals in self._totals.rows())
+        kept = {labels for labels, _ranked in self._neighbours.items()}
+        self._waiter_labels = {key: labels for key, labels in self._waiter_labels.items() if labels in kept}
+        family = metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS.family()
+        for labels, ranked in self._neighbours.items():
+            for row, ns in ranked.rows(OTHER_NEIGHBOURS):
+                family.add_metric([*labels, *row], ns / 1e9)  # type: ignore[misc]
+        return [family]
+
+    def _neighbour_gains(self, pairs: dict[PairEntry, int]) -> dict[Hashable, dict[Row, int]]:
+        """What each waiting workload's neighbours held of its CPUs since the last read, by neighbour name. A pair
+        entry is a source of its own: one the kernel evicted and made again (a new *since*) starts from 0, and one
+        not seen before counts whole."""
+        places = self._keys.place({key for waiter, holder, _since in pairs for key in (waiter, holder)})
+        gains: dict[Hashable, dict[Row, int]] = {}
+        waiters: dict[int, Labels] = {}
+        read: dict[PairEntry, int] = {}
+        for entry, ns in pairs.items():
+            waiter, holder, _since = entry
             waiting, holding = places.get(waiter), places.get(holder)
             if waiting is None or holding is None:
+                if entry in self._pair_ns:  # counted up to there: carry on from it once it is placed again
+                    read[entry] = self._pair_ns[entry]
                 continue
-            waiter_labels = workload_for_cgroup(waiting.path, self._identities).labels()
+            read[entry] = ns
+            waiter_labels = waiters[waiter] = workload_for_cgroup(waiting.path, self._identities).labels()
             neighbour = workload_for_cgroup(holding.path, self._identities)
             if neighbour.labels() == waiter_labels:
                 continue  # two cgroups of one workload: its own threads, not a neighbour
-            live[(waiter, holder)] = ((*waiter_labels, label_value(neighbour.name)), (ns,))
-        self._neighbours.update(live)  # each pair a source: the pairs of one workload's cgroups are summed
-        by_workload: dict[Labels, list[tuple[Labels, int]]] = {}
-        for pair_labels, (ns,) in self._neighbours.rows():
-            by_workload.setdefault(pair_labels[:-1], []).append((pair_labels, ns))
-        family = metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS.family()
-        for rows in by_workload.values():
-            for pair_labels, ns in sorted(rows, key=lambda row: -row[1])[:NEIGHBOURS_PER_WORKLOAD]:
-                family.add_metric(list(pair_labels), ns / 1e9)
-        return [family]
+            gain = ns - self._pair_ns.get(entry, 0)
+            if gain > 0:
+                rows = gains.setdefault(waiter_labels, {})
+                row = (label_value(neighbour.name),)
+                rows[row] = rows.get(row, 0) + gain
+        self._pair_ns = read
+        for old, new in renamed(self._waiter_labels, waiters).items():
+            self._neighbours.rename(old, new)
+        self._waiter_labels.update(waiters)
+        return gains
 
 
 def _start(context: CollectorContext) -> Collector:

@@ -179,18 +179,31 @@ def neighbour_lines(held: dict[str, float]) -> str:
     )
 
 
-def test_neighbours_grow_over_the_window_and_one_new_among_the_few_is_capped_by_the_wait_for_others() -> None:
-    """The wait for others grew 0.5 s. /batch held 0.3 s of it; /etl, exported only from the second reading on
-    (it joined the top three), came with its whole history (9 s): no neighbour held more than the 0.5 s."""
-    before = with_split(BEFORE, BEFORE_SPLIT) + neighbour_lines({"/batch": 1.2})
-    after = with_split(AFTER, AFTER_SPLIT) + neighbour_lines({"/batch": 1.5, "/etl": 9.0})
+def test_neighbours_grow_over_the_window_and_one_new_among_the_few_is_unknown_not_its_whole_history() -> None:
+    """The wait for others grew 0.5 s; /batch held 0.3 s of it. /etl, exported only from the second reading on (it
+    joined the top three with 9 s), is unknown for the window: left out, not counted as 9 s (nor as the whole
+    0.5 s). /db went backwards (named again after it left the few: a new series) and is unknown too; the (other)
+    row is no workload."""
+    before = with_split(BEFORE, BEFORE_SPLIT) + neighbour_lines({"/batch": 1.2, "/db": 0.4, "(other)": 2.0})
+    after = with_split(AFTER, AFTER_SPLIT) + neighbour_lines({"/batch": 1.5, "/etl": 9.0, "/db": 0.1, "(other)": 2.1})
     measured = view(MEASURED, before, after)
-    assert measured.neighbours == (("/etl", 0.5), ("/batch", pytest.approx(0.3)))
+    assert measured.waiting_by_holder is not None and measured.waiting_by_holder["other"] == pytest.approx(0.5)
+    assert measured.neighbours == (("/batch", pytest.approx(0.3)),)
     # Without the wait by holder (perf mode), neighbours are unknown too.
     assert (
         view(MEASURED, with_split(BEFORE, BEFORE_SPLIT, "perf"), with_split(AFTER, AFTER_SPLIT, "perf")).neighbours
         is None
     )
+
+
+def test_the_neighbours_of_a_workload_new_in_the_window_count_from_zero() -> None:
+    """A workload the earlier reading did not have started inside the window: its neighbours' series count whole."""
+    before = with_split(BEFORE, BEFORE_SPLIT)
+    after = with_split(AFTER, AFTER_SPLIT) + neighbour_lines({"/batch": 0.25})
+    renamed = Workload(cgroup=MEASURED.cgroup + "-new")
+    before_new = before.replace(f'cgroup="{MEASURED.cgroup}"', f'cgroup="{renamed.cgroup}-gone"')
+    after_new = after.replace(f'cgroup="{MEASURED.cgroup}"', f'cgroup="{renamed.cgroup}"')
+    assert view(renamed, before_new, after_new).neighbours == (("/batch", 0.25),)
 
 
 def memory_lines(events: dict[str, float], minor: float, refaults: float, limit: float | None) -> str:

@@ -148,8 +148,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
     [
         (
             ["--max-cgroups", "1000000"],
-            "argument --max-cgroups: 1000000 would preallocate about 732 MiB of kernel memory (768 bytes per cgroup "
-            "in the syscalls, sched and families maps); give at most 524288 (384 MiB)",
+            "argument --max-cgroups: 1000000 would preallocate about 832 MiB of kernel memory (872 bytes per cgroup "
+            "in the syscalls, sched and families maps); give at most 524288 (436 MiB)",
         ),
         (
             ["--max-processes", "2000000"],
@@ -270,8 +270,8 @@ def test_check_names_a_bad_variable_too() -> None:
 
 
 def _map_costs_from_the_bpf_sources() -> dict[str, int]:
-    """Kernel bytes per unit of each MAX_* bound, from the BPF_HASH declarations and structs in bpf/*.bpf.c:
-    a 48-byte element header, key and value rounded up to 8 bytes, and a 16-byte bucket (one per entry)."""
+    """Kernel bytes per unit of each MAX_* bound, from the BPF_HASH (and LRU hash) declarations and structs in
+    bpf/*.bpf.c: a 48-byte element header, key and value rounded up to 8 bytes, and a 16-byte bucket (one per entry)."""
     sizes = {"u64": 8, "u32": 4, "u8": 1}
     costs: dict[str, int] = {}
     for source in sorted((REPO / "bpf").glob("*.bpf.c")):
@@ -285,11 +285,20 @@ def _map_costs_from_the_bpf_sources() -> dict[str, int]:
             )
             for name, body in re.findall(r"struct (\w+) \{(.*?)\};", text, re.S)
         }
-        for key, value, bound in re.findall(r"BPF_HASH\(\w+, (struct \w+|\w+), (struct \w+|\w+), (MAX_\w+)\)", text):
+        # A bound may be a multiple of a MAX_* one: "#define NEIGHBOUR_PAIRS (2 * MAX_CGROUPS)".
+        multiples = {name: (bound, int(times)) for name, times, bound in re.findall(
+            r"#define (\w+) \((\d+) \* (MAX_\w+)\)", text
+        )}  # fmt: skip
+        hashes = re.findall(r"BPF_HASH\(\w+, (struct \w+|\w+), (struct \w+|\w+), (\w+)\)", text)
+        hashes += re.findall(r'BPF_TABLE\("lru_hash", (struct \w+|\w+), (struct \w+|\w+), \w+, (\w+)\)', text)
+        for key, value, size in hashes:
+            bound, times = multiples.get(size, (size, 1))
+            if not bound.startswith("MAX_"):
+                continue
             value_size = structs[value.split()[1]] if value.startswith("struct ") else sizes[value]
             key_size = structs[key.split()[1]] if key.startswith("struct ") else sizes[key]
             entry = 48 + -(-key_size // 8) * 8 + -(-value_size // 8) * 8 + 16
-            costs[bound] = costs.get(bound, 0) + entry
+            costs[bound] = costs.get(bound, 0) + times * entry
     return costs
 
 

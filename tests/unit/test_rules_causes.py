@@ -22,6 +22,7 @@ from agent.diagnosis.facts import (
 )
 from agent.diagnosis.findings import Cause, Confidence, Diagnosis, Finding, Mechanism
 from agent.diagnosis.rules import budget
+from agent.diagnosis.rules.thresholds import DEFAULT
 from agent.machine import syscall_families
 
 NODE = NodeView(cpus=2, cpu=CpuShares(user=40, system=20, idle=38, steal=2), clocksource="tsc",
@@ -391,6 +392,26 @@ def test_a_pool_beside_a_neighbour_waits_for_itself() -> None:
 def test_a_neighbour_without_names_says_where_to_look() -> None:
     finding = only(diagnose(window(**{**NEIGHBOUR_VICTIM, "neighbours": ()})))
     assert finding.confidence is Confidence.MEDIUM and "by_neighbour" in finding.collect_next[0]
+
+
+def test_a_neighbour_holding_a_small_share_is_not_named_in_the_fix() -> None:
+    """Of the 0.286 s/s waited for others, the one neighbour known for the window held 5 % (the rest: neighbours
+    whose series are unknown for the window): it stays in the evidence, the fix names none, and says what to read."""
+    finding = only(diagnose(window(**{**NEIGHBOUR_VICTIM, "neighbours": (("/batch", 0.0143),)})))
+    assert finding.cause is Cause.NOISY_NEIGHBOUR and finding.confidence is Confidence.MEDIUM
+    assert evidence(finding)["its wait held by /batch"] == pytest.approx(5.0, abs=0.01)
+    assert "/batch" not in finding.fix.summary
+    assert finding.fix.summary.startswith("Keep the other workloads on its CPUs off")
+    assert "longer window" in finding.collect_next[0] and "/batch, 5 %" in finding.collect_next[0]
+
+
+@pytest.mark.parametrize(("held", "named"), [(0.15, True), (0.13, False)])
+def test_a_neighbour_is_named_from_half_of_the_wait_for_others(held: float, named: bool) -> None:
+    """The bar is DEFAULT.neighbour_named_share of the 0.286 s/s waited for others: 0.15 s/s is 52 %, 0.13 45 %."""
+    assert DEFAULT.neighbour_named_share == 0.5
+    finding = only(diagnose(window(**{**NEIGHBOUR_VICTIM, "neighbours": (("/batch", held),)})))
+    assert ("/batch" in finding.fix.summary) is named
+    assert finding.confidence is (Confidence.HIGH if named else Confidence.MEDIUM)
 
 
 # --- hypervisor steal (facts recorded from public reports: this VM cannot be made to steal) -----------------------

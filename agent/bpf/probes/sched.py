@@ -26,6 +26,11 @@ REQUIRED_TRACEPOINTS = (
     ("sched", "sched_wakeup_new"),
     ("sched", "sched_process_exit"),
 )
+# Neighbour pair entries per --max-cgroups unit (bpf/sched.bpf.c NEIGHBOUR_PAIRS): an LRU map, so a full one makes
+# room by evicting the pair that waited least recently; two per workload slot hold every pair of 90 workloads
+# sharing CPUs at the default 4096.
+NEIGHBOUR_PAIRS_PER_CGROUP = 2
+PairEntry = tuple[int, int, int]  # (waiting workload key, holding workload key, when the kernel made the entry)
 FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
 FALLBACK_DEAD_MASK = 0x30  # EXIT_DEAD | EXIT_ZOMBIE as reported since Linux 4.14
 FALLBACK_INTERRUPTIBLE_MASK = 0x1  # "S" since Linux 4.14
@@ -70,17 +75,19 @@ class ProcessSched:
 @dataclass(frozen=True)
 class SchedSnapshot:
     """Everything the probe's maps held at one moment; *neighbours*: nanoseconds of each (waiting workload key,
-    holding workload key)'s waits for a CPU held by another workload."""
+    holding workload key, entry made at)'s waits for a CPU held by another workload (the kernel may evict a pair
+    and make it again from 0: a new *made at*)."""
 
     cgroups: dict[int, CgroupSched]
     processes: dict[int, ProcessSched]
     health: MapHealth
-    neighbours: dict[tuple[int, int], int] = field(default_factory=dict)
+    neighbours: dict[PairEntry, int] = field(default_factory=dict)
 
 
 def compile_defines(limits: ProbeLimits, tracefs: Path | None) -> dict[str, str | int | None]:
     """-D options for bpf/sched.bpf.c: map sizes, this kernel's prev_state encoding, and whether it counts moves."""
     defines = common_defines(limits, tracefs)
+    defines["NEIGHBOUR_PAIRS"] = NEIGHBOUR_PAIRS_PER_CGROUP * limits.max_cgroups
     defines["STATE_MASK"] = hex(kernel.sched_switch_blocked_mask(tracefs) or FALLBACK_BLOCKED_MASK)
     defines["DEAD_MASK"] = hex(kernel.sched_switch_dead_mask(tracefs) or FALLBACK_DEAD_MASK)
     defines["INTERRUPTIBLE_MASK"] = hex(kernel.sched_switch_state_mask("S", tracefs) or FALLBACK_INTERRUPTIBLE_MASK)
@@ -131,7 +138,7 @@ class SchedProbe(BpfProbe):
         capacity = {
             "cgroups": self.limits.max_cgroups,
             "threads": self.limits.max_threads,
-            "neighbours": self.limits.max_cgroups,  # one (waiting, holding) workload pair per workload slot
+            "neighbours": NEIGHBOUR_PAIRS_PER_CGROUP * self.limits.max_cgroups,  # full is normal: an LRU map
         }
         if self.limits.max_processes > 0:
             processes = {
@@ -145,7 +152,9 @@ class SchedProbe(BpfProbe):
                 for key, value in self.table("processes").items()
             }
             capacity["processes"] = self.limits.max_processes
-        neighbours = {(key.waiter, key.holder): value for key, value in self.table("neighbours").items()}
+        neighbours = {
+            (key.waiter, key.holder, value.since): value.waited_ns for key, value in self.table("neighbours").items()
+        }
         return SchedSnapshot(cgroups, processes, self.health(capacity), neighbours)
 
     def forget_cgroups(self, cgroup_ids: Iterable[int]) -> None:

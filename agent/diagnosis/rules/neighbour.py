@@ -80,7 +80,7 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
                 "of its wait for other workloads",
             )
         )
-    top, share = (shown(named[0][0]), named[0][1] / other) if named else (None, None)
+    top = named[0] if named and named[0][1] / other >= limits.neighbour_named_share else None
     return Finding(
         cause=Cause.NOISY_NEIGHBOUR,
         mechanism=Mechanism.CPU_HELD_BY_NEIGHBOUR,
@@ -88,10 +88,21 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
         processes=tuple(process.pid for process in workload.processes or ()),
         libraries=library_names(workload.libraries),
         evidence=tuple(found),
-        confidence=Confidence.HIGH if named else Confidence.MEDIUM,
-        fix=neighbour_fix(top, share, waiting),
+        confidence=Confidence.HIGH if top else Confidence.MEDIUM,
+        fix=neighbour_fix(shown(top[0]), top[1] / other, waiting) if top else neighbour_fix(None, None, waiting),
         explanation=EXPLANATION,
-        collect_next=()
-        if named
-        else ("schedwatch_runqueue_wait_by_neighbour_seconds_total of this workload (which neighbour)",),
+        collect_next=() if top else (_which_neighbour(named, other, limits),),
+    )
+
+
+def _which_neighbour(named: list[tuple[str, float]], other: float, limits: Thresholds) -> str:
+    """What to collect when no neighbour held enough of the wait to be named in the fix."""
+    series = "schedwatch_runqueue_wait_by_neighbour_seconds_total of this workload"
+    if not named:
+        return f"{series} (which neighbour)"
+    return (
+        f"{series} over a longer window, or the node's other workloads' CPU use: no neighbour held "
+        f"{100 * limits.neighbour_named_share:g} % of its wait for others in this one (the most: {shown(named[0][0])}, "
+        f"{100 * named[0][1] / other:.0f} %), so several share its CPUs or the one that does joined the exported "
+        "neighbours in the window"
     )

@@ -23,6 +23,7 @@ from agent.diagnosis.facts import Workload, WorkloadView
 from agent.diagnosis.inputs.live.window import Window
 from agent.machine.pressure import RESOURCES
 from agent.machine.syscall_families import FAMILIES
+from agent.symbols.names import OTHER
 
 FAMILIES_COLLECTOR = "syscall_families"
 PRESSURE_COLLECTOR = "pressure"
@@ -56,21 +57,24 @@ def with_budget_inputs(window: Window, view: WorkloadView) -> WorkloadView:
 
 def neighbours(window: Window, ref: Workload) -> tuple[tuple[str, float], ...] | None:
     """The other workloads that held a CPU this one waited for, and for how long in the window, longest first;
-    None where waiting by holder is unknown."""
+    None where waiting by holder is unknown. A neighbour whose series the earlier reading lacks (it joined the
+    exported few in the window) or that went backwards (named again after it left them) is unknown for the window
+    and left out, never counted whole: its wait stays in the workload's wait for others, so the others' shares are
+    smaller. The (other) row is not a workload."""
     holders = _sched_split(window, ref, "waiting_by_holder", HOLDERS)
     if holders is None:
         return None
     after = window.after.workloads.get(ref)
-    before = window.before.workloads.get(window.earlier_ref(ref))
     prefix = f"{NEIGHBOUR_WAIT}:"
     held: dict[str, float] = {}
-    for key, value in (after.counts if after is not None else {}).items():
-        if key.startswith(prefix):
-            # A neighbour that joined the exported few in the window came with its whole history: no neighbour
-            # held more than the workload's whole wait for others.
-            grown = min(value - (before.counts.get(key, 0.0) if before is not None else 0.0), holders["other"])
-            if grown > 0:
-                held[key[len(prefix) :]] = grown
+    for key in after.counts if after is not None else {}:
+        name = key[len(prefix) :]
+        if not key.startswith(prefix) or name == OTHER:
+            continue
+        grown = window.delta(ref, key)  # None: absent from the earlier reading of a workload it had, or restarted
+        if grown is not None and grown > 0:
+            # The pair map is read a moment after the holder split: a neighbour may show a few microseconds more.
+            held[name] = min(grown, holders["other"])
     return tuple(sorted(held.items(), key=lambda item: (-item[1], item[0])))
 
 
