@@ -13,7 +13,7 @@ from agent.diagnosis.allocators import GLIBC, JEMALLOC, MIMALLOC, TCMALLOC
 from agent.diagnosis.facts import ProcessView, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 from agent.diagnosis.rules.budget import MEMORY, PROCESS, family_rate
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 PAGE = 4096  # bytes per page fault of an anonymous page (x86_64, aarch64 with 4 KiB pages)
@@ -130,12 +130,10 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
         evidence("system share of its CPU time", 100 * share, "%", f"bar {100 * limits.alloc_system_share:g} %")
     )
     threads = workload.threads
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.ALLOCATOR_CHURN,
         mechanism=Mechanism.UNMAP_REFAULT,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.HIGH if faults is not None else Confidence.MEDIUM,
         fix=allocator_fix(block, threads, workload.processes),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from agent.diagnosis.facts import ProcessView, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 from agent.diagnosis.rules.budget import PROCESS, busiest_process, family_rate, process_name
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 EXPLANATION = (
@@ -76,12 +76,10 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
     collect: tuple[str, ...] = ()
     if parent is None:
         collect = ("execsnoop-bpfcc, or `ps -eo pid,ppid,etimes,comm --sort=etimes | head` a few times (who spawns)",)
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.PROCESS_CHURN,
         mechanism=Mechanism.SHORT_LIVED_PROCESSES,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.HIGH if used is not None else Confidence.MEDIUM,
         fix=churn_fix(rate, cpu_each, parent),

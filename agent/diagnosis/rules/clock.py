@@ -12,7 +12,7 @@ from __future__ import annotations
 from agent.diagnosis.facts import NodeView, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 from agent.diagnosis.rules.budget import CLOCK, busiest_thread, family_rate, thread_name
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 # Clock sources whose reads cannot use the vDSO: every clock_gettime/gettimeofday is a system call.
@@ -140,12 +140,10 @@ def check(workload: WorkloadView, node: NodeView, limits: Thresholds) -> Finding
     explanation = EXPLANATIONS[mechanism]
     if thread is not None:
         explanation += f" Most of its kernel time is in {thread_name(thread)}."
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.CLOCK_READS_AS_SYSCALLS,
         mechanism=mechanism,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.MEDIUM if share is None or mechanism is Mechanism.CLOCK_SYSCALLS else Confidence.HIGH,
         fix=clock_fix(mechanism, node, rate),

@@ -1,9 +1,10 @@
-"""Small helpers shared by the rules: evidence wording and the names of libraries and processes."""
+"""Small helpers shared by the rules: evidence wording, the names of libraries and processes, and a finding about one
+workload."""
 
 from __future__ import annotations
 
-from agent.diagnosis.facts import LibraryView
-from agent.diagnosis.findings import Evidence, Mechanism
+from agent.diagnosis.facts import LibraryView, WorkloadView
+from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 
 COLLECT_LIVE = "run `schedwatch diagnose` on the node while it is slow (exact counts, libraries and thread variables)"
 COLLECT_MAPS = "`grep -E 'blas|omp|mkl|tbb|torch' /proc/PID/maps` of one worker (which thread-pool library it loaded)"
@@ -38,4 +39,30 @@ def library_names(libraries: tuple[LibraryView, ...] | None) -> tuple[str, ...]:
         sorted(
             {f"{lib.implementation} {lib.version}" if lib.version else lib.implementation for lib in libraries or ()}
         )
+    )
+
+
+def workload_finding(
+    workload: WorkloadView,
+    *,
+    cause: Cause,
+    mechanism: Mechanism,
+    evidence: tuple[Evidence, ...],
+    confidence: Confidence,
+    fix: Fix,
+    explanation: str,
+    collect_next: tuple[str, ...] = (),
+) -> Finding:
+    """A finding about *workload*, naming its processes and the thread-pool libraries they loaded."""
+    return Finding(
+        cause=cause,
+        mechanism=mechanism,
+        workload=workload.ref,
+        processes=tuple(process.pid for process in workload.processes or ()),
+        libraries=library_names(workload.libraries),
+        evidence=evidence,
+        confidence=confidence,
+        fix=fix,
+        explanation=explanation,
+        collect_next=collect_next,
     )

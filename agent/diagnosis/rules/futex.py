@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Finding, Mechanism, Unchecked
-from agent.diagnosis.rules.common import COLLECT_LIVE, evidence, library_names
+from agent.diagnosis.rules.common import COLLECT_LIVE, evidence, workload_finding
 from agent.diagnosis.rules.fixes import convoy_fix
 from agent.diagnosis.rules.signals import Signals
 from agent.diagnosis.rules.thresholds import Thresholds
@@ -43,12 +43,10 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
         ),
         evidence("futex wakes per wait", wakes / waits, "", "a lock handed from thread to thread: about 1"),
     )
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.FUTEX_CONTENTION,
         mechanism=Mechanism.LOCK_CONVOY,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=found,
         confidence=Confidence.HIGH if workload.processes is not None else Confidence.MEDIUM,
         fix=convoy_fix(),

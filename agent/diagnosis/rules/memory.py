@@ -12,7 +12,7 @@ import math
 
 from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 PAGE = 4096
@@ -100,12 +100,10 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
     if io is not None:
         found.append(evidence("time stalled on I/O (PSI some)", 100 * io, "%", "reading back what was reclaimed"))
     refaulted = None if refaults is None else refaults * PAGE
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.MEMORY_PRESSURE,
         mechanism=mechanism,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.HIGH if limit is not None else Confidence.MEDIUM,
         fix=memory_fix(mechanism, limit, refaulted),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 NAMED = 3  # neighbours named in the evidence
@@ -81,12 +81,10 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
             )
         )
     top = named[0] if named and named[0][1] / other >= limits.neighbour_named_share else None
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.NOISY_NEIGHBOUR,
         mechanism=Mechanism.CPU_HELD_BY_NEIGHBOUR,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.HIGH if top else Confidence.MEDIUM,
         fix=neighbour_fix(shown(top[0]), top[1] / other, waiting) if top else neighbour_fix(None, None, waiting),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from agent.diagnosis.facts import ThreadView, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 from agent.diagnosis.rules.budget import POLL, SLEEP, busiest_thread, family_rate, thread_name
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 EXPLANATIONS = {
@@ -111,12 +111,10 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
             found.append(
                 evidence(f"kernel CPU of {thread_name(thread)}", thread.system_percent, "%", "its busiest thread")
             )
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.POLLING_STORM,
         mechanism=mechanism,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.HIGH if mean is not None else Confidence.MEDIUM,
         fix=polling_fix(mechanism, rate, mean, thread),

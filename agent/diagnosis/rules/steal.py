@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import NodeView, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Finding, Fix, Mechanism
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.signals import cpus_allowed
 from agent.diagnosis.rules.thresholds import Thresholds
 
@@ -63,12 +63,10 @@ def check(workload: WorkloadView, node: NodeView, limits: Thresholds) -> Finding
         collect = ("schedwatch diagnose on the node (how long the workload's own threads wait for a CPU)",)
     else:
         return None
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.HYPERVISOR_STEAL,
         mechanism=Mechanism.STEAL,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.MEDIUM if collect else Confidence.HIGH,
         fix=steal_fix(steal),

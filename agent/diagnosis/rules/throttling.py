@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Finding, Mechanism
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.fixes import throttling_fix
 from agent.diagnosis.rules.signals import Signals
 from agent.diagnosis.rules.thresholds import Thresholds
@@ -34,12 +34,10 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
             found.append(
                 evidence("CPU used", workload.cpu_used_cores, "CPUs", f"its limit: {workload.cpu_limit_cores:g} CPUs")
             )
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.CPU_THROTTLING,
         mechanism=Mechanism.QUOTA,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.HIGH if workload.cpu_limit_cores is not None else Confidence.MEDIUM,
         fix=throttling_fix(workload.cpu_limit_cores, demand),

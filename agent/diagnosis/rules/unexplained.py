@@ -13,7 +13,7 @@ from __future__ import annotations
 from agent.diagnosis.facts import CodeShare, WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 from agent.diagnosis.rules.budget import FILE, NETWORK, busiest_process, calls_share, kernel_cores
-from agent.diagnosis.rules.common import evidence, library_names
+from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.thresholds import Thresholds
 
 FAMILIES_NAMED = 3
@@ -84,12 +84,10 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
                 found.append(evidence(f"on-CPU samples in {name}", 100 * part, "%", f"hottest {mode} code"))
     busiest = busiest_process(workload, lambda process: process.system_percent)
     pid = str(busiest.pid) if busiest is not None else "PID"
-    return Finding(
+    return workload_finding(
+        workload,
         cause=Cause.UNEXPLAINED,
         mechanism=Mechanism.SYSTEM_TIME,
-        workload=workload.ref,
-        processes=tuple(process.pid for process in workload.processes or ()),
-        libraries=library_names(workload.libraries),
         evidence=tuple(found),
         confidence=Confidence.MEDIUM,
         fix=unexplained_fix(pid, sampled),
