@@ -1,4 +1,4 @@
-"""Cgroup churn, short: 3 rounds of 200 cgroups made, yielded in, removed (`make soak` runs an hour of 1,000)."""
+"""Cgroup churn, short: 4 rounds of 200 cgroups made, yielded in, removed (`make soak` runs an hour of 1,000)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.support.agent import AgentProcess, require_root
 from tests.support.workloads import CgroupSandbox
 
 GRACE_SECONDS = 3.0
-ROUNDS, CGROUPS = 3, 200
+ROUNDS, CGROUPS = 4, 200
 
 
 @pytest.fixture(scope="module")
@@ -39,5 +39,8 @@ def test_churned_cgroups_lose_no_yield_and_leave_nothing_behind(
     assert not churn.scrape_failures, churn.scrape_failures
     settled = [sample for sample in churn.samples if sample.phase == "expired"]
     assert [sample.series_ours for sample in settled] == [0] * ROUNDS
-    # Memory comes back: after the third round no more than 10 % above where the first one left it.
-    assert settled[-1].rss_kb <= settled[0].rss_kb * 1.10, [sample.rss_kb for sample in settled]
+    # Memory comes back: after the last round no more than 10 % above where the second one left it. The agent's
+    # first standing evaluation (every 10 s, so in round 2) judges a crowd of 200 flagged workloads and reads their
+    # processes: the heap's high-water mark rises once then (CI: 79 MB after round 1, 101.7 and 100.7 MB after the
+    # next two), which is no leak; a leak would grow round after round.
+    assert settled[-1].rss_kb <= settled[1].rss_kb * 1.10, [sample.rss_kb for sample in settled]
