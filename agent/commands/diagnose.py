@@ -65,8 +65,22 @@ def duration(text: str) -> int:
 def pid_number(text: str) -> int:
     """--pid: a positive process id."""
     if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a process id")
+        raise argparse.ArgumentTypeError(f"'{text}' is not a process id: give its number (pgrep -f NAME finds it)")
     return int(text)
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """--namespace, --pod, --container, --cgroup and --pid: which workloads (diagnose, profile and top)."""
+    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
+    parser.add_argument("--pod", default="", help="only workloads of this pod")
+    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
+    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
+    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+
+
+def workload_filter(args: argparse.Namespace) -> Filter:
+    """The workloads the filter flags of add_filter_arguments name."""
+    return Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,11 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seconds to sample ({MIN_SECONDS}-{MAX_SECONDS}; default {DEFAULT_SECONDS}, or the range of the "
         f"PromQL queries with a Prometheus: default {DEFAULT_FLEET_SECONDS})",
     )
-    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
-    parser.add_argument("--pod", default="", help="only workloads of this pod")
-    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
-    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
-    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+    add_filter_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/diagnosis.md)")
     parser.add_argument(
         "--from",
@@ -143,7 +153,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Diagnose and print; 0 when a diagnosis was printed, 2 with a one-line error otherwise."""
     settings = settings_from(args, parser)
     client = source_client(args, parser)
-    wanted = Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid)
+    wanted = workload_filter(args)
     try:
         if args.node and not is_prometheus(args.source):
             raise SourceError("--node needs --from prometheus+http://HOST:9090 (a node's own agent is its node)")

@@ -23,7 +23,7 @@ from agent.collectors import oncpu
 from agent.collectors.common.limits import probe_limits
 from agent.commands import Command
 from agent.commands.agent_flags import add_collection_arguments, add_logging_arguments, refuse_groups, settings_from
-from agent.commands.diagnose import duration, pid_number
+from agent.commands.diagnose import add_filter_arguments, duration, workload_filter
 from agent.commands.output import print_json
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
@@ -55,11 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", type=duration, default=DEFAULT_SECONDS, help=f"seconds to sample (default {DEFAULT_SECONDS})"
     )
-    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
-    parser.add_argument("--pod", default="", help="only workloads of this pod")
-    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
-    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
-    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+    add_filter_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the samples as JSON (docs/profile.md)")
     add_collection_arguments(parser)
     add_logging_arguments(parser)
@@ -72,7 +68,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     settings = settings_from(args, parser)
     procfs = ProcFS()
     try:
-        wanted = filter_for_pid(procfs, Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid))
+        wanted = filter_for_pid(procfs, workload_filter(args))
         rows = sample(settings, args.duration, wanted, procfs)
     except (NoSuchProcess, BpfUnavailable) as error:
         print(f"schedwatch profile: {error}", file=sys.stderr)

@@ -28,7 +28,7 @@ from agent.commands.agent_flags import (
     refuse_groups,
     settings_from,
 )
-from agent.commands.diagnose import loaded_collectors, pid_number, source_client
+from agent.commands.diagnose import add_filter_arguments, loaded_collectors, source_client, workload_filter
 from agent.diagnosis.inputs.live.fleet import is_prometheus
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
@@ -70,11 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="show each workload's processes under it (the agent's per-process series: the --process-top-k most "
         f"active processes of the node; loading the collectors here, the {PROCESSES_LOADED_HERE} most active)",
     )
-    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
-    parser.add_argument("--pod", default="", help="only workloads of this pod")
-    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
-    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
-    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+    add_filter_arguments(parser)
     parser.add_argument(
         "--from",
         dest="source",
@@ -111,7 +107,7 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Show the table until q (terminal) or forever / once (plain lines); 2 with a one-line error."""
     try:
-        wanted = filter_for_pid(ProcFS(), Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid))
+        wanted = filter_for_pid(ProcFS(), workload_filter(args))
         with _reader(args, parser) as read:
             title = f"schedwatch top: {args.source or 'collectors loaded here'}"
             table = _Table(wanted, args.processes)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.scenarios.catalog import numpy_target
-from tests.support.agent import AgentProcess
+from tests.support.agent import AgentProcess, only_collectors
 from tests.support.diagnose import Diagnose
 from tests.support.scrape import Scrape
 from tests.support.workloads import CgroupSandbox, Workload, build
@@ -39,10 +39,7 @@ def code_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProces
     state = tmp_path_factory.mktemp("attribution-agent")
     process = AgentProcess(
         state / "agent.log",
-        "--no-collector.syscalls",
-        "--no-collector.sched",
-        "--no-collector.cgroup_cpu",
-        "--no-collector.pressure",
+        *only_collectors("syscall_families", "oncpu"),
         "--sample-frequency",
         str(FREQUENCY),
         "--code-top-k",

@@ -23,7 +23,7 @@ import pytest
 
 from agent.diagnosis.inputs.artifacts import strace
 from agent.machine import syscall_families
-from tests.support.agent import AgentProcess
+from tests.support.agent import AgentProcess, only_collectors
 from tests.support.scrape import Scrape
 from tests.support.workloads import CgroupSandbox, Workload, build
 
@@ -70,9 +70,7 @@ def timing_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProc
     state = tmp_path_factory.mktemp("families-agent")
     process = AgentProcess(
         state / "agent.log",
-        "--no-collector.syscalls",
-        "--no-collector.sched",
-        "--no-collector.cgroup_cpu",
+        *only_collectors("syscall_families"),
         "--syscall-time",
         "all",
         "--state-dir",

@@ -123,6 +123,15 @@ def kubelet_docker_agent(work: Path, docker_socket: Path, *extra: str) -> AgentP
     )
 
 
+def only_collectors(*names: str) -> list[str]:
+    """The flags that leave an agent running the collectors *names* and no other registered one."""
+    from agent.collectors import registry
+
+    known = registry()
+    assert set(names) <= set(known), f"no such collectors: {set(names) - set(known)}"
+    return [f"--no-collector.{name}" for name in known if name not in names]
+
+
 def require_root() -> None:
     """Kernel tests need root; say so loudly instead of skipping."""
     if os.geteuid() != 0:

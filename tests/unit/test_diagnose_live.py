@@ -234,7 +234,7 @@ def test_an_unreachable_agent_says_so_in_one_line() -> None:
         (["--duration", "0"], "0 s is out of range: give 1 to 600 seconds"),
         (["--duration", "601"], "601 s is out of range"),
         (["--duration", "ten"], "'ten' is not a whole number of seconds"),
-        (["--pid", "-3"], "is not a process id"),
+        (["--pid", "-3"], "is not a process id: give its number (pgrep -f NAME finds it)"),
     ],
 )
 def test_bad_flags_are_one_line_errors(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
