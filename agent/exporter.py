@@ -81,6 +81,7 @@ class AgentCollector:
         self.collections += 1
         if self._cgroup_paths is not None:
             self._cgroup_paths.begin_round()  # the collectors of this scrape share one walk of the cgroup tree
+        self._identities.begin_round()  # ... and one view of the containers' names
         build = metrics.BUILD_INFO.family()
         build.add_metric([__version__, self._kernel_release], 1)
         stats = metrics.BPF_STATS_ENABLED.family()

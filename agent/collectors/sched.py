@@ -158,7 +158,9 @@ class SchedCollector(BpfCollector):
                     read[entry] = self._pair_ns[entry]
                 continue
             read[entry] = ns
-            waiter_labels = waiters[waiter] = workload_for_cgroup(waiting.path, self._identities).labels()
+            waiter_labels = workload_for_cgroup(waiting.path, self._identities).labels()
+            if waiting.path is not None:  # a cgroup gone keeps the labels its rows have (not "(removed)")
+                waiters[waiter] = waiter_labels
             neighbour = workload_for_cgroup(holding.path, self._identities)
             if neighbour.labels() == waiter_labels:
                 continue  # two cgroups of one workload: its own threads, not a neighbour

@@ -1,6 +1,9 @@
 """Container id -> names and Kubernetes labels, asked of the runtimes in the background, never during a scrape.
 
-A scrape only reads the cache: an id not resolved yet gets id-only labels, and is queued. A worker thread asks
+A scrape only reads the cache: an id not resolved yet gets id-only labels, and is queued. Once rounds are used
+(begin_round, at the start of each scrape), an answer that arrives during a round is published at the next one, so
+every collector of a scrape sees the same names (one collector's series must not carry a container's names while
+another's still carry its id alone). A worker thread asks
 each configured runtime in turn (each call bounded by its timeout), caches the answer, and retries ids that no
 runtime knew (or whose runtime did not answer) after a back-off. Entries not asked for in a while are dropped, so
 the cache is bounded by the containers alive on the node.
@@ -69,6 +72,8 @@ class IdentityResolver:
         self._proc = proc or ProcFS()
         self._clock = clock
         self._cache: dict[str, _Entry] = {}
+        self._held: dict[str, _Entry] = {}  # answers of the current round, published at the next begin_round
+        self._in_rounds = False
         self._pending: set[str] = set()
         self._lock = threading.Lock()
         self._queue: queue.Queue[str | None] = queue.Queue(MAX_QUEUE)
@@ -88,11 +93,21 @@ class IdentityResolver:
             self._worker.join(timeout=5)
             self._worker = None
 
+    def begin_round(self) -> None:
+        """A scrape begins: publish the answers that arrived since the last one, and hold back those that arrive
+        during this one until the next."""
+        with self._lock:
+            self._cache.update(self._held)
+            self._held.clear()
+            self._in_rounds = True
+
     def get(self, container_id: str) -> Identity | None:
         """The cached identity of *container_id*, or None (and a lookup is queued)."""
         now = self._clock()
         with self._lock:
             entry = self._cache.get(container_id)
+            if container_id in self._held:  # answered during this round: the round keeps what it began with
+                return entry.info if entry else None
             if entry is not None:
                 entry.last_wanted = now
                 unplaced = entry.info is None or entry.info.anchors == frozenset()  # asked again: it may be there now
@@ -139,14 +154,14 @@ class IdentityResolver:
         identity = None if info is None else self._identity(container_id, info)
         now = self._clock()
         with self._lock:
-            previous = self._cache.get(container_id)
+            previous = self._held.get(container_id) or self._cache.get(container_id)
             misses = 0
             if failed:
                 retry = RETRY_ERROR_SECONDS
             else:
                 misses = (previous.misses if previous is not None else 0) + (identity is None)
                 retry = min(RETRY_NOT_FOUND_SECONDS, RETRY_NOT_FOUND_FIRST_SECONDS * 2 ** max(0, misses - 1))
-            self._cache[container_id] = _Entry(identity, now, now, retry, misses)
+            (self._held if self._in_rounds else self._cache)[container_id] = _Entry(identity, now, now, retry, misses)
             self._pending.discard(container_id)
         return identity
 

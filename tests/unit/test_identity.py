@@ -49,6 +49,21 @@ def test_first_ask_returns_nothing_and_queues_a_lookup() -> None:
     assert resolver.lookup_counts() == {("scripted", "ok"): 1}
 
 
+def test_an_answer_that_arrives_during_a_scrape_is_used_from_the_next_one() -> None:
+    """Every collector of one scrape sees the same names: the answer waits for the next round, and is not asked
+    again meanwhile."""
+    runtime = ScriptedRuntime()
+    runtime.answers["a"] = ContainerInfo("app", "web", "shop")
+    resolver = IdentityResolver([runtime])
+    resolver.begin_round()
+    assert resolver.get("a") is None  # the first collector: queued
+    assert resolver.resolve_now("a") == Identity("app", "web", "shop")  # the worker answers mid-scrape
+    assert resolver.get("a") is None  # the next collector of the same scrape: still the id alone
+    resolver.begin_round()
+    assert resolver.get("a") == Identity("app", "web", "shop")
+    assert runtime.asked == ["a"]
+
+
 def test_worker_fills_the_cache_in_the_background() -> None:
     import time
 
