@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -74,17 +74,17 @@ class Settings:
 
 # Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
 # maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
-# reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 128 B) 200 B +
-# sched `cgroups` (u64 -> struct cgroup_sched, 160 B) 232 B + sched `neighbours` (an LRU hash of 2 pairs per cgroup:
+# reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 136 B) 208 B +
+# sched `cgroups` (u64 -> struct cgroup_sched, 168 B) 240 B + sched `neighbours` (an LRU hash of 2 pairs per cgroup:
 # struct neighbour_pair, 16 B -> struct neighbour_wait, 16 B) 2 x 96 B + families `cgroups` (u64 -> struct
-# workload_syscalls, 176 B) 248 B. Per process: struct process_stats (72 B) 144 B + struct process_sched (80 B) 152 B.
+# workload_syscalls, 168 B) 240 B. Per process: struct process_stats (72 B) 144 B + struct process_sched (80 B) 152 B.
 # Per thread: sched `threads` (struct thread_state, 40 B) 112 B + syscalls `futex_start` (u64) 80 B + families
 # `calls_in_progress` (struct call_in_progress, 24 B) 96 B. Per timed workload: families `timed_workloads` (u8) 80 B.
-BYTES_PER_CGROUP = 872
+BYTES_PER_CGROUP = 880
 BYTES_PER_PROCESS = 296
 BYTES_PER_THREAD = 288
 BYTES_PER_TIMED_WORKLOAD = 80
-MAX_CGROUPS_LIMIT = 1 << 19  # 436 MiB of kernel memory
+MAX_CGROUPS_LIMIT = 1 << 19  # 440 MiB of kernel memory
 MAX_PROCESSES_LIMIT = 1 << 20  # 296 MiB
 MAX_THREADS_LIMIT = 1 << 20  # 288 MiB
 MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open
@@ -295,9 +295,22 @@ class Flag:
         parser.add_argument(self.name, **keywords)
 
 
-def collector_flag(name: str) -> Flag:
-    """--collector.NAME / --no-collector.NAME for one registered collector."""
-    return Flag(f"--collector.{name}", COLLECTION, f"turn the {name} collector on or off", True, switch=True)
+# Collectors `run` leaves off unless asked, and why: what leaving them on costs (docs/benchmarks.md, "What a user pays
+# on a real server"). A one-off measurement (`diagnose`) turns them on by default: see flags_of().
+OFF_BY_DEFAULT: dict[str, str] = {
+    "syscall_families": "a BPF program on every system call of the node: PRICE",
+}
+
+
+def collector_flag(name: str, on_by_default: Collection[str] = ()) -> Flag:
+    """--collector.NAME / --no-collector.NAME for one registered collector: on by default unless it is one of
+    OFF_BY_DEFAULT and not in *on_by_default*."""
+    price = OFF_BY_DEFAULT.get(name)
+    if price is None:
+        return Flag(f"--collector.{name}", COLLECTION, f"turn the {name} collector on or off", True, switch=True)
+    on = name in on_by_default
+    help_text = f"turn the {name} collector on or off; {'on' if on else 'off'} by default here: {price}"
+    return Flag(f"--collector.{name}", COLLECTION, help_text, on, switch=True)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -628,18 +641,26 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
-def flags_of(groups: Sequence[str], collector_names: Sequence[str] = ()) -> list[Flag]:
-    """The flags of *groups*, in declaration order; COLLECTION begins with one --collector.NAME per collector."""
-    collectors = [collector_flag(name) for name in collector_names] if COLLECTION in groups else []
+def flags_of(
+    groups: Sequence[str], collector_names: Sequence[str] = (), on_by_default: Collection[str] = ()
+) -> list[Flag]:
+    """The flags of *groups*, in declaration order; COLLECTION begins with one --collector.NAME per collector (those
+    of OFF_BY_DEFAULT on by default only when in *on_by_default*)."""
+    collectors = [collector_flag(name, on_by_default) for name in collector_names] if COLLECTION in groups else []
     return collectors + [flag for flag in FLAGS if flag.group in groups]
 
 
-def add_flags(parser: argparse.ArgumentParser, groups: Sequence[str], collector_names: Sequence[str] = ()) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser,
+    groups: Sequence[str],
+    collector_names: Sequence[str] = (),
+    on_by_default: Collection[str] = (),
+) -> None:
     """Add the flags of *groups* to *parser*, each under its group's heading in --help."""
     for group in GROUPS:
         if group in groups:
             section = parser.add_argument_group(f"{group} flags")
-            for flag in flags_of([group], collector_names):
+            for flag in flags_of([group], collector_names, on_by_default):
                 flag.add_to(section)
 
 
@@ -707,10 +728,10 @@ def deprecated_variables(args: argparse.Namespace) -> list[DeprecatedVariable]:
     return found
 
 
-def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
+def from_args(args: argparse.Namespace, collector_names: list[str], on_by_default: Collection[str] = ()) -> Settings:
     """Build the settings from parsed flags and the environment; raises ConfigError. Flags of groups the command
-    does not take keep their defaults."""
-    value = resolve(args, flags_of(GROUPS, collector_names))
+    does not take keep their defaults; collectors of OFF_BY_DEFAULT are on by default when in *on_by_default*."""
+    value = resolve(args, flags_of(GROUPS, collector_names, on_by_default))
     if value["process_top_k"] > value["max_processes"]:
         raise ConfigError(
             f"--process-top-k {value['process_top_k']} is more than --max-processes {value['max_processes']}, the "

@@ -1,5 +1,6 @@
 """The syscall_families collector: every workload's system calls by family, and the time inside them for the timed
-workloads (bpf/families.bpf.c; the families are agent/machine/syscall_families.py's)."""
+workloads (bpf/families.bpf.c; the families are agent/machine/syscall_families.py's). Off by default: its programs
+run on every system call of the node (docs/benchmarks.md gives the price)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.bpf.probes.families import (
-    DEFAULT_CALL_SITES,
     FAMILY_COUNT,
     REQUIRED_TRACEPOINTS,
     FamiliesProbe,
@@ -22,17 +22,14 @@ from agent.bpf.probes.families import (
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
-from agent.collectors.common.call_sites import CallSiteRows
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.self_metrics import self_families
-from agent.collectors.common.ticker import Ticker
 from agent.exposition.family import RowFamily
 from agent.identity.workload import workload_for_cgroup
 from agent.log import get_logger
 from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
-from agent.symbols.symbolizer import Symbolizer
 
 NAME = "syscall_families"
 log = get_logger(NAME)
@@ -91,11 +88,11 @@ class TimedChooser:
 
 
 class FamiliesCollector(BpfCollector):
-    """Calls by family for every workload, seconds by family for the timed ones, processes exited; per-key vector:
-    calls by family, then nanoseconds by family, then processes exited."""
+    """Calls by family for every workload, seconds by family for the timed ones; per-key vector: calls by family,
+    then nanoseconds by family."""
 
     name = NAME
-    vector_width = 2 * FAMILY_COUNT + 1
+    vector_width = 2 * FAMILY_COUNT
 
     def __init__(self, context: CollectorContext) -> None:
         settings = context.settings
@@ -105,27 +102,11 @@ class FamiliesCollector(BpfCollector):
             context.facts.tracefs,
             max_timed=settings.syscall_timed_workloads,
             time_all=self._time_all,
-            call_sites=DEFAULT_CALL_SITES if settings.code_workloads > 0 else 0,  # 0: call sites not counted
         )
         super().__init__(context, probe)
         self._families_probe = probe
         self._chooser = TimedChooser(settings.syscall_timed_workloads)
         self._warned = False
-        self.sites = CallSiteRows(
-            context.keys,
-            context.identities,
-            Symbolizer(version_of=context.library_version),
-            settings.code_top_k,
-            settings.code_workloads,
-            settings.series_grace_seconds,
-            probe.forget_call_sites,
-        )
-        self._sites_ticker = Ticker(NAME, self._read_sites) if probe.call_sites else None
-
-    def _read_sites(self) -> None:
-        sites = self._families_probe.read_call_sites()
-        if sites is not None:
-            self.sites.update(sites)
 
     def collect(self) -> list[Metric]:
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
@@ -148,15 +129,9 @@ class FamiliesCollector(BpfCollector):
                         fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) and 3 (BPF_MAP_DELETE_ELEM) in the "
                         "agent's seccomp profile; the counts are unaffected",
                     )
-        sites: list[Metric] = []
-        if self._sites_ticker is not None:
-            with self._sites_ticker.lock:
-                self._read_sites()
-                sites = self.sites.families()
         return [
             *self._workload_families(),
             self._timed_family(timed),
-            *sites,
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
 
@@ -174,16 +149,15 @@ class FamiliesCollector(BpfCollector):
         return family
 
     def cgroup_vector(self, stats: FamilyCounts) -> Sequence[int]:
-        """Calls by family, then nanoseconds by family, then processes exited."""
-        return (*stats.calls, *stats.ns, stats.processes_exited)
+        """Calls by family, then nanoseconds by family."""
+        return (*stats.calls, *stats.ns)
 
     def workload_families(self) -> list[RowFamily]:
-        """Calls and seconds by family, and processes exited, per workload."""
-        return [metrics.SYSCALLS.family(), metrics.SYSCALL_SECONDS.family(), metrics.PROCESSES_EXITED.family()]
+        """Calls and seconds by family per workload."""
+        return [metrics.SYSCALLS.family(), metrics.SYSCALL_SECONDS.family()]
 
     def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's families with calls, those with time, and its exited processes (once one exited)."""
-        exited = totals[2 * FAMILY_COUNT]
+        """One workload's families with calls, and those with time."""
         return (
             [((*labels, family), totals[index]) for index, family in enumerate(FAMILIES) if totals[index]],
             [
@@ -191,18 +165,11 @@ class FamiliesCollector(BpfCollector):
                 for index, family in enumerate(FAMILIES)
                 if totals[FAMILY_COUNT + index]
             ],
-            [(labels, exited)] if exited else [],
         )
 
     def process_families(self, processes: dict[int, Any]) -> list[Metric]:
         """No per-process series."""
         return []
-
-    def close(self) -> None:
-        """Stop reading call sites, then detach the programs."""
-        if self._sites_ticker is not None:
-            self._sites_ticker.close()
-        super().close()
 
 
 def _start(context: CollectorContext) -> Collector:

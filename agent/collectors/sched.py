@@ -44,6 +44,7 @@ _MISSED = len(MISSED_EVENTS)
 _BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed,
 _MISSED_END = _BUCKETS_END + _MISSED  # run-queue ns by holder, blocked ns by sleep
 _HOLDERS_END = _MISSED_END + len(HOLDERS)
+_SLEEPS_END = _HOLDERS_END + len(SLEEPS)  # then processes exited
 # Neighbours exported per workload: those that held its CPUs most lately (agent/collectors/common/ranked_rows.py: a
 # neighbour holding more than twice the weakest named one's in a read takes its place once that one was named 60 s).
 NEIGHBOURS_PER_WORKLOAD = 3
@@ -56,11 +57,12 @@ def check(facts: MachineFacts) -> Availability:
 
 
 class SchedCollector(BpfCollector):
-    """Off-CPU time, run-queue latency and blocked time per workload; per-cgroup vector: off-CPU ns by reason,
-    run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by holder, blocked ns by sleep."""
+    """Off-CPU time, run-queue latency, blocked time and processes exited per workload; per-cgroup vector: off-CPU ns
+    by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by holder, blocked ns by
+    sleep, processes exited."""
 
     name = NAME
-    vector_width = _HOLDERS_END + len(SLEEPS)
+    vector_width = _SLEEPS_END + 1
 
     def __init__(
         self, context: CollectorContext, probe: SchedProbe | None = None, clock: Callable[[], float] = time.monotonic
@@ -77,7 +79,7 @@ class SchedCollector(BpfCollector):
 
     def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
         """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by
-        holder, blocked ns by sleep."""
+        holder, blocked ns by sleep, processes exited."""
         return (
             *stats.counts.offcpu_ns,
             stats.counts.runq_ns,
@@ -85,31 +87,36 @@ class SchedCollector(BpfCollector):
             *stats.missed,
             *stats.runq_by_holder_ns,
             *stats.blocked_ns,
+            stats.processes_exited,
         )
 
     def workload_families(self) -> list[RowFamily]:
-        """Off-CPU seconds by reason, the run-queue histogram, the events missed, run-queue seconds by holder and
-        blocked seconds by sleep, per workload."""
+        """Off-CPU seconds by reason, the run-queue histogram, the events missed, run-queue seconds by holder,
+        blocked seconds by sleep and processes exited, per workload."""
         return [
             metrics.OFFCPU_SECONDS.family(),
             metrics.RUNQUEUE_LATENCY.family(),
             metrics.SCHED_EVENTS_MISSED.family(),
             metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS.family(),
             metrics.BLOCKED_SECONDS.family(),
+            metrics.PROCESSES_EXITED.family(),
         ]
 
     def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
         """One workload's off-CPU seconds by reason, run-queue histogram, the kinds of event missed (if any),
-        run-queue seconds by holder and blocked seconds by sleep (every holder and sleep, zeros included)."""
+        run-queue seconds by holder and blocked seconds by sleep (every holder and sleep, zeros included), and its
+        processes that exited (once one did)."""
         missed = totals[_BUCKETS_END:_MISSED_END]
         holders = totals[_MISSED_END:_HOLDERS_END]
-        sleeps = totals[_HOLDERS_END:]
+        sleeps = totals[_HOLDERS_END:_SLEEPS_END]
+        exited = totals[_SLEEPS_END]
         return (
             [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
             [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 : _BUCKETS_END]), totals[_REASONS] / 1e9)],
             [((*labels, event), count) for event, count in zip(MISSED_EVENTS, missed, strict=True) if count],
             [((*labels, holder), ns / 1e9) for holder, ns in zip(HOLDERS, holders, strict=True)],
             [((*labels, sleep), ns / 1e9) for sleep, ns in zip(SLEEPS, sleeps, strict=True)],
+            [(labels, exited)] if exited else [],
         )
 
     def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:

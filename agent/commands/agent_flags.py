@@ -8,6 +8,7 @@ and the client flags of ``--from``; `verify` only --state-dir and --mode; `analy
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     config.add_flags(parser, config.AGENT_GROUPS, list(registry()))
 
 
-def add_collection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_collection_arguments(parser: argparse.ArgumentParser, on_by_default: Collection[str] = ()) -> None:
     """What is counted and how (one --collector.NAME per registered collector, --mode, --cgroup-root, map sizes,
-    ...) and the runtimes asked for names: the flags of a command that loads the collectors."""
-    config.add_flags(parser, (config.COLLECTION, config.RUNTIME), list(registry()))
+    ...) and the runtimes asked for names: the flags of a command that loads the collectors (*on_by_default*: those
+    of config.OFF_BY_DEFAULT this command turns on unless asked not to)."""
+    config.add_flags(parser, (config.COLLECTION, config.RUNTIME), list(registry()), on_by_default)
 
 
 def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,11 +60,13 @@ def _verify_flags() -> list[config.Flag]:
     return [flag for flag in config.FLAGS if flag.name in VERIFY_FLAGS]
 
 
-def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> config.Settings:
+def settings_from(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, on_by_default: Collection[str] = ()
+) -> config.Settings:
     """The validated settings, logging configured from them, then one warning per deprecated variable set; a bad
-    value exits with the parser's one-line error."""
+    value exits with the parser's one-line error. *on_by_default*: as for add_collection_arguments."""
     try:
-        settings = config.from_args(args, list(registry()))
+        settings = config.from_args(args, list(registry()), on_by_default)
     except config.ConfigError as error:
         parser.error(str(error))
     log.configure(settings.log_level, settings.log_format)

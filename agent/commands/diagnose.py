@@ -49,6 +49,9 @@ DEFAULT_SECONDS = 10
 DEFAULT_FLEET_SECONDS = 300  # Prometheus scrapes every 15-60 s: increase() needs a few scrapes in its range
 FLEET_SCHEMA = "schedwatch.fleet/v1"
 FLEET_TOP = 20  # workloads listed in a fleet ranking
+# A diagnosis is a one-off measurement: it counts system calls by family for its duration unless asked not to (an
+# agent left running does not, for the price it would take from every system call of the node).
+ON_BY_DEFAULT = ("syscall_families",)
 
 
 def duration(text: str) -> int:
@@ -105,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "basic auth, with the client flags below",
     )
     parser.add_argument("--node", default="", help="with a Prometheus: the node (instance label) to diagnose")
-    add_collection_arguments(parser)
+    add_collection_arguments(parser, ON_BY_DEFAULT)
     add_logging_arguments(parser)
     add_client_arguments(parser)
     refuse_groups(parser, (config.SERVING,), "diagnose serves nothing; it is `schedwatch run`'s flag")
@@ -126,7 +129,7 @@ def source_client(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         refuse_given(args, parser, tls_flags, "with an http:// --from", "use https://")
     # A local agent's cgroups are read for details, from --cgroup-root; nothing else here measures.
     keep = () if is_prometheus(args.source) else ("--cgroup-root",)
-    loading = config.flags_of([config.COLLECTION, config.RUNTIME], list(registry()))
+    loading = config.flags_of([config.COLLECTION, config.RUNTIME], list(registry()), ON_BY_DEFAULT)
     refuse_given(
         args,
         parser,
@@ -151,7 +154,7 @@ def source_client(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Diagnose and print; 0 when a diagnosis was printed, 2 with a one-line error otherwise."""
-    settings = settings_from(args, parser)
+    settings = settings_from(args, parser, ON_BY_DEFAULT)
     client = source_client(args, parser)
     wanted = workload_filter(args)
     try:

@@ -50,14 +50,15 @@ class SchedCounts:
 @dataclass(frozen=True)
 class CgroupSched:
     """A cgroup's counters, its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf), the events
-    of its threads the kernel did not deliver (by MISSED_EVENTS), its run-queue ns by who held the CPU (by HOLDERS)
-    and its blocked ns by what its threads slept in (by SLEEPS)."""
+    of its threads the kernel did not deliver (by MISSED_EVENTS), its run-queue ns by who held the CPU (by HOLDERS),
+    its blocked ns by what its threads slept in (by SLEEPS), and its processes that exited."""
 
     counts: SchedCounts
     runq_buckets: tuple[int, ...]
     missed: tuple[int, ...]
     runq_by_holder_ns: tuple[int, ...]
     blocked_ns: tuple[int, ...]
+    processes_exited: int = 0
 
 
 @dataclass(frozen=True)
@@ -174,4 +175,5 @@ def _cgroup(value: Any) -> CgroupSched:
         missed=tuple(value.missed),
         runq_by_holder_ns=tuple(value.runq_by_holder_ns),
         blocked_ns=tuple(value.blocked_ns),
+        processes_exited=value.processes_exited,
     )

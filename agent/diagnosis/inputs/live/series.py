@@ -37,7 +37,7 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
     "schedwatch_runqueue_wait_by_holder_seconds_total": ("waiting_by_holder", "holder", "sched"),
     "schedwatch_blocked_seconds_total": ("blocked", "state", "sched"),
     "schedwatch_runqueue_wait_by_neighbour_seconds_total": ("neighbour_wait", "neighbour", "sched"),
-    "schedwatch_processes_exited_total": ("processes_exited", None, "syscall_families"),
+    "schedwatch_processes_exited_total": ("processes_exited", None, "sched"),
     "schedwatch_memory_events_total": ("memory_events", "event", "cgroup_memory"),
     "schedwatch_page_faults_total": ("page_faults", "kind", "cgroup_memory"),
     "schedwatch_memory_refaults_total": ("memory_refaults", None, "cgroup_memory"),
@@ -46,12 +46,8 @@ COUNTERS: dict[str, tuple[str, str | None, str]] = {
 # A row's count is under "key:" + its label values joined by CODE_SEPARATOR (inputs/live/code_inputs.py reads them).
 CODE_COUNTERS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "schedwatch_cpu_samples_total": ("cpu_samples", ("library", "version", "function", "mode"), "oncpu"),
-    "schedwatch_sched_yield_calls_by_site_total": (
-        "yield_sites",
-        ("library", "version", "function"),
-        "syscall_families",
-    ),
-    "schedwatch_futex_waits_by_site_total": ("futex_sites", ("library", "version", "function"), "syscall_families"),
+    "schedwatch_sched_yield_calls_by_site_total": ("yield_sites", ("library", "version", "function"), "syscalls"),
+    "schedwatch_futex_waits_by_site_total": ("futex_sites", ("library", "version", "function"), "syscalls"),
 }
 CODE_SEPARATOR = "\x1f"
 GAUGES: dict[str, str] = {
@@ -67,7 +63,7 @@ ZERO_WHEN_ABSENT: dict[str, str] = {
     "futex_wait_seconds": "syscalls",
     "runqueue_wait_seconds": "sched",
     "offcpu_seconds:preempted": "sched",
-    "processes_exited": "syscall_families",
+    "processes_exited": "sched",
 }
 # Counts the agent's mode (schedwatch_mode, docs/modes.md) cannot give, though their collector runs: unknown there.
 # A split count ("waiting_by_holder") stands for every one of its parts.
