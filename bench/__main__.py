@@ -6,7 +6,20 @@ import argparse
 import json
 import time
 
-from bench import attribution, exits, families, fleet, modes, processes, sched, scrape, switch_cost, syscalls
+from bench import (
+    attribution,
+    event_cost,
+    exits,
+    families,
+    fleet,
+    modes,
+    overhead,
+    processes,
+    sched,
+    scrape,
+    switch_cost,
+    syscalls,
+)
 from bench.common import BENCH
 
 SUITES = {
@@ -20,6 +33,8 @@ SUITES = {
     "exits": exits,
     "fleet": fleet,
     "attribution": attribution,
+    "overhead": overhead,
+    "event_cost": event_cost,
 }
 
 
