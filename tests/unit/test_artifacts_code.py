@@ -243,7 +243,9 @@ def test_a_saved_report_keeps_the_samples_and_sites(tmp_path: Path) -> None:
         assert again.facts.workloads[0].cpu_samples == diagnosis.facts.workloads[0].cpu_samples
         assert again.facts.workloads[0].cpu_samples_total == diagnosis.facts.workloads[0].cpu_samples_total
         assert again.facts.workloads[0].yield_sites == diagnosis.facts.workloads[0].yield_sites
-        assert [o.topic for o in again.observations] == [o.topic for o in diagnosis.observations] != []
+        assert again.facts.workloads[0].stacks == diagnosis.facts.workloads[0].stacks
+        said = [*(o.topic for o in diagnosis.observations), *(f.cause.value for f in diagnosis.findings)]
+        assert [*(o.topic for o in again.observations), *(f.cause.value for f in again.findings)] == said != []
 
 
 def test_folded_stacks_of_py_spy_with_an_elided_frame() -> None:

@@ -9,7 +9,7 @@ a vDSO or interrupts, none of them thread contention. So the observation names w
 from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
-from agent.diagnosis.findings import Finding, Observation
+from agent.diagnosis.findings import Cause, Finding, Observation
 from agent.diagnosis.rules import code, node
 from agent.diagnosis.rules.common import KERNEL_TIME_MECHANISMS, evidence
 
@@ -133,6 +133,14 @@ def _clock_calls(facts: Facts, workload: WorkloadView) -> Observation | None:
     )
 
 
+# Code observations a finding read from the same stacks already says (each thing said once).
+SAID_BY = {
+    Cause.THREAD_POOL_OVERSUBSCRIPTION: frozenset({"yield-site", "hot-code-sched-yield", "hot-code-user-spin"}),
+    Cause.ALLOCATOR_CONTENTION: frozenset({"hot-code-user-spin", "futex-site"}),
+    Cause.FUTEX_CONTENTION: frozenset({"futex-site"}),
+}
+
+
 def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observation, ...]:
     """The node's clock source; for each workload whose kernel time no finding explains, what its CPU time shows;
     for each, what its hottest code and call sites show (rules/code.py); each with what to collect."""
@@ -151,5 +159,7 @@ def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observati
             found.append(kernel)
         if not explained and (clock := _clock_calls(facts, workload)) is not None:
             found.append(clock)
-        found.extend(code.observations(workload))
+        said = {topic for finding in findings if finding.workload == workload.ref
+                for topic in SAID_BY.get(finding.cause, ())}  # fmt: skip
+        found.extend(observation for observation in code.observations(workload) if observation.topic not in said)
     return tuple(found)

@@ -101,6 +101,15 @@ class Thresholds:
     unexplained_system_cores: float = 0.25
     unexplained_system_share: float = 0.5
     io_call_share: float = 0.8  # of its calls, reads and writes (file, network): its kernel time is the I/O it asks
+    # Stacks (rules/stacks.py). A dump is one moment: a pool's threads in sched_yield in 2 of its stacks (the public
+    # OpenBLAS#4496 paste, robotology codyco-modules#112's 3 threads) name it at low confidence, 3 or more at medium;
+    # one pool thread yielding is its normal wait (OpenBLAS#660's one thread was a deadlock). A profile: at least this
+    # share of its samples (as the code observations' bar), medium from this many samples (the recorded numpy 1.26
+    # pool: 61 % of 1,038 samples in OpenBLAS's yield; the fixed pool 0 %).
+    stack_threads_thin: int = 2
+    stack_threads: int = 3
+    stack_share: float = 0.2
+    stack_samples: int = 200
 
 
 DEFAULT = Thresholds()
