@@ -80,5 +80,6 @@ def allocator_of(library: str, function: str | None) -> Allocator | None:
             return allocator
     return None
 
+
 # Every variable of every row: added to the process reader's allow-list.
 ALLOCATOR_VARIABLES: tuple[str, ...] = tuple(name for allocator in ALLOCATORS for name in allocator.variables)

@@ -86,6 +86,18 @@ class WaitHistogram:
 
 
 @dataclass(frozen=True)
+class TaskDelay:
+    """One task (or tasks of one name) as a scheduler trace summarises it (``perf sched latency``/``timehist``)."""
+
+    name: str
+    pid: int | None  # None: several tasks of this name added up
+    runtime_seconds: float
+    switches: int | None  # times it was switched in (each a wait for a CPU, however short)
+    average_delay_seconds: float | None  # from waking to running, on average
+    max_delay_seconds: float | None
+
+
+@dataclass(frozen=True)
 class NodeView:
     """The node as a whole."""
 
@@ -104,6 +116,7 @@ class NodeView:
     interrupts: SoftirqCounts | None = None  # /proc/interrupts: hardware interrupts per source (its name) and CPU
     runqueue_waits: WaitHistogram | None = None  # every task's run-queue waits (runqlat, perf sched, bpftrace)
     cpu_holders: tuple[tuple[str, float], ...] | None = None  # tasks and the CPU seconds they ran, busiest first
+    task_delays: tuple[TaskDelay, ...] | None = None  # each task's run time and waits (perf sched), busiest first
 
 
 @dataclass(frozen=True)

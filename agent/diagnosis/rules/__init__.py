@@ -27,6 +27,7 @@ from agent.diagnosis.rules import (
     polling,
     pool,
     runqueue,
+    runqueue_waits,
     stacks,
     steal,
     throttling,
@@ -87,7 +88,7 @@ def _contention(workload: WorkloadView, facts: Facts, limits: Thresholds) -> lis
         # A throttled thread is runnable while the quota holds it back: that wait is the throttling's. And while
         # the pool rule could not check (libraries unknown), the wait may be a pool's: say what to collect instead.
         if throttled is None and pool_outcome is None:
-            saturated = runqueue.check(workload, derived, limits)
+            saturated = runqueue.check(workload, derived, limits) or runqueue_waits.check(workload, facts.node, limits)
             if saturated is not None:
                 outcomes.append(saturated)
     if throttled is not None:

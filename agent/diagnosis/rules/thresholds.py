@@ -110,6 +110,15 @@ class Thresholds:
     stack_threads: int = 3
     stack_share: float = 0.2
     stack_samples: int = 200
+    # Run-queue saturation by other load (rules/runqueue_waits.py), from a histogram of each wait: a light victim
+    # (tests/workloads/duty.c: 1 ms of work, 4 ms asleep, on CPU 1) beside 3 hogs on its CPU waited 4 ms or longer
+    # in 32 % of 437 waits while it used 0.06 CPU; alone on the same (shared, loaded) machine 7 % of 720 waits at
+    # 0.08 CPU; an idle machine (iovisor/bcc#1732) 1 in 17,591. A time slice is 0.75-3 ms (EEVDF's base slice scaled
+    # by the CPUs): a wait of 4 ms is a queue of other tasks ahead of it.
+    runqueue_long_wait: float = 0.004
+    runqueue_long_share: float = 0.25
+    runqueue_min_waits: int = 50  # fewer waits are a moment, not a pattern
+    light_cpu_cores: float = 0.5  # "far below its CPU": at most half a CPU (and half of what it may use)
 
 
 DEFAULT = Thresholds()

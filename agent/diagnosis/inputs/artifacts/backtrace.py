@@ -95,7 +95,8 @@ def _function_of(rest: str) -> str:
     return rest.split()[0]
 
 
-def _gdb_frame(rest: str) -> Frame:
+def frame_of_gdb(rest: str) -> Frame:
+    """A gdb frame line past its number and address (``f (args) from LIB``, ``f (args) at FILE:LINE``)."""
     library = _FROM.search(rest)
     source = _AT.search(rest)
     name = _function_of(rest)
@@ -109,7 +110,7 @@ def _gdb_frame(rest: str) -> Frame:
 def _frame(text: str) -> tuple[Frame, int | None] | None:
     """A frame of *text* and its gdb index (None for glibc's frames), or None."""
     if (gdb := _GDB_FRAME.match(text)) is not None:
-        return _gdb_frame(gdb["rest"] or gdb["named"]), int(gdb["index"])
+        return frame_of_gdb(gdb["rest"] or gdb["named"]), int(gdb["index"])
     if (glibc := _GLIBC_FRAME.match(text)) is not None:
         return Frame(code.function(glibc["function"]), code.library(glibc["path"] or None)), None
     if (kernel := _KERNEL_FRAME.match(text)) is not None:
