@@ -186,9 +186,9 @@ def parse(text: str) -> Histograms:
                 what = f"{low}-{high}: {count:g} kept" if index == last else f"{low}-{high}: {count:g}, bar missing"
                 damage.append(Damage(row.number, f"a row cut short ({what})"))
         elif scale is not None and bpftrace and (bt := _BT_ROW.match(text_row)) is not None:
-            low = _bt_value(bt["low"])
-            high = _bt_value(bt["high"]) if bt["high"] else low + 1
-            buckets.append((low * scale, high * scale, float(bt["count"])))
+            start = _bt_value(bt["low"])
+            end = _bt_value(bt["high"]) if bt["high"] else start + 1
+            buckets.append((start * scale, end * scale, float(bt["count"])))
         elif scale is not None and buckets and index == last:
             damage.append(Damage(row.number, "the paste ends inside a row: the histogram read to the row before"))
             close(cut=True)
