@@ -10,8 +10,14 @@ and their ``to_facts`` turn them into one note (:func:`note`), which every rende
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from agent.diagnosis.inputs.artifacts.errors import Malformed
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 SHOWN = 5  # damaged lines named one by one; the rest counted
 
@@ -38,3 +44,14 @@ def notes(source: str, damage: Iterable[Damage]) -> tuple[str, ...]:
     """:func:`note` as a tuple of zero or one note, to add to a part's notes."""
     said = note(source, damage)
     return () if said is None else (said,)
+
+
+def read_rows(rows: Iterable[R], read: Callable[[R], T], damage: list[Damage]) -> list[T]:
+    """Each of *rows* read by *read*; a row it finds malformed is skipped and named in *damage*."""
+    found: list[T] = []
+    for row in rows:
+        try:
+            found.append(read(row))
+        except Malformed as error:
+            damage.append(Damage(error.line, f"{error.reason}: skipped"))
+    return found

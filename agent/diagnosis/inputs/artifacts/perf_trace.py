@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.damage import Damage
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.known import seconds_by_call, sum_known
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -83,6 +85,8 @@ class PerfTraceSummary:
     threads: tuple[ThreadSyscalls, ...]
     errors_column: bool  # newer perf prints an errors column; the seed's older perf does not
     lost_events: int  # sum of the "LOST N events!" lines: perf dropped that many events, its counts are low
+    summaries: int = 1  # "Summary of events:" sections in the file, each read (their threads all kept)
+    damage: tuple[Damage, ...] = ()  # rows cut, wrapped past repair or garbled: skipped, each named
 
     def thread(self, tid: int) -> ThreadSyscalls | None:
         """The block of thread *tid*, None if absent."""
@@ -134,14 +138,32 @@ def parse(text: str) -> PerfTraceSummary:
         raise NotThisFormat(FORMAT, "the text is empty")
     lost = sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
     starts = [i for i, line in enumerate(rows) if line.text.strip() == _SUMMARY]
-    if starts:
-        rows = rows[starts[-1] + 1 :]  # perf trace -S prints the trace first
-    elif not looks_like(text):
+    if not starts and not looks_like(text):
         error = _command_error(rows)
         if error is not None:
             raise CommandFailed(FORMAT, error.text, error.number)
         raise NotThisFormat(FORMAT, "no 'NAME (TID), N events, P%' block and no 'syscall calls ...' header")
-    return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
+    if len(starts) <= 1:
+        rows = rows[starts[0] + 1 :] if starts else rows  # perf trace -S prints the trace first
+        return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
+    # Several summaries in one file (runs appended to one log): each is read, and all their threads kept.
+    read: list[PerfTraceSummary] = []
+    damage: list[Damage] = []
+    for first, end in zip(starts, [*starts[1:], len(rows)], strict=True):
+        section = trimmed(rows[first + 1 : end], _opens_block, _inside_summary)
+        try:
+            read.append(_Reader(section, 0).read())
+        except Malformed as error:
+            damage.append(Damage(rows[first].number, f"a summary without thread blocks, skipped ({error.reason})"))
+    if not read:
+        raise Malformed(FORMAT, rows[starts[-1]].number, "no summary has thread blocks (the output was cut short?)")
+    return PerfTraceSummary(
+        threads=tuple(thread for summary in read for thread in summary.threads),
+        errors_column=read[-1].errors_column,
+        lost_events=lost,
+        summaries=len(starts),
+        damage=(*(item for summary in read for item in summary.damage), *damage),
+    )
 
 
 def _opens_block(line: Line) -> bool:
@@ -166,6 +188,7 @@ class _Reader:
         self.in_table = False
         self.errors_column: bool | None = None
         self.lost = lost  # counted over the whole text: perf prints them while tracing, before the summary
+        self.damage: list[Damage] = []
 
     def read(self) -> PerfTraceSummary:
         index = 0
@@ -175,7 +198,7 @@ class _Reader:
         if not self.threads:
             line = self.rows[-1].number if self.rows else 1
             raise Malformed(FORMAT, line, "a summary with no thread blocks (the output was cut short?)")
-        return PerfTraceSummary(tuple(self.threads), bool(self.errors_column), self.lost)
+        return PerfTraceSummary(tuple(self.threads), bool(self.errors_column), self.lost, damage=tuple(self.damage))
 
     def step(self, index: int) -> int:
         """Consumes the line at *index* (and the lines a wrapped row spilled onto); returns how many."""
@@ -198,8 +221,13 @@ class _Reader:
         if _UNITS.fullmatch(stripped) or table.is_rule(joined):
             return used
         if not self.in_table:
-            raise Malformed(FORMAT, line.number, f"expected a thread line or a column header, found {stripped!r}")
-        self.syscalls.append(self.row(joined))
+            self.damage.append(
+                Damage(line.number, f"not a thread line or a column header, skipped ({stripped[:40]!r})")
+            )
+            return used
+        found = self.row(joined, last=index + used >= len(self.rows))
+        if found is not None:
+            self.syscalls.append(found)
         return used
 
     def recognised(self, line: Line) -> bool:
@@ -211,23 +239,28 @@ class _Reader:
     def row_width(self) -> int:
         return 8 if self.errors_column else 7
 
-    def row(self, line: Line) -> SyscallStat:
+    def row(self, line: Line, last: bool) -> SyscallStat | None:
+        """The system call of *line*; None (and the damage named) for a row cut short or garbled."""
         fields = line.fields
         if len(fields) != self.row_width():
-            raise Malformed(
-                FORMAT,
-                line.number,
-                f"a syscall row has {self.row_width()} fields, this one {len(fields)}: {line.text!r}",
-            )
+            kept = "the rows above it read" if last else "skipped"
+            what = "the last row cut short" if last and len(fields) < self.row_width() else "a row garbled"
+            self.damage.append(Damage(line.number, f"{what} ({len(fields)} of {self.row_width()} fields): {kept}"))
+            return None
         name, calls, *rest = fields
-        errors = table.whole(FORMAT, line, "errors", rest.pop(0)) if self.errors_column else None
-        total, low, avg, high, stddev = (
-            table.number(FORMAT, line, what, token)
-            for what, token in zip(("total", "min", "avg", "max", "stddev"), rest, strict=True)
-        )
+        try:
+            errors = table.whole(FORMAT, line, "errors", rest.pop(0)) if self.errors_column else None
+            total, low, avg, high, stddev = (
+                table.number(FORMAT, line, what, token)
+                for what, token in zip(("total", "min", "avg", "max", "stddev"), rest, strict=True)
+            )
+            counted = table.whole(FORMAT, line, "calls", calls)
+        except Malformed as error:
+            self.damage.append(Damage(line.number, f"{name}: {error.reason}, row skipped"))
+            return None
         return SyscallStat(
             name=name,
-            calls=table.whole(FORMAT, line, "calls", calls),
+            calls=counted,
             total_ms=total,
             avg_ms=avg,
             errors=errors,
@@ -324,4 +357,10 @@ def to_facts(summary: PerfTraceSummary, source: str) -> Part:
         )
     if any(thread.sched_yield_calls is None for thread in threads):
         notes.append("some perf trace blocks have an empty table (perf with -F): their calls are unknown")
-    return Part(FORMAT, source, NodeView(), workload, tuple(notes), untimed_counts=True)
+    if summary.summaries > 1:
+        notes.append(
+            f"{source}: {summary.summaries} summaries in one file, each read: the threads of all of them are kept "
+            "and their counts added (runs traced one after the other)"
+        )
+    return Part(FORMAT, source, NodeView(), workload, (*notes, *damage_notes(source, summary.damage)),
+                untimed_counts=True)  # fmt: skip
