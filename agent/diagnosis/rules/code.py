@@ -238,11 +238,44 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
     return Observation(topic, summary, shown, look, workload=workload.ref)
 
 
+WAITING_LEAVES = {"lock": "a lock (mutex) wait", "allocator-lock": "an allocator's lock", "yield": "sched_yield",
+                  "spin": "a spin loop"}  # fmt: skip
+UNOWNED_THREADS = 2  # threads of a dump waiting so, for the paste's missing callers to be worth collecting
+
+
+def _unowned_waits(workload: WorkloadView) -> Observation | None:
+    """Threads of a dump waiting in a lock, a yield or a spin whose callers the paste does not show (gdb's ``info
+    threads``, stacks cut to one frame): who owns the wait is the next thing to collect."""
+    stacks = workload.stacks
+    if stacks is None or stacks.unit not in ("threads", "stacks"):
+        return None
+    groups = [group for group in stacks.groups if group.owner == "unknown" and group.leaf in WAITING_LEAVES]
+    weight = sum(group.weight for group in groups)
+    if weight < UNOWNED_THREADS:
+        return None
+    leaf = max(groups, key=lambda group: group.weight).leaf
+    summary = (
+        f"{weight:g} of {stacks.total:g} threads wait in {WAITING_LEAVES[leaf]}, and the paste does not show who "
+        "called it: which lock, and which thread holds it, is in their callers. In a hang it is a wait nobody ends."
+    )
+    return Observation(
+        "stacks-waiting-owner-unknown",
+        summary,
+        (evidence(f"threads in {WAITING_LEAVES[leaf]} without callers", weight, "threads", f"of {stacks.total:g}"),),
+        (
+            "gdb -p PID -batch -ex 'thread apply all bt' (every thread's callers: the lock's owner)",
+            "perf trace -s -p PID -- sleep 10 (futex calls and time per thread, if it is slow rather than stuck)",
+        ),
+        workload=workload.ref,
+    )
+
+
 def observations(workload: WorkloadView) -> tuple[Observation, ...]:
-    """What *workload*'s on-CPU samples and call sites show, each with what to collect next."""
+    """What *workload*'s on-CPU samples, call sites and stacks show, each with what to collect next."""
     found = [
         _hot_code(workload),
         _sites(workload, workload.yield_sites, "sched_yield"),
         _sites(workload, workload.futex_sites, "futex waits"),
+        _unowned_waits(workload),
     ]
     return tuple(observation for observation in found if observation is not None)

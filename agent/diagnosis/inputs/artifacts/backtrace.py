@@ -48,6 +48,7 @@ __all__ = ["FORMAT", "Frame", "Stack", "StackDump", "looks_like", "looks_like_er
 FORMAT = "stacks"
 
 _THREAD = re.compile(r"^Thread (?P<number>\d+) \((?:Thread 0x[0-9a-fA-F]+ |Thread \d+ )?\(?LWP (?P<lwp>\d+)\)")
+_SWITCHING = re.compile(r"^\[Switching to thread (?P<number>\d+) \((?:Thread 0x[0-9a-fA-F]+ )?\(?LWP (?P<lwp>\d+)\)")
 _GDB_FRAME = re.compile(r"^#(?P<index>\d+)\s+(?:0x[0-9a-fA-F]+ in (?P<rest>\S.*)|(?P<named>[^\s(]+ \(.*))$")
 _GLIBC_FRAME = re.compile(r"^(?P<path>\S*?)\((?P<function>[^()+\s]*)(?:\+0x[0-9a-fA-F]+)?\)\s*\[0x[0-9a-fA-F]+\]$")
 _KERNEL_FRAME = re.compile(r"^\[<[0-9a-fA-F]+>\] (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+$")
@@ -182,7 +183,19 @@ def parse(text: str) -> StackDump:
         nonlocal current
         if current:
             frames = tuple(current)
-            stacks.append(Stack(frames, thread, state_of(frames)))
+            last = stacks[-1] if stacks else None
+            if (
+                last is not None
+                and thread is not None
+                and last.thread == thread
+                and (last.frames[0].function == frames[0].function)
+            ):
+                # gdb prints a thread's top frame when it switches to it, then `bt` the whole stack (or a `bt`
+                # is repeated): one thread, one stack, the longer
+                if len(frames) > len(last.frames):
+                    stacks[-1] = Stack(frames, thread, state_of(frames))
+            else:
+                stacks.append(Stack(frames, thread, state_of(frames)))
         current = []
 
     for clean in _rows(text):
@@ -190,7 +203,7 @@ def parse(text: str) -> StackDump:
             if current and thread is None:
                 close()  # glibc frames: a blank line ends a stack
             continue
-        if (header := _THREAD.match(clean)) is not None:
+        if (header := _THREAD.match(clean) or _SWITCHING.match(clean)) is not None:
             close()
             thread = int(header["lwp"])
             continue
