@@ -21,9 +21,12 @@ class Thresholds:
     # calls each but spent 0.9-3.4 s in them over 4 s; the seed's bare-metal hand-off thread 4.0 s, its main 0.13 s.
     yields_per_thread: int = 100_000
     yield_seconds_per_thread: float = 0.5
-    # At least this many spinning threads make a pool storm (one thread handing work over is not one).
+    # At least this many spinning threads make a pool storm: the seed's bare-metal hand-off was 1 thread, its GCP
+    # storm 16 (one thread handing work over is not one).
     storm_threads: int = 2
     # Threads waiting for a CPU: seconds of run-queue wait per second, per CPU the workload may use.
+    # Measured (docs/diagnosis-rules.md): numpy pools 2.8-3.2 s/s per CPU, 4 hogs 1.2, the fixed pool 1.0, a lock
+    # convoy 0.07, a sleeper 0.
     runqueue_wait_per_cpu: float = 0.25
     # Saturation: threads wanting a CPU on average (CPU used + run-queue wait per second) per CPU it may use. 4 CPU
     # hogs on 2 CPUs want 4 CPUs (2.0 per CPU) however busy the node; the fixed 4-worker numpy pool, whose workers
@@ -34,6 +37,8 @@ class Thresholds:
     # themselves; 4 hogs on a full node still held 58 %.
     busy_share: float = 0.5
     # Futex hand-offs of a pool: futex calls per second per CPU.
+    # The scenario pools made 94-388 futex waits a second in all (numpy 2.x, the fixed pool), a lock convoy 934: a
+    # pool handing off work for every region makes thousands per CPU.
     futex_handoffs_per_cpu: float = 1_000.0
     # A lock convoy: futex waits per second, wakes per wait, share of its threads blocked on average (a convoy of
     # 4 threads measured 930-960 waits/s and 2.8 of 5 threads blocked; a healthy 4-worker pool 390 waits/s and 2.3
@@ -43,9 +48,14 @@ class Thresholds:
     convoy_blocked_share: float = 0.4
     convoy_blocked_threads: float = 0.5  # when the thread count is unknown
     # Throttling: share of CFS periods throttled, and at least this many periods seen.
+    # (The public k0s#4954 pod: 496 of 1,197 periods throttled, 41 %; netdata#12595's examples: 2 of 7 periods.)
     throttled_share: float = 0.2
     throttled_min_periods: int = 10
     # Node observations (percent of the node's CPU time).
+    # System time: the recorded sick pool's top showed 24.8 % sy, the shared machine alone 12 % (sick_mpstat.txt).
+    # Steal: an idle VM lent 7-10 % of its time to its host (no finding), an EC2 m3.medium 54 % (coreos/bugs#73).
+    # Soft interrupts and I/O wait: not measured here; the operators' usual bars (10 % and 20 %), for observations
+    # that only say where to look, never a cause.
     system_percent: float = 20.0
     steal_percent: float = 10.0
     softirq_percent: float = 10.0
