@@ -18,6 +18,7 @@ POOL_STORM = "thread-pool-oversubscription / yield-storm"
 POOL_UNCHECKED = "could not check thread-pool-oversubscription"
 SYSTEM_TIME = "observation system-time-unexplained"
 KERNEL_NEXT = "observation kernel-time-collect-next"
+OTHER_LOAD = "run-queue-saturation / other-load"
 RUN = ("perf_trace_s", "top_b", "mpstat", "vmstat", "pidstat_t")  # one recorded run, every tool
 
 # files -> what the rules conclude: findings, rules that could not decide, observations; "none"; "error" (the
@@ -179,6 +180,29 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("recorded_proc_vmstat_memcg_churn.txt",): "none",
     ("recorded_pyspy_dump_native_yielders.txt",): "observation yield-site, observation futex-site",
     ("recorded_pyspy_dump_yielders.txt",): "none",
+    # issue 34: new formats, stacks read by the classifier, run-queue waits
+    ("public_bcc_hist_cpudist_bcc3924_tm_cut.txt",): "none",
+    ("public_bcc_hist_cpudist_bcc4131_extension_cut.txt",): "none",
+    ("public_bcc_hist_cpudist_bcc585_basic.txt",): "none",
+    ("public_bcc_hist_runqlat_bcc1732_idle_cut.txt",): "none",
+    ("public_gdb_threads_logcabin213_lll_lock_cut.txt",): "observation stacks-waiting-owner-unknown",
+    ("public_gdb_threads_torque59_lll_lock_cut.txt",): "observation stacks-waiting-owner-unknown",
+    ("public_perf_sched_latency_tikv2473_cut.txt",): "none",
+    ("public_proc_interrupts_armbian2117_fence_cut.txt",): "none",
+    ("public_pyspy_top_pyspy737_logging_acquire_cut.txt",): "none",
+    ("public_stacks_codyco112_openblas_yield_cut.txt",): POOL_STORM,
+    ("public_stacks_openblas660_exec_blas_yield.txt",): "observation yield-site",
+    ("recorded_bpftrace_hist_runqlat_victim_alone.txt",): "none",
+    ("recorded_bpftrace_hist_runqlat_victim_beside_hogs.txt",): "could not check run-queue-saturation",
+    ("recorded_gdb_info_threads_numpy2_pool.txt",): "thread-pool-oversubscription / user-space-spin",
+    ("recorded_perf_lock_contention_convoy.txt",): "none",
+    ("recorded_perf_lock_report_empty.txt",): "none",
+    ("recorded_perf_sched_latency_victim_alone.txt",): "none",
+    ("recorded_perf_sched_latency_victim_beside_hogs.txt",): "none",
+    ("recorded_perf_sched_timehist_s_victim_beside_hogs.txt",): "none",
+    ("recorded_pidstat_victim_alone.txt",): "none",
+    ("recorded_pidstat_victim_beside_hogs.txt",): "none",
+    ("recorded_proc_interrupts.txt",): "none",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,
@@ -187,6 +211,10 @@ EXPECTED: dict[tuple[str, ...], str] = {
     tuple(f"healthy_{tool}.txt" for tool in RUN): f"{POOL_UNCHECKED}, {SYSTEM_TIME}",
     ("sick_strace_fc.txt", "sick_pidstat_t.txt"): POOL_UNCHECKED,
     ("gomp_perf_trace_s.txt", "gomp_pidstat_t.txt", "gomp_top_b.txt"): POOL_UNCHECKED,
+    ("recorded_bpftrace_hist_runqlat_victim_beside_hogs.txt", "recorded_pidstat_victim_beside_hogs.txt"): OTHER_LOAD,
+    ("recorded_bpftrace_hist_runqlat_victim_beside_hogs.txt", "recorded_pidstat_victim_beside_hogs.txt",
+     "recorded_perf_sched_latency_victim_beside_hogs.txt"): OTHER_LOAD,
+    ("recorded_bpftrace_hist_runqlat_victim_alone.txt", "recorded_pidstat_victim_alone.txt"): "none",
 }  # fmt: skip
 
 
