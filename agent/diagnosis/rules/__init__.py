@@ -107,9 +107,11 @@ def diagnose(facts: Facts, limits: Thresholds = DEFAULT) -> Diagnosis:
         )
     )
     unchecked = tuple(outcome for outcome in outcomes if isinstance(outcome, Unchecked))
+    saturated = any(finding.cause is Cause.RUN_QUEUE_SATURATION for finding in findings)  # it says the waits
     observed = (
         node.observations(facts, findings, limits)
         + node_counters.observations(facts)
         + next_steps.observations(facts, findings)
+        + (() if saturated else runqueue_waits.observations(facts, limits))
     )
     return Diagnosis(facts, findings, unchecked, observed)

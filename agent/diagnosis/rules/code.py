@@ -239,7 +239,8 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
 
 
 WAITING_LEAVES = {"lock": "a lock (mutex) wait", "allocator-lock": "an allocator's lock", "yield": "sched_yield",
-                  "spin": "a spin loop"}  # fmt: skip
+                  "spin": "a spin loop", "futex": "a condition or futex wait"}  # fmt: skip
+TAIL_SHARE = 0.1  # of the samples: rows that hold less are the tail of a profile, its top not pasted
 UNOWNED_THREADS = 2  # threads of a dump waiting so, for the paste's missing callers to be worth collecting
 
 
@@ -270,10 +271,33 @@ def _unowned_waits(workload: WorkloadView) -> Observation | None:
     )
 
 
+def _profile_tail(workload: WorkloadView) -> Observation | None:
+    """A profile pasted without its top: the rows hold a sliver of the samples, so nothing at the top can be named."""
+    samples, total = workload.cpu_samples, workload.cpu_samples_total
+    if not samples or not total or workload.stacks is not None:
+        return None  # stacks formats count every sample they list
+    listed = sum(row.count for row in samples) / total
+    if listed >= TAIL_SHARE:
+        return None
+    return Observation(
+        "profile-tail-collect-next",
+        f"The rows pasted hold {100 * listed:.1f} % of the profile's samples, each a sliver: the top of the profile, "
+        "where the time goes, is not in the paste.",
+        (
+            evidence(
+                "samples in the rows pasted", 100 * listed, "%", f"the top of a profile: {100 * TAIL_SHARE:g} % or more"
+            ),
+        ),
+        (f"{RECORD} | head -60 (the top rows, with who calls them)",),
+        workload=workload.ref,
+    )
+
+
 def observations(workload: WorkloadView) -> tuple[Observation, ...]:
     """What *workload*'s on-CPU samples, call sites and stacks show, each with what to collect next."""
     found = [
-        _hot_code(workload),
+        hot := _hot_code(workload),
+        None if hot is not None else _profile_tail(workload),
         _sites(workload, workload.yield_sites, "sched_yield"),
         _sites(workload, workload.futex_sites, "futex waits"),
         _unowned_waits(workload),

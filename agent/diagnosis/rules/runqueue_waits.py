@@ -9,8 +9,8 @@ well as a busy one. Who held the CPUs is named where a paste tells it (perf sche
 
 from __future__ import annotations
 
-from agent.diagnosis.facts import NodeView, WorkloadView
-from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism, Unchecked
+from agent.diagnosis.facts import Facts, NodeView, WorkloadView
+from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism, Observation, Unchecked
 from agent.diagnosis.rules.common import evidence, workload_finding
 from agent.diagnosis.rules.signals import cpus_allowed
 from agent.diagnosis.rules.thresholds import Thresholds
@@ -21,6 +21,7 @@ EXPLANATION = (
     "workload's own threads, that makes it slow."
 )
 HOLDERS_NAMED = 3
+SEVERAL_WAITS = 20  # switches of a task, for its average wait to be more than a moment (a command's start-up)
 COLLECT_CPU = "pidstat -u -p PID 5 1 (its CPU use beside the waits)"
 COLLECT_HOLDERS = "perf sched record -- sleep 5; perf sched latency --sort max (which tasks hold the CPUs)"
 
@@ -100,4 +101,46 @@ def check(workload: WorkloadView, node: NodeView, limits: Thresholds) -> Finding
         fix=other_load_fix(holders),
         explanation=EXPLANATION,
         collect_next=() if holders else (COLLECT_HOLDERS,),
+    )
+
+
+def observations(facts: Facts, limits: Thresholds) -> tuple[Observation, ...]:
+    """A scheduler trace's tasks that waited longer than a few time slices for a CPU (perf sched latency): on
+    average (the run queue is full), or only at times; which task is the workload the trace does not say."""
+    delays = [
+        task
+        for task in facts.node.task_delays or ()
+        if (task.max_delay_seconds or 0.0) >= limits.runqueue_long_wait and (task.switches or 0) >= SEVERAL_WAITS
+    ]
+    if not delays:
+        return ()
+    worst = max(delays, key=lambda task: task.average_delay_seconds or 0.0)
+    longest = max(delays, key=lambda task: task.max_delay_seconds or 0.0)
+    name = worst.name if worst.pid is None else f"{worst.name} ({worst.pid})"
+    average = worst.average_delay_seconds or 0.0
+    if average >= limits.runqueue_long_wait:
+        summary = (
+            f"{name} waited {1000 * average:.1f} ms on average for a CPU each time it woke: more than a few time "
+            "slices, a full run queue on its CPUs."
+        )
+    else:
+        summary = (
+            f"Some tasks waited up to {1000 * (longest.max_delay_seconds or 0.0):.1f} ms for a CPU ({longest.name}), "
+            f"but {1000 * average:.2f} ms or less on average: long waits at times, not a full run queue."
+        )
+    return (
+        Observation(
+            "runqueue-delays",
+            summary + " Which task is the workload, and how often it waits so, the trace alone does not tell.",
+            (
+                evidence(f"average wait for a CPU of {name}", 1000 * average, "ms", "a time slice: 0.75-3 ms"),
+                evidence(
+                    f"longest wait ({longest.name})",
+                    1000 * (longest.max_delay_seconds or 0.0),
+                    "ms",
+                    f"bar {1000 * limits.runqueue_long_wait:g} ms",
+                ),
+            ),
+            ("runqlat-bpfcc -p PID 10 1 (each wait of the workload), with pidstat -u -p PID 10 1 (its CPU use)",),
+        ),
     )

@@ -207,6 +207,9 @@ def leaf_and_owner(frames: tuple[Frame, ...]) -> tuple[str, Frame | None, str, s
     if leaf is None:
         first = next((frame for frame in frames if frame.library != code.KERNEL), None)
         leaf = "spin" if first is not None and SPIN.search(first.function or "") else "running"
+    user = [frame for frame in frames if frame.library != code.KERNEL]
+    if owner is None and len(user) >= 2 and user[-1].function is not None:
+        return leaf, user[-1], "runtime", None  # the runtime's own thread (an executor's worker, a GC thread)
     kind, implementation = _owner(owner)
     return leaf, owner, kind, implementation
 
