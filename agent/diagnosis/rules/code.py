@@ -293,11 +293,35 @@ def _profile_tail(workload: WorkloadView) -> Observation | None:
     )
 
 
+def _unnamed_top(workload: WorkloadView) -> Observation | None:
+    """A profile whose top no kind of code explains (a program's own code, a spread load): the busiest function and
+    libraries, and the command that shows who calls them."""
+    samples, total = workload.cpu_samples, workload.cpu_samples_total
+    if not samples or not total or workload.stacks is not None:
+        return None
+    top = max(samples, key=lambda row: row.count)
+    by_library: dict[str, float] = {}
+    for row in samples:
+        by_library[row.library] = by_library.get(row.library, 0.0) + row.count
+    libraries = sorted(by_library.items(), key=lambda item: -item[1])[:3]
+    shown = ", ".join(f"{name} {_pct(count / total)} %" for name, count in libraries)
+    return Observation(
+        "hot-code-collect-next",
+        f"No kind of code schedwatch knows holds {100 * KIND_SHARE:g} % of the samples: the busiest function is "
+        f"{top.function or '?'} ({top.library}, {_pct(top.count / total)} %); by library {shown}. Which code calls "
+        "it, and whether it is the program's own, the call graph tells.",
+        (evidence(f"samples in {top.function or '?'}", 100 * top.count / total, "%", "the busiest function"),),
+        (f"{RECORD} (who calls the busiest code)", "perf report --stdio --no-children --sort dso (time by library)"),
+        workload=workload.ref,
+    )
+
+
 def observations(workload: WorkloadView) -> tuple[Observation, ...]:
     """What *workload*'s on-CPU samples, call sites and stacks show, each with what to collect next."""
     found = [
         hot := _hot_code(workload),
-        None if hot is not None else _profile_tail(workload),
+        tail := (None if hot is not None else _profile_tail(workload)),
+        None if hot is not None or tail is not None else _unnamed_top(workload),
         _sites(workload, workload.yield_sites, "sched_yield"),
         _sites(workload, workload.futex_sites, "futex waits"),
         _unowned_waits(workload),
