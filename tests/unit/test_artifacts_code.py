@@ -146,10 +146,12 @@ def test_hot_code_kinds_of_the_functions_at_the_top() -> None:
     assert kind("gomp_team_barrier_wait_end", "user") == "user-spin" and kind("cpuidle_enter_state") == "idle"
 
 
-def test_hot_code_below_the_bar_says_nothing() -> None:
+def test_the_tail_of_a_profile_names_no_code_and_asks_for_its_top() -> None:
     # the tail of a profile: its rows are 0.09-0.15 % of the samples each, whatever kind they are
     diagnosis = diagnose(read_environment([FIXTURES / "public_perf_report_openblas1193_tail_comma.txt"]))
-    assert diagnosis.observations == () and diagnosis.findings == ()
+    (tail,) = diagnosis.observations
+    assert tail.topic == "profile-tail-collect-next" and diagnosis.findings == ()
+    assert tail.evidence[0].value == 1.3 and "head -60" in tail.look_next[0]
 
 
 # --- /proc and cgroup files -------------------------------------------------------------------------------------
