@@ -151,7 +151,7 @@ def test_the_tail_of_a_profile_names_no_code_and_asks_for_its_top() -> None:
     diagnosis = diagnose(read_environment([FIXTURES / "public_perf_report_openblas1193_tail_comma.txt"]))
     (tail,) = diagnosis.observations
     assert tail.topic == "profile-tail-collect-next" and diagnosis.findings == ()
-    assert tail.evidence[0].value == 1.3 and "head -60" in tail.look_next[0]
+    assert tail.evidence[0].value == 1.33 and "head -60" in tail.look_next[0]
 
 
 # --- /proc and cgroup files -------------------------------------------------------------------------------------
