@@ -725,9 +725,13 @@ def test_the_damage_is_named_in_the_report(tmp_path: Path) -> None:
 
 
 def test_several_summaries_in_one_file_are_each_read(tmp_path: Path) -> None:
-    seed = read("gcp_perf_trace_s.txt")
-    twice = perf_trace.parse(seed + "\n" + seed)
-    assert twice.summaries == 2 and len(twice.threads) == 2 * len(perf_trace.parse(seed).threads)
+    seed, other = read("gcp_perf_trace_s.txt"), read("sick_perf_trace_s.txt")
+    twice = perf_trace.parse(seed + "\n" + seed)  # one run's summary appended twice: its threads, counts doubled
+    once = perf_trace.parse(seed)
+    assert twice.summaries == 2 and len(twice.threads) == len(once.threads)
+    assert twice.thread(2847).syscall("sched_yield").calls == 2 * once.thread(2847).syscall("sched_yield").calls  # type: ignore[union-attr]
+    two = perf_trace.parse(seed + "\n" + other)  # two runs: the threads of both
+    assert len(two.threads) == len(once.threads) + len(perf_trace.parse(other).threads)
     saved = tmp_path / "twice.txt"
     saved.write_text(seed + "\n" + seed)
     facts = read_environment([saved])
@@ -735,7 +739,7 @@ def test_several_summaries_in_one_file_are_each_read(tmp_path: Path) -> None:
         facts.workloads[0].sched_yield_calls
         == 2 * read_environment([FIXTURES / "gcp_perf_trace_s.txt"]).workloads[0].sched_yield_calls
     )  # type: ignore[operator]
-    assert any("2 summaries in one file, each read" in note for note in facts.notes)
+    assert any("2 summaries in one file, each read and merged" in note for note in facts.notes)
 
 
 def test_headers_without_rows_are_malformed_where_the_tool_always_prints_rows() -> None:

@@ -150,15 +150,33 @@ def unknown_format_message(source: str | None = None) -> str:
 def detect_format(text: str, source: str | None = None) -> Format[Any]:
     """The format of *text*: the first row whose report (or, failing that, whose error message) it looks like.
 
-    Raises UnknownFormat (a NotThisFormat) naming *source* when none does, the empty text included.
+    Raises UnknownFormat (a NotThisFormat) naming *source* when none does, the empty text included. A long text
+    is judged by its head and tail (a tool's report shows itself there), so that a large file no format claims is
+    refused in one pass per format over those, not over all of it.
     """
+    sample = text if len(text) <= 2 * SAMPLE_CHARS else f"{_head(text)}\n{_tail(text)}"
     for fmt in FORMATS:
-        if fmt.looks_like(text):
+        if fmt.looks_like(sample):
             return fmt
     for fmt in FORMATS:
-        if fmt.looks_like_error(text):
+        if fmt.looks_like_error(sample):
             return fmt
     raise UnknownFormat(source)
+
+
+SAMPLE_CHARS = 1 << 20  # of a long text's head and of its tail, judged for its format
+
+
+def _head(text: str) -> str:
+    """The first SAMPLE_CHARS of *text*, to the end of a line."""
+    cut = text.rfind("\n", 0, SAMPLE_CHARS)
+    return text[: cut if cut > 0 else SAMPLE_CHARS]
+
+
+def _tail(text: str) -> str:
+    """The last SAMPLE_CHARS of *text*, from the start of a line."""
+    start = text.find("\n", len(text) - SAMPLE_CHARS)
+    return text[start + 1 if start >= 0 else len(text) - SAMPLE_CHARS :]
 
 
 def parse(text: str, source: str | None = None) -> object:

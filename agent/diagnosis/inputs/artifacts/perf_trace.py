@@ -85,7 +85,7 @@ class PerfTraceSummary:
     threads: tuple[ThreadSyscalls, ...]
     errors_column: bool  # newer perf prints an errors column; the seed's older perf does not
     lost_events: int  # sum of the "LOST N events!" lines: perf dropped that many events, its counts are low
-    summaries: int = 1  # "Summary of events:" sections in the file, each read (their threads all kept)
+    summaries: int = 1  # "Summary of events:" sections in the file, each read (a thread in several: added up)
     damage: tuple[Damage, ...] = ()  # rows cut, wrapped past repair or garbled: skipped, each named
 
     def thread(self, tid: int) -> ThreadSyscalls | None:
@@ -133,37 +133,79 @@ def _command_error(rows: list[Line]) -> Line | None:
 
 def parse(text: str) -> PerfTraceSummary:
     """The summary in *text*; raises NotThisFormat, CommandFailed or Malformed (see .errors)."""
+    if text.count(_SUMMARY) > 1:
+        return _many(text)
     rows = meaningful(lines(text))
     if not rows:
         raise NotThisFormat(FORMAT, "the text is empty")
-    lost = sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
+    lost = _lost(rows)
     starts = [i for i, line in enumerate(rows) if line.text.strip() == _SUMMARY]
     if not starts and not looks_like(text):
         error = _command_error(rows)
         if error is not None:
             raise CommandFailed(FORMAT, error.text, error.number)
         raise NotThisFormat(FORMAT, "no 'NAME (TID), N events, P%' block and no 'syscall calls ...' header")
-    if len(starts) <= 1:
-        rows = rows[starts[0] + 1 :] if starts else rows  # perf trace -S prints the trace first
-        return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
-    # Several summaries in one file (runs appended to one log): each is read, and all their threads kept.
-    read: list[PerfTraceSummary] = []
+    rows = rows[starts[0] + 1 :] if starts else rows  # perf trace -S prints the trace first
+    return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
+
+
+def _lost(rows: list[Line]) -> int:
+    """The events perf said it lost (``LOST N events!`` lines, wherever they are)."""
+    return sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
+
+
+def _many(text: str) -> PerfTraceSummary:
+    """Several summaries in one file (runs appended to one log): each read on its own lines (so that memory holds
+    one summary's lines at a time), a thread of the same id and name in several added up."""
+    parts = text.split(_SUMMARY)
+    number = parts[0].count("\n") + 1  # the line of the first "Summary of events:"
+    lost = _lost(meaningful(lines(parts[0])))
+    threads: dict[tuple[int | None, str | None], ThreadSyscalls] = {}
     damage: list[Damage] = []
-    for first, end in zip(starts, [*starts[1:], len(rows)], strict=True):
-        section = trimmed(rows[first + 1 : end], _opens_block, _inside_summary)
+    errors_column = False
+    for part in parts[1:]:
+        found = meaningful(lines(part, first=number))
+        lost += _lost(found)
+        section = trimmed(found, _opens_block, _inside_summary)
         try:
-            read.append(_Reader(section, 0).read())
+            summary = _Reader(section, 0).read()
         except Malformed as error:
-            damage.append(Damage(rows[first].number, f"a summary without thread blocks, skipped ({error.reason})"))
-    if not read:
-        raise Malformed(FORMAT, rows[starts[-1]].number, "no summary has thread blocks (the output was cut short?)")
+            damage.append(Damage(number, f"a summary without thread blocks, skipped ({error.reason})"))
+        else:
+            errors_column = summary.errors_column
+            damage.extend(summary.damage)
+            for thread in summary.threads:
+                key = (thread.tid, thread.comm)
+                threads[key] = _added(threads[key], thread) if key in threads else thread
+        number += part.count("\n")
+    if not threads:
+        raise Malformed(FORMAT, number, "no summary has thread blocks (the output was cut short?)")
     return PerfTraceSummary(
-        threads=tuple(thread for summary in read for thread in summary.threads),
-        errors_column=read[-1].errors_column,
-        lost_events=lost,
-        summaries=len(starts),
-        damage=(*(item for summary in read for item in summary.damage), *damage),
+        tuple(threads.values()), errors_column, lost, summaries=len(parts) - 1, damage=tuple(damage)
     )
+
+
+def _added(one: ThreadSyscalls, other: ThreadSyscalls) -> ThreadSyscalls:
+    """One thread's blocks of two summaries as one: counts and times added, the extremes kept (stddev, a share of
+    one run's mean, and the events' share of one run, are not kept)."""
+    rows = {stat.name: stat for stat in one.syscalls}
+    for stat in other.syscalls:
+        was = rows.get(stat.name)
+        if was is None:
+            rows[stat.name] = stat
+            continue
+        calls, total = was.calls + stat.calls, was.total_ms + stat.total_ms
+        rows[stat.name] = SyscallStat(
+            name=stat.name,
+            calls=calls,
+            total_ms=total,
+            avg_ms=total / calls if calls else None,
+            errors=None if was.errors is None or stat.errors is None else was.errors + stat.errors,
+            min_ms=None if was.min_ms is None or stat.min_ms is None else min(was.min_ms, stat.min_ms),
+            max_ms=None if was.max_ms is None or stat.max_ms is None else max(was.max_ms, stat.max_ms),
+        )
+    events = None if one.events is None or other.events is None else one.events + other.events
+    return ThreadSyscalls(one.comm, one.tid, events, None, tuple(rows.values()))
 
 
 def _opens_block(line: Line) -> bool:
@@ -203,9 +245,16 @@ class _Reader:
     def step(self, index: int) -> int:
         """Consumes the line at *index* (and the lines a wrapped row spilled onto); returns how many."""
         line = self.rows[index]
+        if self._row_shaped(line):  # the commonest line, read without trying every pattern first
+            found = self.row(line, last=index + 1 >= len(self.rows))
+            if found is not None:
+                self.syscalls.append(found)
+            return 1
         stripped = line.text.strip()
         if _LOST.fullmatch(stripped):
             return 1
+        if (whole := self._whole_line(line, stripped)) is not None:
+            return whole
         joined, used = table.unwrap(self.rows, index, self.recognised)
         stripped = joined.text.strip()
         if thread := _THREAD.fullmatch(stripped):
@@ -230,7 +279,34 @@ class _Reader:
             self.syscalls.append(found)
         return used
 
+    def _whole_line(self, line: Line, stripped: str) -> int | None:
+        """The header lines every block repeats, read at once (their first characters say which), else None."""
+        if (stripped.startswith("---") and table.is_rule(line)) or (
+            stripped.startswith("(msec)") and _UNITS.fullmatch(stripped)
+        ):
+            return 1
+        if stripped.startswith("syscall ") and (columns := _COLUMNS.fullmatch(stripped)):
+            if self.in_table or self.syscalls:
+                self.close()
+            self.errors_column = columns.group("errors") is not None
+            self.in_table = True
+            return 1
+        if " events, " in stripped and (thread := _THREAD.fullmatch(stripped)):
+            self.close()
+            self.header = thread
+            return 1
+        return None
+
+    def _row_shaped(self, line: Line) -> bool:
+        """A whole system-call row of the table being read: its fields, the last a percentage, the second a count."""
+        if not self.in_table:
+            return False
+        fields = line.fields
+        return len(fields) == self.row_width() and fields[-1].endswith("%") and fields[1].isdigit()
+
     def recognised(self, line: Line) -> bool:
+        if self._row_shaped(line):
+            return True
         stripped = line.text.strip()
         if any(pattern.fullmatch(stripped) for pattern in (_THREAD, _COLUMNS, _UNITS, _LOST)) or table.is_rule(line):
             return True
@@ -359,8 +435,8 @@ def to_facts(summary: PerfTraceSummary, source: str) -> Part:
         notes.append("some perf trace blocks have an empty table (perf with -F): their calls are unknown")
     if summary.summaries > 1:
         notes.append(
-            f"{source}: {summary.summaries} summaries in one file, each read: the threads of all of them are kept "
-            "and their counts added (runs traced one after the other)"
+            f"{source}: {summary.summaries} summaries in one file, each read and merged: a thread of the same id and "
+            "name in several is one thread, its counts added (runs traced one after the other)"
         )
     return Part(FORMAT, source, NodeView(), workload, (*notes, *damage_notes(source, summary.damage)),
                 untimed_counts=True)  # fmt: skip
