@@ -65,7 +65,7 @@ def test_each_threshold_has_its_measurement_and_a_reader() -> None:
             index -= 1
         comments = " ".join([*above, lines[node.lineno - 1].partition("#")[2]])
         assert re.search(r"\d", comments), f"step 3: Thresholds.{field.name} has no comment with its measurement"
-        read = f"limits.{field.name}" in readers or f"\"{field.name}\"" in readers  # by name: getattr(limits, ...)
+        read = f"limits.{field.name}" in readers or f'"{field.name}"' in readers  # by name: getattr(limits, ...)
         assert read, f"step 3: no rule reads Thresholds.{field.name}"
 
 
