@@ -114,6 +114,8 @@ def _busy_in_user_space(workload: WorkloadView, findings: tuple[Finding, ...]) -
         return None
     if any(finding.workload == workload.ref for finding in findings) or workload.cpu_samples:
         return None
+    if workload.runqueue_wait_seconds is not None or workload.stacks is not None:
+        return None  # measured live (or with stacks): the rules and the code observations say more than CPU time
     return Observation(
         "user-cpu-collect-next",
         f"It kept {used:.1f} CPUs busy, {100 * (1 - share):.0f} % of it in user space: computing, or threads "
