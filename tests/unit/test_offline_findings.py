@@ -203,6 +203,8 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("recorded_pidstat_victim_alone.txt",): "none",
     ("recorded_pidstat_victim_beside_hogs.txt",): "none",
     ("recorded_proc_interrupts.txt",): "none",
+    ("recorded_stacks_gdb_lock_convoy.txt",): "futex-contention / lock-convoy",
+    ("recorded_stacks_gdb_lock_convoy_bt_full.txt",): "futex-contention / lock-convoy",
     # one environment, several files
     ("gcp_perf_trace_s.txt", "gcp_top.txt"): POOL_STORM,
     ("clock_perf_trace_s.txt", "clock_vmstat.txt"): SYSTEM_TIME,

@@ -84,6 +84,18 @@ def test_the_classifier_names_the_leaf_and_its_owner() -> None:
                Frame("memset", LIBC), Frame("fill", "(program)"))  # fmt: skip
     assert leaf_and_owner(reclaim)[0] == "reclaim"
     assert leaf_and_owner((Frame("__lll_lock_wait", "libpthread.so.0"),))[0::2] == ("lock", "unknown")
+    # glibc 2.36 under gdb: its inlined futex_wait under __lll_lock_wait under pthread_mutex_lock is a mutex wait
+    glibc236 = (Frame("futex_wait", "(program)", "../sysdeps/nptl/futex-internal.h"),
+                Frame("__GI___lll_lock_wait", "(program)", "./nptl/lowlevellock.c"),
+                Frame("lll_mutex_lock_optimized", "(program)", "./nptl/pthread_mutex_lock.c"),
+                Frame("___pthread_mutex_lock", "(program)", "./nptl/pthread_mutex_lock.c"),
+                Frame("work", "(program)", "lock_convoy.c"))  # fmt: skip
+    leaf, owner, kind, _ = leaf_and_owner(glibc236)
+    assert (leaf, kind) == ("lock", "program") and owner is not None and owner.function == "work"
+    # where the kernel says a stack stands wins over the user frames' markers
+    off_cpu = (Frame("finish_task_switch", "[kernel]"), Frame("preempt_schedule_irq", "[kernel]"),
+               Frame("futex_wait", LIBC), Frame("__lll_lock_wait", LIBC), Frame("work", "(program)"))  # fmt: skip
+    assert leaf_and_owner(off_cpu)[0] == "preempted"
 
 
 def test_a_pools_yielding_threads_name_the_pool_at_the_confidence_the_threads_support() -> None:

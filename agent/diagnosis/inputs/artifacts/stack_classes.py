@@ -50,8 +50,8 @@ PYTHON_IO = re.compile(r"^(?:select|poll|epoll|_poll|recv|recvfrom|recv_into|acc
                        r"_read_ready|_run_once|run_forever|serve_forever)$")  # fmt: skip
 PYTHON_YIELD = re.compile(r"^os_sched_yield$")
 GIL = re.compile(r"^take_gil$|^PyEval_RestoreThread$|^PyEval_AcquireThread$|^PyGILState_Ensure$|^drop_gil$")
-LOCK = re.compile(r"^__lll_lock_wait$|^__GI___lll_lock_wait$|^(?:__)?pthread_mutex_(?:timed|clock)?lock|"
-                  r"^__pthread_mutex_lock|^std::mutex::lock|^std::__1::mutex::lock|^PyThread_acquire_lock|"
+LOCK = re.compile(r"^__lll_lock_wait$|^__GI___lll_lock_wait$|^_*pthread_mutex_(?:timed|clock)?lock|"
+                  r"^lll_mutex_lock|^std::mutex::lock|^std::__1::mutex::lock|^PyThread_acquire_lock|"
                   r"^PyMUTEX_LOCK|^_PyMutex_LockTimed|^__lll_timedlock_wait|^pthread_rwlock_(?:rd|wr|timedrd|timedwr)"
                   r"lock|^__pthread_rwlock_(?:rd|wr)lock|^rwlock_")  # fmt: skip
 SPIN = re.compile(r"^pthread_spin_lock$|^__kmp_(?:wait|yield|hyper_barrier|fork_barrier|join_barrier|eq_4|"
@@ -79,7 +79,9 @@ KERNEL_PREEMPTED = re.compile(r"^(?:preempt_schedule|preempt_schedule_irq|preemp
 KERNEL_IDLE = re.compile(r"^(?:cpuidle_enter_state|cpuidle_enter|intel_idle|default_idle|default_idle_call|"
                          r"native_safe_halt|acpi_idle_do_entry|poll_idle|mwait_idle|arch_cpu_idle|do_idle|"
                          r"cpu_startup_entry)")  # fmt: skip
-NEAR = 4  # a wait's markers sit within the first frames outside the kernel
+NEAR = 5  # a wait's markers sit within the first frames outside the kernel
+# Of the markers in those frames, the most telling names the leaf: a mutex wait goes through a futex wait.
+PRIORITY = ("yield", "gil", "lock", "futex", "sleep", "io")
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def leaf_and_owner(frames: tuple[Frame, ...]) -> tuple[str, Frame | None, str, s
     if (held := _allocator_lock(frames)) is not None:
         index, allocator = held
         return "allocator-lock", frames[index], "allocator", allocator.name
-    leaf = _kernel_leaf(frames)
+    leaf = _kernel_leaf(frames)  # where the kernel says it stands wins over the user frames' markers
+    told_by_kernel = leaf is not None
     owner: Frame | None = None
     user_seen = 0
     for frame in frames:
@@ -195,8 +198,9 @@ def leaf_and_owner(frames: tuple[Frame, ...]) -> tuple[str, Frame | None, str, s
             continue
         user_seen += 1
         marker = _user_leaf(frame) if user_seen <= NEAR else None
-        if leaf is None and marker is not None:
-            leaf = marker
+        better = leaf is None or (not told_by_kernel and PRIORITY.index(marker or "io") < PRIORITY.index(leaf))
+        if marker is not None and better:
+            leaf = marker  # glibc's futex_wait under __lll_lock_wait under pthread_mutex_lock is a mutex wait
         if not _runtime(frame) and marker is None:  # the call's own wrapper (a static libc's) is nobody's code
             owner = frame
             break
