@@ -351,3 +351,16 @@ def test_the_entry_code_and_the_scheduler_are_never_named_by_their_inclusive_sha
     rows = (*rows[:2], CodeShare("[kernel]", "do_futex", "kernel", 5.0, inclusive=45.0), rows[3])
     (observation,) = code.observations(WorkloadView(ref=Workload(), cpu_samples=rows, cpu_samples_total=100.0))
     assert observation.topic == "hot-code-futex" and observation.evidence[0].value == 45.0
+
+
+def test_a_call_graph_of_perf_report_goes_through_the_stack_classifier() -> None:
+    """perf report -g: each row's first chain (printed from the root down here: reversed), the row its leaf."""
+    report = perf_report.parse(read("public_perf_report_liburing218_comm_callgraph_cut.txt"))
+    graphed = [row for row in report.rows if row.callers]
+    assert graphed and graphed[0].callers == ("do_syscall_64", "entry_SYSCALL_64_after_hwframe")
+    stacks = read_environment([FIXTURES / "public_perf_report_liburing218_comm_callgraph_cut.txt"]).workloads[0].stacks
+    assert (
+        stacks is not None
+        and stacks.unit == "profile rows"
+        and stacks.total == pytest.approx(sum(row.percent for row in report.rows))
+    )

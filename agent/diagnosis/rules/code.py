@@ -271,10 +271,15 @@ def _unowned_waits(workload: WorkloadView) -> Observation | None:
     )
 
 
+def _listed_all(workload: WorkloadView) -> bool:
+    """Stacks of every sample (perf script, bcc, folded...), rather than a profile's rows (perf report, perf top)."""
+    return workload.stacks is not None and workload.stacks.unit != "profile rows"
+
+
 def _profile_tail(workload: WorkloadView) -> Observation | None:
     """A profile pasted without its top: the rows hold a sliver of the samples, so nothing at the top can be named."""
     samples, total = workload.cpu_samples, workload.cpu_samples_total
-    if not samples or not total or workload.stacks is not None:
+    if not samples or not total or _listed_all(workload):
         return None  # stacks formats count every sample they list
     listed = sum(row.count for row in samples) / total
     if listed >= TAIL_SHARE:
@@ -297,7 +302,7 @@ def _unnamed_top(workload: WorkloadView) -> Observation | None:
     """A profile whose top no kind of code explains (a program's own code, a spread load): the busiest function and
     libraries, and the command that shows who calls them."""
     samples, total = workload.cpu_samples, workload.cpu_samples_total
-    if not samples or not total or workload.stacks is not None:
+    if not samples or not total or _listed_all(workload):
         return None
     top = max(samples, key=lambda row: row.count)
     by_library: dict[str, float] = {}

@@ -56,7 +56,7 @@ def _strength(stacks: StackEvidence, groups: list[StackGroup], limits: Threshold
         if weight < limits.stack_threads_thin:
             return None
         return Confidence.MEDIUM if weight >= limits.stack_threads else Confidence.LOW
-    if stacks.unit in ("samples", "calls") and stacks.total > 0:
+    if stacks.unit in ("samples", "calls", "profile rows") and stacks.total > 0:
         share = weight / stacks.total
         if share < limits.stack_share:
             return None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, SoftirqCounts
 from agent.diagnosis.inputs.artifacts.damage import Damage, notes
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -104,7 +104,10 @@ def parse(text: str) -> ProcInterrupts:
         current[name] = counts
     if cpus is None and readings:
         cpus = max((len(counts) for reading in readings for counts in reading.values()), default=None)
-    return ProcInterrupts(cpus, tuple(reading for reading in readings if reading), tuple(damage))
+    kept = tuple(reading for reading in readings if reading)
+    if not kept:  # every row damaged: nothing left to read
+        raise Malformed(FORMAT, damage[-1].line if damage else 1, "no row with a count for every CPU of the header")
+    return ProcInterrupts(cpus, kept, tuple(damage))
 
 
 def to_facts(report: ProcInterrupts, source: str) -> Part:
