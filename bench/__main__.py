@@ -13,6 +13,7 @@ from bench import (
     families,
     fleet,
     modes,
+    offline_inputs,
     overhead,
     processes,
     sched,
@@ -33,6 +34,7 @@ SUITES = {
     "exits": exits,
     "fleet": fleet,
     "attribution": attribution,
+    "offline_inputs": offline_inputs,
     "overhead": overhead,
     "event_cost": event_cost,
 }
