@@ -168,8 +168,9 @@ def test_compare_two_paths(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         shutil.copy(name, gcp)
     status, out, err = run(capsys, "compare", str(gcp), BARE)
     assert (status, err) == (0, "")
-    assert out.startswith("schedwatch compare: gcp vs baremetal_perf_trace_s")
-    assert "cause in gcp" in out and "In gcp 16 of 20 traced threads spun in sched_yield" in out
+    assert out.startswith("schedwatch compare: gcp vs baremetal\n")
+    assert "gcp is the slow side" in out and "thread-pool-oversubscription / yield-storm in gcp" in out
+    assert "In gcp 16 of 20 traced threads spun in sched_yield" in out
 
 
 def test_compare_json_and_html(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -177,7 +178,7 @@ def test_compare_json_and_html(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     argv = ["compare", "--a", *GCP, "--b", BARE, "--a-name", "GCP", "--b-name", "bare metal", "--json"]
     status, out, _ = run(capsys, *argv, "--html", str(page))
     document = json.loads(out)
-    assert status == 0 and document["schema"] == "schedwatch.comparison/v1"
+    assert status == 0 and document["schema"] == "schedwatch.comparison/v2"
     assert_valid(document)
     assert (document["a"]["name"], document["b"]["name"], document["cause_side"]) == ("GCP", "bare metal", "GCP")
     assert document["a"]["schema"] == SCHEMA and document["b"]["findings"] == []

@@ -37,14 +37,27 @@ def _already_set(processes: Iterable[ProcessView], names: tuple[str, ...]) -> li
     return [f"{name}={value} is set in pid {', '.join(map(str, pids[:5]))}" for (name, value), pids in seen.items()]
 
 
+# What would give the number of threads per worker, by the fact missing.
+CPUS_WOULD_TELL = "its CPUs: `nproc` there, or top (press 1), `mpstat -P ALL 1 1` or /proc/stat saved there (--cpus N)"
+WORKERS_WOULD_TELL = "its pool workers: how many processes its pool starts, e.g. Pool(14) (--workers N)"
+
+
 def pool_fix(
-    workload: WorkloadView, cpus: float | None, workers: int, libraries: tuple[LibraryView, ...] | None, spin: bool
+    workload: WorkloadView,
+    cpus: float | None,
+    workers: int | None,
+    libraries: tuple[LibraryView, ...] | None,
+    spin: bool,
 ) -> Fix:
-    """Cap each worker's pool so that workers x threads fit the CPUs it may use. A workload whose processes were
-    not read (series of another machine) has the workers its node counted, else no number: the formula."""
-    if workload.processes is None and not workload.pools:
-        workers = workload.pool_workers or 0
-    threads = threads_per_process(cpus, workers) if workers > 0 else None
+    """Cap each worker's pool so that workers x threads fit the CPUs it may use. *workers*: the pool workers the rule
+    saw (None: none seen); the workers told or counted on the node (the workload's pool_workers) win, and a workload
+    whose processes were not read (series of another machine) has only those. Without the CPUs or the workers, no
+    number: the formula, and what would give it."""
+    if workload.pool_workers:
+        workers = workload.pool_workers
+    elif workload.processes is None and not workload.pools:
+        workers = None
+    threads = threads_per_process(cpus, workers) if workers else None
     count = str(threads) if threads is not None else "N"
     names = pool_variables(libraries)
     implementations = {library.implementation for library in libraries or ()}
@@ -55,7 +68,7 @@ def pool_fix(
         "where N = the CPUs it may use / its pool workers, at least 1 (e.g. 32 CPUs and 14 workers: N=2)"
     )
     set_them = "Set " + ", ".join(f"{name}={count}" for name in names) + " " + where
-    if threads is not None and cpus is not None:
+    if threads is not None and cpus is not None and workers:
         plural = "s" if workers != 1 else ""
         set_them += (
             f", so that {workers} worker{plural} x {count} thread{'s' if threads != 1 else ''} fit {cpus:g} CPUs"
@@ -77,11 +90,19 @@ def pool_fix(
         if threads is not None
         else "N threads, N = the CPUs it may use / its pool workers, at least 1"
     )
+    missing = (
+        ()
+        if threads is not None
+        else tuple(
+            would_tell for known, would_tell in ((cpus, CPUS_WOULD_TELL), (workers, WORKERS_WOULD_TELL)) if not known
+        )
+    )
     return Fix(
         summary=f"Limit each worker's thread pool to {size} ({', '.join(names)}).",
         steps=tuple(steps),
         variables=variables,
         threads_per_process=threads,
+        missing=missing,
     )
 
 

@@ -34,12 +34,13 @@ EXPLANATIONS = {
 }
 
 
-def _workers(workload: WorkloadView, signals: Signals) -> int:
-    """Pool workers: the largest pool of processes with a pool library, else those processes, else 1."""
+def _workers(workload: WorkloadView, signals: Signals) -> int | None:
+    """Pool workers: the largest pool of processes with a pool library, else those processes; None when the facts
+    show neither (a pasted top lists processes, not which of them run a pool)."""
     pool_pids = {process.pid for process in signals.pool_processes}
     sizes = [len(set(pool.pids) & pool_pids) if pool_pids else pool.size for pool in workload.pools or ()]
     best = max(sizes, default=0)
-    return max(best, len(signals.pool_processes), 1)
+    return max(best, len(signals.pool_processes)) or None
 
 
 def _thread_evidence(signals: Signals) -> list[Evidence]:

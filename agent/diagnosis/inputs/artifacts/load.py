@@ -8,6 +8,7 @@ names the file and says what to do.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import decode
 
 MAX_BYTES = 64 * 1024 * 1024  # perf trace -s of 100,000 threads is about 60 MB; a larger file is not a summary
+STDIN = Path("-")  # a file named "-" on the command line is standard input, as for cat and grep
+STDIN_NAME = "stdin"
 
 
 class OfflineError(Exception):
@@ -28,8 +31,11 @@ class OfflineError(Exception):
 def read_text(path: Path) -> str:
     """The text saved in *path* (decoded as :func:`.text.decode` does); raises Unreadable naming the file."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_BYTES + 1)
+        if path == STDIN:
+            raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with path.open("rb") as file:
+                raw = file.read(MAX_BYTES + 1)
     except OSError as error:
         raise Unreadable(f"{path}: cannot read it ({error.strerror or error})") from None
     if len(raw) > MAX_BYTES:
@@ -45,8 +51,10 @@ def parse_file(path: Path) -> object:
 def files_of(paths: Sequence[Path]) -> list[Path]:
     """*paths* with each directory replaced by its files (sorted, hidden ones skipped, not recursive)."""
     found: list[Path] = []
+    if list(paths).count(STDIN) > 1:
+        raise OfflineError("standard input (-) can be read once: give - once, the rest as files")
     for path in paths:
-        if path.is_dir():
+        if path != STDIN and path.is_dir():
             inside = sorted(child for child in path.iterdir() if child.is_file() and not child.name.startswith("."))
             if not inside:
                 raise OfflineError(f"{path}: an empty directory; give it the saved outputs of perf, strace, top, ...")
@@ -68,7 +76,7 @@ def read_part(path: Path) -> Part | Facts:
         raise OfflineError(str(error)) from None  # the message names the file and what to give instead
     except ArtifactError as error:
         raise OfflineError(f"{path}: {error}; {error.advice}") from None
-    return fmt.to_facts(records, path.name)
+    return fmt.to_facts(records, STDIN_NAME if path == STDIN else path.name)
 
 
 def _not_read_note(problems: Sequence[str]) -> str:
