@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check stack image test lint unit kernel bench load soak scenarios clean
+.PHONY: run check stack image wheel test lint unit kernel bench load soak scenarios clean
 
 run:
 	scripts/setup.sh run
@@ -18,6 +18,11 @@ stack:
 
 image:
 	scripts/build-image.sh
+
+# schedwatch's wheel and those of its dependencies in dist/, for `pip install --no-index --find-links dist schedwatch`
+# on a machine without network or root (analyze and compare need neither BPF nor bcc; docs/analyze.md).
+wheel:
+	python3 -m pip wheel --wheel-dir dist .
 
 test:
 	scripts/setup.sh test
@@ -52,4 +57,4 @@ scenarios:
 	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out/runs.jsonl --documents scenarios-out $(ARGS)
 
 clean:
-	rm -rf $(VENV) tests/.build build *.egg-info
+	rm -rf $(VENV) tests/.build build dist *.egg-info
