@@ -7,8 +7,6 @@ screen knows the answer, its fix and what it was made from.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from agent.diagnosis.comparison import Comparison
 from agent.diagnosis.findings import Diagnosis, Finding, Fix
 
@@ -56,11 +54,6 @@ def inputs_of(diagnosis: Diagnosis) -> str:
     return "; ".join(diagnosis.facts.sources) or "none named"
 
 
-def side_inputs(comparison: Comparison) -> list[tuple[str, str]]:
-    """(side name, its inputs) for A then B."""
-    return [(comparison.a_name, inputs_of(comparison.a)), (comparison.b_name, inputs_of(comparison.b))]
-
-
 def shared_notes(comparison: Comparison) -> list[str]:
     """The notes of both sides, each once: a note only one side has says whose it is."""
     notes_a, notes_b = comparison.a.facts.notes, comparison.b.facts.notes
@@ -69,8 +62,3 @@ def shared_notes(comparison: Comparison) -> list[str]:
         merged.append(note if note in notes_b else f"{comparison.a_name}: {note}")
     merged.extend(f"{comparison.b_name}: {note}" for note in notes_b if note not in notes_a)
     return list(dict.fromkeys(merged))
-
-
-def unique(items: Sequence[str]) -> list[str]:
-    """*items* without repeats, in order."""
-    return list(dict.fromkeys(items))
