@@ -24,7 +24,7 @@ def listing(commands: Sequence[Command]) -> str:
     for section in dict.fromkeys(command.section for command in commands):
         lines.append(f"\n{section}:")
         lines.extend(f"  {c.name:<{width}}  {c.help}" for c in commands if c.section == section)
-    lines.append("\nschedwatch COMMAND --help: its flags and examples. All the documentation: docs/README.md")
+    lines.append("\nschedwatch COMMAND --help: its flags and examples; documentation: docs/README.md")
     return "\n".join(lines)
 
 

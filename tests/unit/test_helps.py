@@ -90,6 +90,7 @@ def test_schedwatch_help_lists_every_command_with_what_it_is_for(
         assert re.search(rf"^  {command.name} +{re.escape(command.help)}$", text, re.M), command.name
         assert len(f"  {command.name}  {command.help}") <= 80, f"{command.name}'s line is wider than 80 columns"
     assert "module" not in text and "parser" not in text  # no developer's docstring
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command.name)
