@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from tests.support.scrape import Scrape, scrape
+from tests.support.slowdown import slowdown
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,6 +69,7 @@ class AgentProcess:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until /metrics answers; if it dies or never answers, stop it and raise with its log."""
+        timeout *= slowdown()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -93,6 +95,7 @@ class AgentProcess:
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, wait, and return the exit code."""
+        timeout *= slowdown()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
