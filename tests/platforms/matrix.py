@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shlex
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +123,22 @@ def _read_junit(path: Path, result: MachineResult) -> None:
         result.outcomes[node] = outcome
 
 
+def _run_and_tell(machine: Machine, out: Path, short: bool) -> MachineResult:
+    print(f"platforms: {machine.name} ...", flush=True)
+    result = run_machine(machine, out, short)
+    passed = sum(outcome == "passed" for outcome in result.outcomes.values())
+    failure = f" — {result.failure.splitlines()[0]}" if result.failure else ""
+    print(
+        f"platforms: {machine.name} on {result.release}: {passed} of {len(result.outcomes)} passed "
+        f"in {result.seconds / 60:.1f} min{failure}",
+        flush=True,
+    )
+    for node, outcome in result.outcomes.items():
+        if outcome != "passed":
+            print(f"  {outcome}: {node} {result.messages.get(node, '')}", flush=True)
+    return result
+
+
 def report(results: list[MachineResult], command: str, seconds: float) -> str:
     """The measured part of docs/platforms.md: one row per machine, then each machine's tests."""
     today = datetime.date.today().isoformat()
@@ -170,6 +188,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--report", type=Path, help="the document whose measured part to rewrite")
     parser.add_argument("--out", type=Path, default=REPO / "platforms-out")
     parser.add_argument("--short", action="store_true", help="the short tier's tests only")
+    parser.add_argument("--jobs", type=int, default=1, help="machines run at once (each emulated VM takes a CPU)")
     args = parser.parse_args(argv)
     wanted = args.machines.split(",")
     unknown = set(wanted) - {machine.name for machine in MACHINES}
@@ -177,22 +196,11 @@ def main(argv: list[str]) -> int:
         parser.error(f"no such machines: {', '.join(sorted(unknown))} (known: {', '.join(m.name for m in MACHINES)})")
     started = time.monotonic()
     prepare_host()
-    results = []
-    for machine in (machine for machine in MACHINES if machine.name in wanted):
-        print(f"platforms: {machine.name} ...", flush=True)
-        result = run_machine(machine, args.out, args.short)
-        results.append(result)
-        passed = sum(outcome == "passed" for outcome in result.outcomes.values())
-        print(
-            f"platforms: {machine.name} on {result.release}: {passed} of {len(result.outcomes)} passed "
-            f"in {result.seconds / 60:.1f} min{' — ' + result.failure.splitlines()[0] if result.failure else ''}",
-            flush=True,
-        )
-        for node, outcome in result.outcomes.items():
-            if outcome != "passed":
-                print(f"  {outcome}: {node} {result.messages.get(node, '')}", flush=True)
+    chosen = [machine for machine in MACHINES if machine.name in wanted]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda machine: _run_and_tell(machine, args.out, args.short), chosen))
     measured = report(
-        results, "make platforms" + (f" ARGS='{' '.join(argv)}'" if argv else ""), time.monotonic() - started
+        results, shlex.join(["python", "-m", "tests.platforms.matrix", *argv]), time.monotonic() - started
     )
     (args.out / "report.md").write_text(measured)
     if args.report:
