@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from tests.platforms.machines import pytest_command
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+BASETEMP = Path("/tmp/schedwatch-platform")  # in the guest's own memory: tests make sockets and cgroups' files there
+LOG_COPY_SECONDS = 20.0
 # The v1 hierarchies as CentOS 7's systemd and Docker CE's cgroupfs driver mount them (with cpu and cpuacct
 # linked to their joint hierarchy, as there).
 V1_HIERARCHIES = (
@@ -75,6 +79,19 @@ def v1_only() -> None:
         (CGROUP_ROOT / name).symlink_to(target)
 
 
+def copy_logs(source: Path, target: Path, stop: threading.Event) -> None:
+    """Copy the logs under *source* (the agents') to *target* every LOG_COPY_SECONDS and once more at *stop*: the
+    host can read how far a slow guest got while it runs."""
+    while True:
+        stopped = stop.wait(LOG_COPY_SECONDS)
+        for log in source.rglob("*.log"):
+            copy = target / log.relative_to(source)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, copy)
+        if stopped:
+            return
+
+
 def describe() -> dict[str, object]:
     """What the tests ran on: the kernel, its preemption model and the cgroup mounts."""
     from agent.machine.cgroups.layout import read_layout
@@ -104,13 +121,15 @@ def main(argv: list[str]) -> int:
     v2_only() if args.layout == "v2" else v1_only()
     (results / "machine.json").write_text(json.dumps(describe(), indent=1) + "\n")
     pytest_args = [a for a in args.pytest_args if a != "--"]
+    stop = threading.Event()
+    copier = threading.Thread(target=copy_logs, args=(BASETEMP, results / "logs", stop), daemon=True)
+    copier.start()
     with (results / "pytest.log").open("w") as log:
         done = subprocess.run(
-            pytest_command(pytest_args, results),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=False,
+            pytest_command(pytest_args, results, BASETEMP), stdout=log, stderr=subprocess.STDOUT, check=False
         )
+    stop.set()
+    copier.join()
     (results / "exit_code").write_text(f"{done.returncode}\n")
     return done.returncode
 

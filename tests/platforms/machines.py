@@ -87,7 +87,8 @@ def left_out(layout: str) -> list[TierTest]:
     return [test for test in TIER if layout not in test.layouts]
 
 
-def pytest_command(nodes: list[str], results: Path) -> list[str]:
-    """The pytest run of one machine (in its VM, or in place): verbose, its junit XML into *results*."""
-    junit = f"--junitxml={results / 'junit.xml'}"
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-ra", "-v", junit, *nodes]
+def pytest_command(nodes: list[str], results: Path, basetemp: Path) -> list[str]:
+    """The pytest run of one machine (in its VM, or in place): verbose, its junit XML into *results*, its temporary
+    files (the agents' logs among them) in *basetemp*."""
+    junit, temporary = f"--junitxml={results / 'junit.xml'}", f"--basetemp={basetemp}"
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-ra", "-v", junit, temporary, *nodes]

@@ -95,7 +95,7 @@ def _run_here(machine: Machine, nodes: list[str], results: Path) -> MachineResul
     started = time.monotonic()
     with (results / "pytest.log").open("w") as log:
         subprocess.run(
-            pytest_command(nodes, results),
+            pytest_command(nodes, results, results / "tmp"),
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -50,6 +50,7 @@ class AgentProcess:
             f"127.0.0.1:{self.port}",
             "--log-format",
             "json",
+            *slow_machine_flags(),
             *flags,
         ]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
@@ -105,6 +106,12 @@ class AgentProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+def slow_machine_flags() -> list[str]:
+    """On an emulated machine (slowdown > 1) a scrape can take longer than the agent's default web timeout (10 s)
+    gives it: the longest allowed instead. A test's own --web.timeout comes later and wins."""
+    return ["--web.timeout", "300"] if slowdown() > 1 else []
 
 
 def kubelet_docker_agent(work: Path, docker_socket: Path, *extra: str) -> AgentProcess:
