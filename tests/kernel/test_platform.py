@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent.diagnosis.rules.thresholds import Thresholds
 from agent.machine.cgroups.files import parse_flat_keyed
-from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
+from tests.kernel.test_cgroup_cpu import PERIOD_US, QUOTA_US, quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import AgentProcess
 from tests.support.diagnose import Diagnose
@@ -110,15 +110,11 @@ def test_diagnose_names_a_throttled_pool_and_its_cpu_limit(
     cgroups: CgroupSandbox,
     numpy126: Path,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    """A numpy 1.26 pool of 4 workers (OpenBLAS 0.3.23: its idle threads yield) under a limit of a fifth of a CPU,
+    """A numpy 1.26 pool of 4 workers (OpenBLAS 0.3.23: its idle threads yield) under a limit of a tenth of a CPU,
     diagnosed from the running agent: its oversubscription is named with the limit as the CPUs it may use, and the
     throttling the kernel counted (cpu.stat) is named too."""
     group, cpu, dirs = quota_cgroup(cgroups, "throttled-pool")
-    limit = 0.2
-    if (cpu / "cpu.max").exists():
-        (cpu / "cpu.max").write_text(f"{int(limit * 100_000)} 100000")
-    else:
-        (cpu / "cpu.cfs_quota_us").write_text(str(int(limit * 100_000)))
+    limit = QUOTA_US / PERIOD_US
     cgroup = cgroups.relative(group)
     window = 10
     diagnose = Diagnose("--duration", str(window), "--cgroup", cgroup, "--from", f"http://127.0.0.1:{agent.port}")
@@ -139,7 +135,7 @@ def test_diagnose_names_a_throttled_pool_and_its_cpu_limit(
         assert pool.stdin is not None
         pool.stdin.close()
         pool.wait(timeout=120)
-    # The kernel's own count decides whether throttling must be named: 8 busy BLAS threads stopped by a fifth of a
+    # The kernel's own count decides whether throttling must be named: 8 busy BLAS threads stopped by a tenth of a
     # CPU are throttled in most periods unless the machine gave the whole pool less than that.
     assert throttled >= Thresholds().throttled_share * periods, (
         f"cpu.stat: {throttled} of {periods} periods throttled: the pool got less than {limit} CPU from this machine"

@@ -68,8 +68,9 @@ class AgentProcess:
         agent._log = log_path.open("a")
         return agent
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log."""
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log. The agent
+        compiles each program first: 20 s for one on this 2-CPU machine when others' VMs and tests load it."""
         timeout *= slowdown()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
