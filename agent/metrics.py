@@ -306,8 +306,9 @@ FINDING = GaugeSpec(
 )
 POOL_WORKERS = GaugeSpec(
     "schedwatch_pool_workers",
-    "Pool workers of a workload the standing evaluation flags (the largest group of its processes sharing parent "
-    "and command, else 1): what the fix needs to size each worker's threads. Only flagged workloads have it.",
+    "Pool workers of a workload the standing evaluation flags (its processes in groups sharing parent and command, "
+    "else 1 for a lone process; absent when several processes form no group): what the fix needs to size each "
+    "worker's threads. Only flagged workloads have it.",
     WORKLOAD_LABELS,
 )
 NODE_CPUS = GaugeSpec(
