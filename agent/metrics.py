@@ -434,6 +434,15 @@ PERF_CGROUPS_UNCOUNTED = GaugeSpec(
     "their calls are counted in their nearest counted ancestor.",
     (),
 )
+PERF_COUNTS_EXACT = GaugeSpec(
+    "schedwatch_perf_counts_exact",
+    "Perf mode, per workload with counted calls: 1 when its sched_yield and futex counts are exactly its own tasks' "
+    "calls; 0 when some of its calls may have been counted in an ancestor's series (a task of it ran before its "
+    "counters had opened, as in a cgroup made just before its workload started, or while the kernel refused them), "
+    "or its series may hold such calls of a cgroup below it. The totals stay exact; only where they are counted "
+    "differs.",
+    WORKLOAD_LABELS,
+)
 PERF_COUNTER_OPEN_FAILURES = CounterSpec(
     "schedwatch_perf_counter_open_failures",
     "Cgroups whose perf counters the kernel refused to open, by error (e.g. EMFILE: raise the file limit).",
