@@ -210,6 +210,19 @@ class PerfSyscallCounters:
             if ancestor is not None:
                 self._counted[ancestor].exact = False
 
+    def _mark_holders(self, paths: dict[int, str]) -> None:
+        """Mark inexact the nearest counted ancestor of each cgroup left without counters (past the bound, or
+        refused) in which a task is or has run: its calls are counted there. An ancestor marked already is not
+        checked again."""
+        uncounted = [path for cgroup_id, path in paths.items() if cgroup_id not in self._counted]
+        if not uncounted or not self._began:
+            return
+        by_path = {cgroup.path: key for key, cgroup in self._counted.items()}
+        for path in uncounted:
+            ancestor = self._counted_ancestor(path, by_path)
+            if ancestor is not None and self._counted[ancestor].exact and self._ran(path):
+                self._counted[ancestor].exact = False
+
     def _ran(self, path: str) -> bool:
         """Whether a task is in the cgroup, or (cgroup2) has run in it: its cpu.stat's usage_usec above 0."""
         directory = cgroup_directory(self._resolver.root or "", path)
@@ -246,6 +259,7 @@ class PerfSyscallCounters:
             # Parents are read before their children: a parent's own count can only be short, never long.
             cgroup.exported = [max(a, b) for a, b in zip(cgroup.exported, exclusive[cgroup_id], strict=True)]
             counts[cgroup_id] = (cgroup.path, list(cgroup.exported))
+        self._mark_holders(paths)
         inexact = frozenset(cgroup_id for cgroup_id, cgroup in self._counted.items() if not cgroup.exact)
         for cgroup_id in gone:
             self._close(self._counted.pop(cgroup_id))

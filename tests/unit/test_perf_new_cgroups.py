@@ -150,3 +150,16 @@ def test_the_watcher_opening_a_cgroup_before_its_task_runs_keeps_it_exact(kernel
     (kernel.tree / "prompt" / "cgroup.procs").write_text("99\n")
     kernel.calls = {"/": 10, "/prompt": 10}
     assert by_path(source.read()) == {"/": (0, True), "/prompt": (10, True)}
+
+
+def test_a_cgroup_past_the_bound_marks_the_ancestor_that_counts_its_calls(kernel: FakeKernel) -> None:
+    source = perf_syscalls.PerfSyscallCounters(kernel.tree, kernel.tree, hierarchical=True, max_cgroups=2)
+    make(kernel.tree, "/pod")
+    source.read()
+    make(kernel.tree, "/pod/empty")  # past the bound of 2 cgroups, and nothing in it: / and /pod stay exact
+    assert by_path(source.read()) == {"/": (0, True), "/pod": (0, True)}
+    make(kernel.tree, "/pod/busy", tasks="31\n")  # past the bound too, with a task: its calls are the pod's
+    kernel.calls = {"/": 900, "/pod": 900}
+    snapshot = source.read()
+    assert by_path(snapshot) == {"/": (0, True), "/pod": (900, False)}
+    assert snapshot.health.cgroups_uncounted == 2
