@@ -70,9 +70,9 @@ def pool_fix(
     none was left to read); without them, the workers its node counted (schedwatch_pool_workers). A number that is
     still unknown is never assumed: the fix gives the formula with what is known, and says what would give the rest.
     """
-    if workers is None:
-        workers = workload.pool_workers
-    threads = threads_per_process(cpus, workers) if workers is not None and workers > 0 else None
+    if not workers:  # not counted (0 from a caller that cannot count them is not a count either)
+        workers = workload.pool_workers or None
+    threads = threads_per_process(cpus, workers) if workers is not None else None
     count = str(threads) if threads is not None else "N"
     names = pool_variables(libraries)
     implementations = {library.implementation for library in libraries or ()}
