@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent.identity.placement import V1_PREFERENCE
 from agent.machine.cgroups.layout import read_layout
 
 SOURCES = Path(__file__).resolve().parents[1] / "workloads"
@@ -42,13 +41,9 @@ class CgroupSandbox:
 
     def __init__(self) -> None:
         layout = read_layout()
-        if layout.unified is not None:
-            self.root = layout.unified
-        else:
-            placing = next((layout.v1[name] for name in V1_PREFERENCE if name in layout.v1), None)
-            if placing is None:
-                raise RuntimeError("no cgroup hierarchy mounted: mount cgroup2 at /sys/fs/cgroup")
-            self.root = placing
+        if layout.workload_tree is None:
+            raise RuntimeError("no cgroup hierarchy mounted: mount cgroup2 at /sys/fs/cgroup")
+        self.root = layout.workload_tree
         self.v1 = {name: path for name, path in layout.v1.items() if path != self.root}
         self.name = f"schedwatch-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.base = self.root / self.name
