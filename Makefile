@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check stack image test lint unit kernel bench load soak scenarios clean
+.PHONY: run check stack image test lint unit kernel bench load soak scenarios platforms clean
 
 run:
 	scripts/setup.sh run
@@ -51,5 +51,11 @@ scenarios:
 	scripts/setup.sh test
 	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out/runs.jsonl --documents scenarios-out $(ARGS)
 
+# The kernel tests on Debian's 6.1 (cgroup v2 only, v1 only, PREEMPT_RT) and 6.12 kernels in VMs and on this
+# machine's own; the table goes to docs/platforms.md (ARGS="--machines debian-6.1-v1" for one machine).
+platforms:
+	scripts/setup.sh test
+	$(PYTHON) -m tests.platforms.matrix --report docs/platforms.md $(ARGS)
+
 clean:
-	rm -rf $(VENV) tests/.build build *.egg-info
+	rm -rf $(VENV) tests/.build build *.egg-info platforms-out

@@ -21,7 +21,7 @@ import pytest
 
 from agent.machine.cgroups.layout import read_layout
 from tests.kernel.conftest import GRACE_SECONDS
-from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
+from tests.kernel.test_cgroup_cpu import PERIOD_US, QUOTA_US, quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.scrape import Scrape, cgroup_value
@@ -327,7 +327,7 @@ def test_threads_that_exit_between_scrapes_are_counted_from_their_exit_records(
 
 def test_throttling_is_exact_without_bpf(procfs_agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path) -> None:
     v2, cpu, dirs = quota_cgroup(cgroups, "procfs-quota")
-    workload = Workload(spinner, dirs, 2, 1.5, -1)  # two busy threads against half a CPU
+    workload = Workload(spinner, dirs, 2, 1.5, -1)  # two busy threads against a tenth of a CPU
     try:
         before = throttling(cpu)
         scrape = procfs_agent.scrape()
@@ -337,7 +337,7 @@ def test_throttling_is_exact_without_bpf(procfs_agent: AgentProcess, cgroups: Cg
         names = ("cpu_periods_total", "cpu_throttled_periods_total", "cpu_throttled_seconds_total")
         for name, low, high in zip(names, before, after, strict=True):
             assert low <= cgroup_value(scrape, f"schedwatch_{name}", path) <= high, name
-        assert cgroup_value(scrape, "schedwatch_cpu_limit_cores", path) == 0.5
+        assert cgroup_value(scrape, "schedwatch_cpu_limit_cores", path) == QUOTA_US / PERIOD_US
     finally:
         workload.release()
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from tests.support.scrape import Scrape, scrape
+from tests.support.slowdown import slowdown
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,6 +50,7 @@ class AgentProcess:
             f"127.0.0.1:{self.port}",
             "--log-format",
             "json",
+            *slow_machine_flags(),
             *flags,
         ]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
@@ -66,8 +68,10 @@ class AgentProcess:
         agent._log = log_path.open("a")
         return agent
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log."""
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log. The agent
+        compiles each program first: 20 s for one on this 2-CPU machine when others' VMs and tests load it."""
+        timeout *= slowdown()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -93,6 +97,7 @@ class AgentProcess:
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, wait, and return the exit code."""
+        timeout *= slowdown()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -102,6 +107,12 @@ class AgentProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+def slow_machine_flags() -> list[str]:
+    """On an emulated machine (slowdown > 1) a scrape can take longer than the agent's default web timeout (10 s)
+    gives it: the longest allowed instead. A test's own --web.timeout comes later and wins."""
+    return ["--web.timeout", "300"] if slowdown() > 1 else []
 
 
 def kubelet_docker_agent(work: Path, docker_socket: Path, *extra: str) -> AgentProcess:

@@ -35,14 +35,16 @@ def build(name: str, *extra_flags: str) -> Path:
 
 
 class CgroupSandbox:
-    """cgroup directories made for one test session (cgroup2, and v1 ones on hybrid hosts), removed at the end."""
+    """cgroup directories made for one test session, removed at the end: in cgroup2 (and v1 ones on hybrid hosts);
+    on a host without cgroup2, in the v1 hierarchy the agent places processes by (``make_v1`` adds the same path in
+    the others, as Docker's cgroupfs driver does)."""
 
     def __init__(self) -> None:
         layout = read_layout()
-        if layout.unified is None:
-            raise RuntimeError("no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified")
-        self.root = layout.unified
-        self.v1 = layout.v1
+        if layout.workload_tree is None:
+            raise RuntimeError("no cgroup hierarchy mounted: mount cgroup2 at /sys/fs/cgroup")
+        self.root = layout.workload_tree
+        self.v1 = {name: path for name, path in layout.v1.items() if path != self.root}
         self.name = f"schedwatch-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.base = self.root / self.name
         self.base.mkdir()
