@@ -66,7 +66,7 @@ class AgentProcess:
         agent._log = log_path.open("a")
         return agent
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 240.0) -> None:
         """Block until /metrics answers; if it dies or never answers, stop it and raise with its log."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
