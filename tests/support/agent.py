@@ -15,6 +15,7 @@ from pathlib import Path
 from tests.support.scrape import Scrape, scrape
 
 REPO = Path(__file__).resolve().parents[2]
+PORT_TAKEN = "cannot listen on 127.0.0.1:{port}: Address already in use"
 
 
 def free_port() -> int:
@@ -35,10 +36,17 @@ class AgentProcess:
         prefix: tuple[str, ...] = (),
         port: int | None = None,
     ) -> None:
-        self.port = free_port() if port is None else port
-        self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.log_path = log_path
         self._log = log_path.open("w")
+        self._chosen_port = port is None
+        self._start = (flags, env, prefix)
+        self._listen(free_port() if port is None else port)
+
+    def _listen(self, port: int) -> None:
+        """Start the agent on *port*."""
+        flags, env, prefix = self._start
+        self.port = port
+        self.url = f"http://127.0.0.1:{self.port}/metrics"
         command = [
             *prefix,
             sys.executable,
@@ -64,6 +72,7 @@ class AgentProcess:
             log_path,
         )
         agent._log = log_path.open("a")
+        agent._chosen_port = False
         return agent
 
     def wait_ready(self, timeout: float = 240.0) -> None:
@@ -71,6 +80,10 @@ class AgentProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if self._chosen_port and PORT_TAKEN.format(port=self.port) in self.log():
+                    # Something else (another test process) took the free port before the agent bound it.
+                    self._listen(free_port())
+                    continue
                 raise RuntimeError(f"agent exited with {self.process.returncode}:\n{self.log()}")
             try:
                 scrape(self.url, timeout=2)
