@@ -86,7 +86,7 @@ class AgentProcess:
                     continue
                 raise RuntimeError(f"agent exited with {self.process.returncode}:\n{self.log()}")
             try:
-                scrape(self.url, timeout=2)
+                scrape(self.url, timeout=30)
                 return
             except OSError:
                 time.sleep(0.2)
