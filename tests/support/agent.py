@@ -57,6 +57,9 @@ class AgentProcess:
             f"127.0.0.1:{self.port}",
             "--log-format",
             "json",
+            # A scrape that a loaded machine makes slow is no test's subject (test_web sets its own timeout): the
+            # default 10 s cut the session agent's answers at load 25 (RemoteDisconnected).
+            *(() if any(flag.startswith("--web.timeout") for flag in flags) else ("--web.timeout", "120")),
             *flags,
         ]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
