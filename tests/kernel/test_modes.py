@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -156,6 +157,44 @@ def test_perf_mode_counts_futex_calls_by_operation(
         assert exported == {op: truth[op] for op in FUTEX_OPS}
     finally:
         workload.release()
+
+
+EXACT = "schedwatch_perf_counts_exact"
+
+
+def test_perf_mode_says_which_series_hold_the_calls_of_a_cgroup_counted_late(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    """A cgroup made and used before the agent could open its counters (here the agent is stopped meanwhile; in the
+    issue's 6.1 VM the kernel refused them with ENOENT): its 54,321 yields are counted in its parent, exactly, and
+    both series say they are not exact; a cgroup counted from its start says it is."""
+    parent, parent_path = new_cgroup(perf_agent, cgroups, "perf-late")
+    prompt, prompt_path = new_cgroup(perf_agent, cgroups, "perf-prompt")
+    child = parent / "late"
+    os.kill(perf_agent.process.pid, signal.SIGSTOP)
+    try:
+        child.mkdir()
+        late = Workload(yielder, child, 54_321, 1)  # reports (and holds) once its yields are made
+    finally:
+        os.kill(perf_agent.process.pid, signal.SIGCONT)
+    on_time = Workload(yielder, prompt, 12_345, 1)
+    try:
+        scrape = perf_agent.scrape()
+        child_path = f"{parent_path}/late"
+        assert cgroup_value(scrape, YIELDS, child_path) == 0, "its counters opened after its calls"
+        assert cgroup_value(scrape, YIELDS, parent_path) == 54_321 == late.truth["yields"]
+        assert cgroup_value(scrape, EXACT, child_path) == 0
+        assert cgroup_value(scrape, EXACT, parent_path) == 0
+        assert cgroup_value(scrape, YIELDS, prompt_path) == 12_345
+        assert cgroup_value(scrape, EXACT, prompt_path) == 1
+        Workload(yielder, child, 1_000, 1, hold=False)  # from now on the late cgroup's calls are its own
+        scrape = perf_agent.scrape()
+        assert cgroup_value(scrape, YIELDS, child_path) == 1_000
+        assert cgroup_value(scrape, YIELDS, parent_path) == 54_321
+    finally:
+        late.release()
+        on_time.release()
+        cgroups.remove(child)
 
 
 def test_perf_mode_counts_stay_in_their_cgroup_and_outlive_it(
