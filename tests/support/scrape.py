@@ -37,7 +37,7 @@ class Scrape:
         return {lbls: v for (n, lbls), v in self.samples.items() if n == name and wanted <= lbls}
 
 
-def scrape(url: str, timeout: float = 10.0) -> Scrape:
+def scrape(url: str, timeout: float = 60.0) -> Scrape:
     """GET *url* and parse it."""
     timeout *= slowdown()
     with urllib.request.urlopen(url, timeout=timeout) as response:

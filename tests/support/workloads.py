@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +20,35 @@ SOURCES = Path(__file__).resolve().parents[1] / "workloads"
 BUILD = Path(__file__).resolve().parents[1] / ".build"
 
 
+@contextlib.contextmanager
+def build_lock(what: str = "build") -> Iterator[None]:
+    """Held while *what* is made (in tests/.build, or for the machine): the test processes of a parallel run share
+    them, and one makes each while the others wait."""
+    BUILD.mkdir(exist_ok=True)
+    with (BUILD / f".{what}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build(name: str, *extra_flags: str) -> Path:
-    """Compile tests/workloads/<name>.c (if changed) and return the binary."""
+    """Compile tests/workloads/<name>.c (if changed) and return the binary (written whole, then renamed into
+    place: a binary another test process runs is never half-written)."""
     source = SOURCES / f"{name}.c"
     binary = BUILD / name
     newest = max(p.stat().st_mtime for p in SOURCES.glob("*.[ch]"))
-    if not binary.exists() or binary.stat().st_mtime < newest:
-        BUILD.mkdir(exist_ok=True)
-        compiler = shutil.which("gcc") or shutil.which("cc")
-        if compiler is None:
-            raise RuntimeError("no C compiler: apt-get install gcc")
-        subprocess.run(
-            [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(binary), str(source), *extra_flags], check=True
-        )
+    if binary.exists() and binary.stat().st_mtime >= newest:
+        return binary
+    with build_lock():
+        if not binary.exists() or binary.stat().st_mtime < newest:
+            compiler = shutil.which("gcc") or shutil.which("cc")
+            if compiler is None:
+                raise RuntimeError("no C compiler: apt-get install gcc")
+            partial = binary.with_name(binary.name + ".partial")
+            subprocess.run(
+                [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(partial), str(source), *extra_flags],
+                check=True,
+            )
+            partial.rename(binary)
     return binary
 
 
