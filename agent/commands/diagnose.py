@@ -41,7 +41,7 @@ from agent.diagnosis.inputs.live.window import workload_views
 from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import diagnose
 from agent.exporter import AgentCollector
-from agent.machine.cgroups.layout import layout_under, read_layout
+from agent.machine.cgroups.layout import workload_tree
 from agent.machine.procfs import ProcFS
 
 MIN_SECONDS = 1
@@ -179,9 +179,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def cgroup_tree(cgroup_root: Path | None) -> Path | None:
-    """The cgroup tree whose directories are the workloads: cgroup2, or the v1 cpu hierarchy without it."""
-    layout = layout_under(cgroup_root) if cgroup_root is not None else read_layout()
-    return layout.unified if layout.unified is not None else layout.v1.get("cpu")
+    """The cgroup tree whose directories are the workloads (agent.machine.cgroups.layout.workload_tree)."""
+    return workload_tree(cgroup_root)
 
 
 @contextmanager

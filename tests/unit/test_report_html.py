@@ -256,7 +256,8 @@ def test_the_formula_says_what_would_give_n(tmp_path: Path, capsys: pytest.Captu
     answer = without_data(seed_page(tmp_path)).split("</section>", 1)[0]
     capsys.readouterr()
     assert "N = the CPUs it may use / its pool workers" in answer
-    assert "to get N: its CPUs:" in answer and "(--cpus N)" in answer and "(--workers N)" in answer
+    assert "For N: its pool workers were not counted here" in answer
+    assert "--cpus N" in answer and "--workers N" in answer
 
 
 def test_empty_columns_and_idle_threads_are_folded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

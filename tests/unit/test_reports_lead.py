@@ -96,8 +96,10 @@ def test_without_cpus_and_workers_the_fix_gives_the_formula_and_what_would_give_
     fix = json.loads(out)["cause"]["fix"]
     assert fix["threads_per_process"] is None and fix["variables"] == {}
     assert "N = the CPUs it may use / its pool workers" in fix["summary"]
-    assert [item.split(":")[0] for item in fix["missing"]] == ["its CPUs", "its pool workers"]
-    assert "--cpus N" in fix["missing"][0] and "--workers N" in fix["missing"][1]
+    workers, cpus = fix["missing"]
+    assert workers.startswith("its pool workers were not counted here") and "--workers N" in workers
+    assert cpus.startswith("the CPUs it may use are not known here") and "--cpus N" in cpus
+    assert any(step.startswith("For N: its pool workers") for step in fix["steps"])
 
 
 def test_cpus_from_a_file_without_workers_do_not_make_a_number_up(
@@ -110,7 +112,8 @@ def test_cpus_from_a_file_without_workers_do_not_make_a_number_up(
     assert document["node"]["cpus"] == 2
     (finding,) = document["findings"]
     assert finding["fix"]["threads_per_process"] is None
-    assert [item.split(":")[0] for item in finding["fix"]["missing"]] == ["its pool workers"]
+    (missing,) = finding["fix"]["missing"]
+    assert missing.startswith("its pool workers were not counted here")
     _, out, _ = run(capsys, monkeypatch, "analyze", "--json", GCP[0], MPSTAT_2_CPUS, "--workers", "14")
     assert json.loads(out)["findings"][0]["fix"]["threads_per_process"] == 1  # max(1, 2 // 14)
 

@@ -1,5 +1,5 @@
 """What a report leads with, in words both the terminal and the page draw: which side is slow, the fix as lines ready
-to paste, what would give the number a fix lacks, and the inputs.
+to paste, and the inputs.
 
 The renderers put these first (then the evidence and the details, each once): a reader who stops after the first
 screen knows the answer, its fix and what it was made from.
@@ -22,11 +22,6 @@ def ready_lines(fix: Fix) -> list[tuple[str, str]]:
         ("Kubernetes", "env: [" + ", ".join(f'{{name: {name}, value: "{value}"}}' for name, value in pairs) + "]"),
         ("shell", "export " + " ".join(f"{name}={value}" for name, value in pairs)),
     ]
-
-
-def missing_line(fix: Fix) -> str:
-    """What would give the number the fix lacks, one line ("" when it has its number)."""
-    return "to get N: " + "; ".join(fix.missing) if fix.missing else ""
 
 
 def slow_line(comparison: Comparison) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 from agent.diagnosis.comparison import Comparison
 from agent.diagnosis.facts import NodeView, ThreadView, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
-from agent.diagnosis.render.answer import cause_title, inputs_of, missing_line, ready_lines, shared_notes, slow_line
+from agent.diagnosis.render.answer import cause_title, inputs_of, ready_lines, shared_notes, slow_line
 from agent.diagnosis.render.budget import budget_lines
 from agent.diagnosis.render.charts import difference_chart, drawn, thread_chart, thread_seconds
 from agent.diagnosis.render.code import code_lines
@@ -65,7 +65,7 @@ table{border-collapse:collapse;margin:4px 0 8px;font-size:.92em} th,td{padding:2
 border-bottom:1px solid #eceff2} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .fix{background:#eef8f0;border-radius:6px;padding:6px 14px;margin:6px 0} .fix ol{margin:4px 0}
 pre{background:#f6f8fa;border-radius:4px;padding:6px 10px;margin:4px 0;white-space:pre-wrap;font-size:.9em}
-code,.mono,pre{font-family:ui-monospace,Menlo,monospace} .need{color:#7a5200}
+code,.mono,pre{font-family:ui-monospace,Menlo,monospace}
 nav{font-size:.92em;margin:10px 0} details{border-top:1px solid #d6dbe1;padding:6px 0}
 summary{cursor:pointer;padding:2px 0} details>summary>h2{font-size:1.1em}
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232b} svg .axis{fill:#66707c}
@@ -145,11 +145,9 @@ def _list(items: Iterable[str], ordered: bool = False) -> str:
 def _fix(finding: Finding) -> str:
     fix = finding.fix
     ready = "\n".join(f"{_e(kind)}: {_e(line)}" for kind, line in ready_lines(fix))
-    need = missing_line(fix)
     return (
         f'<div class="fix"><b>Fix:</b> {_e(fix.summary)}'
         + (f"<pre>{ready}</pre>" if ready else "")
-        + (f'<p class="need">{_e(need)}</p>' if need else "")
         + _list(fix.steps, ordered=True)
         + "</div>"
     )

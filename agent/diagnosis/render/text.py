@@ -26,7 +26,7 @@ from rich.tree import Tree
 from agent.diagnosis.comparison import Comparison
 from agent.diagnosis.facts import NodeView, ProcessView, ThreadView, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
-from agent.diagnosis.render.answer import cause_title, inputs_of, missing_line, ready_lines, shared_notes, slow_line
+from agent.diagnosis.render.answer import cause_title, inputs_of, ready_lines, shared_notes, slow_line
 from agent.diagnosis.render.budget import budget_lines
 from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.render.numbers import number, plural, with_unit
@@ -216,8 +216,6 @@ def _finding(finding: Finding, tree: Tree, place: str) -> None:
             fix.add(_text(f"{kind}: {line}", style="green"))
     for number_, step in enumerate(finding.fix.steps, 1):
         fix.add(_text(f"{number_}. {step}"))
-    if missing := missing_line(finding.fix):
-        fix.add(_text(missing, style="yellow"))
     _evidence(finding.evidence, branch.add(_text("evidence", style="bold")))
     if finding.collect_next:
         collect = branch.add(_text("to be surer, collect", style="bold"))
