@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check stack image test lint unit kernel bench load soak scenarios platforms clean
+.PHONY: run check stack image wheel test lint unit kernel bench load soak scenarios platforms clean
 
 run:
 	scripts/setup.sh run
@@ -18,6 +18,11 @@ stack:
 
 image:
 	scripts/build-image.sh
+
+# schedwatch's wheel and those of its dependencies in dist/, for `pip install --no-index --find-links dist schedwatch`
+# on a machine without network or root (analyze and compare need neither BPF nor bcc; docs/analyze.md).
+wheel:
+	python3 -m pip wheel --wheel-dir dist .
 
 # Test processes in parallel (pytest-xdist, grouped and ordered by tests/support/parallel.py): most of the suite waits on
 # scrapes, windows and servers, not on the 2 CPUs; every bound is by what the kernel says happened, not by how the
@@ -63,4 +68,4 @@ platforms:
 	$(PYTHON) -m tests.platforms.matrix --report docs/platforms.md $(ARGS)
 
 clean:
-	rm -rf $(VENV) tests/.build build *.egg-info platforms-out
+	rm -rf $(VENV) tests/.build build dist *.egg-info platforms-out

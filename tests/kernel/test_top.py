@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.diagnosis.rules.thresholds import DEFAULT
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.stalls import Stalls
 from tests.support.workloads import CgroupSandbox, Workload, build
@@ -24,6 +27,7 @@ INTERVAL = 3.0
 # window) is off by far more. A paced thread that waited for a CPU catches up its missed ticks later, and a top (or
 # agent) that waited stamps its reading late: the tolerance widens by the time the kernel says they all waited.
 RATE_TOLERANCE = 0.15
+YIELD_BAR_PER_CPU = DEFAULT.yields_per_cpu  # the rules' bar for a yield storm
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +242,67 @@ def test_a_source_top_cannot_read_is_one_line(arguments: tuple[str, ...], says: 
     assert result.returncode == 2 and result.stdout == "", result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(says), line
+
+
+NUMPY_POOL = REPO / "tests" / "workloads" / "numpy_pool.py"
+POOL_WORKERS = 4  # numpy 1.26's OpenBLAS sizes each worker's pool to the machine's CPUs: more threads than CPUs
+POOL = "thread-pool-oversubscription"
+
+
+def finding_of(lines: list[str], name: str) -> set[str]:
+    """The causes in the FINDING cell (the last, under its header) of *name*'s row; {"-"} for none."""
+    (title,) = [line for line in lines if "FINDING" in line and "WORKLOAD" in line]
+    (line,) = [line for line in lines if line.lstrip().startswith(name + " ")]
+    return {cause.strip() for cause in line[title.index("FINDING") :].split(",")}
+
+
+def test_top_judges_the_collectors_it_loads_a_paced_storm_is_named(
+    workloads: tuple[str, str, str, int, int],
+) -> None:
+    """No agent judges the collectors loaded here: top runs the rules on each interval itself, so a workload
+    yielding 40,000 times a second (20x the rules' bar per CPU on this 2-CPU machine) has its finding in the
+    FINDING column (it showed "-"). Bound by what was counted: its cell names the pool's cause exactly when the
+    interval's yields per CPU reach the bar (on a machine busy with other work each yield gives the CPU away, and
+    the yielder can fall below it: then its cell is "-"). tests/unit/test_top_command.py shows the same on recorded
+    series, whatever the machine."""
+    parent, _slow, fast, *_ = workloads
+    result = subprocess.run(
+        top_command(parent, "--once", "--sort", "yields"), cwd=REPO, capture_output=True, text=True, timeout=180
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    storm = float(column(lines, "YIELD/s", fast)) / (os.cpu_count() or 1) >= YIELD_BAR_PER_CPU
+    assert (POOL in finding_of(lines, fast)) == storm, "\n".join(lines)
+
+
+def test_top_beside_a_numpy_yield_storm_names_it_when_its_counts_do(cgroups: CgroupSandbox) -> None:
+    """A numpy 1.26 pool whose BLAS pools are sized to every CPU: where the interval's yields reach the rules' bar
+    per CPU, its FINDING cell names the pool's cause (never "-"); below it (a machine busy with other work starves
+    the spinners) the rules may still name it from its code samples and its wait."""
+    require_root()
+    from tests.scenarios.catalog import numpy_target
+
+    numpy_126 = {**os.environ, "PYTHONPATH": str(numpy_target("1.26"))}  # pip-installed into tests/.build once
+    group = cgroups.make("top-pool")
+    path = cgroups.relative(group)
+    # Busy for 120 s (no hold): the whole process group is killed when the test is done with it.
+    pool = subprocess.Popen(
+        [sys.executable, NUMPY_POOL, str(group), str(POOL_WORKERS), "unset", "120s", "0"],
+        env=numpy_126,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        time.sleep(3)  # the pool's workers started and their BLAS pools spinning
+        result = subprocess.run(
+            top_command(path, "--once", "--sort", "yields"), cwd=REPO, capture_output=True, text=True, timeout=180
+        )
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        lines = result.stdout.splitlines()
+        yields = float(column(lines, "YIELD/s", path))
+        assert yields > 0, "\n".join(lines)  # the storm is in the window
+        if yields / (os.cpu_count() or 1) >= YIELD_BAR_PER_CPU:
+            assert POOL in finding_of(lines, path), "\n".join(lines)
+    finally:
+        os.killpg(pool.pid, signal.SIGKILL)
+        pool.wait()

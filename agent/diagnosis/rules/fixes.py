@@ -40,11 +40,13 @@ def _already_set(processes: Iterable[ProcessView], names: tuple[str, ...]) -> li
 # What would give each number a pool fix needs, said where it was not known (the fix then gives the formula).
 WORKERS_UNKNOWN = (
     "its pool workers were not counted here: `schedwatch diagnose` on its node counts them while it runs (the "
-    "processes sharing one parent and command; `ps -o pid,ppid,comm --ppid PARENT` lists them)"
+    "processes sharing one parent and command; `ps -o pid,ppid,comm --ppid PARENT` lists them); analyze and "
+    "compare take them as --workers N"
 )
 CPUS_UNKNOWN = (
     "the CPUs it may use are not known here: its CPU limit (Kubernetes: resources.limits.cpu), else its cpuset, "
-    "else the node's CPUs (`nproc` inside it)"
+    "else the node's CPUs (`nproc` inside it; a top with 1 pressed or mpstat -P ALL saved there shows them); "
+    "analyze and compare take them as --cpus N"
 )
 EXAMPLE = "e.g. 32 CPUs and 14 workers: N=2"
 
@@ -110,6 +112,7 @@ def pool_fix(
         steps=tuple(steps),
         variables=variables,
         threads_per_process=threads,
+        missing=tuple(unknown),
     )
 
 
