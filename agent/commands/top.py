@@ -30,8 +30,8 @@ from agent.commands.agent_flags import (
 )
 from agent.commands.diagnose import add_filter_arguments, loaded_collectors, source_client, workload_filter
 from agent.diagnosis.inputs.live.fleet import is_prometheus
-from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
+from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
 from agent.machine.procfs import ProcFS
 from agent.top.table import BY_KEY, BY_NAME, Column, Row, Snapshot, nested, process_rows, rows, snapshot
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.members import Filter
 from agent.diagnosis.inputs.live.series import WORKLOAD_LABELS, ref_of
+from agent.identity.filter import Filter
 
 # Sample name -> (key, the label that splits it or None).
 COUNTERS: dict[str, tuple[str, str | None]] = {

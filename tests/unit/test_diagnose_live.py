@@ -18,12 +18,13 @@ from agent.diagnosis.facts import Workload
 from agent.diagnosis.findings import Cause, Mechanism
 from agent.diagnosis.inputs.live.fleet import PrometheusSource
 from agent.diagnosis.inputs.live.gather import NothingMatches, chosen, facts_from_window
-from agent.diagnosis.inputs.live.members import Filter, cgroup_of, filter_for_pid, in_workload
 from agent.diagnosis.inputs.live.ranking import FLAG_SCORE, score
 from agent.diagnosis.inputs.live.series import NotSchedwatch, read_families
 from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
 from agent.diagnosis.inputs.live.window import Window, cpus_allowed, workload_view
 from agent.diagnosis.rules import diagnose
+from agent.identity.filter import Filter, cgroup_of, filter_for_pid
+from agent.identity.members import in_workload
 from agent.machine.procfs import ProcFS
 from tests.support.agent import free_port
 

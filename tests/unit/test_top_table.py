@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.members import Filter
+from agent.identity.filter import Filter
 from agent.top.screen import plain
 from agent.top.table import BY_KEY, BY_NAME, Row, Snapshot, cells, quantile, rows, snapshot, sorted_rows
 
