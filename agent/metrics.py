@@ -438,3 +438,6 @@ PERF_COUNTER_OPEN_FAILURES = CounterSpec(
     "Cgroups whose perf counters the kernel refused to open, by error (e.g. EMFILE: raise the file limit).",
     ("error",),
 )
+
+# Every metric above, in the order declared.
+SPECS: tuple[MetricSpec, ...] = tuple(value for value in tuple(globals().values()) if isinstance(value, MetricSpec))

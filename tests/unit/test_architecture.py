@@ -26,9 +26,10 @@ FLOORS = {
     **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
     "top": 4,  # schedwatch top's view: rows from the diagnosis wing's filters and workloads, drawn with rich
     "collectors": 3,
-    **dict.fromkeys(("bpf", "counters", "identity", "symbols"), 2),
+    # tables: what each collector exports, row by row; config counts the kernel memory of its --max-* flags from them
+    **dict.fromkeys(("bpf", "counters", "identity", "symbols", "tables", "config"), 2),
     **dict.fromkeys(("exposition", "metrics", "model"), 1),
-    **dict.fromkeys(("machine", "config", "log", "memory", "agent"), 0),
+    **dict.fromkeys(("machine", "log", "memory", "agent"), 0),
 }
 # Inside diagnosis: renderers and the agent's standing findings on top, then the live inputs (which read the agent's
 # series and, for flagged workloads, their processes) and the comparison of reports, then the rules and the inputs
