@@ -48,6 +48,11 @@ class HistogramSpec(MetricSpec):
         return HistogramFamily(self.name, self.help, self.labels)
 
 
+def shown(*specs: MetricSpec) -> str:
+    """The names the series of *specs* carry (a counter's ends in ``_total``), as messages and help texts name them."""
+    return ", ".join(spec.name + "_total" if isinstance(spec, CounterSpec) else spec.name for spec in specs)
+
+
 # --- syscalls collector: sched_yield and futex -------------------------------------------------
 SCHED_YIELD_CALLS = CounterSpec(
     "schedwatch_sched_yield_calls",

@@ -11,7 +11,7 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.bpf.probes.families import DEFAULT_CALL_SITES, REQUIRED_TRACEPOINTS, FamiliesProbe, raw_tracepoints_available
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.call_sites import CallSiteRows
@@ -172,13 +172,9 @@ class FamiliesCollector(BpfCollector):
         super().close()
 
 
-def _start(context: CollectorContext) -> Collector:
-    return FamiliesCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="system calls by family per workload, and their time for the timed workloads (bpf/families.bpf.c)",
-    check=check,
-    start=_start,
+    NAME,
+    "system calls by family per workload, and their time for the timed workloads (bpf/families.bpf.c)",
+    check,
+    FamiliesCollector,
 )

@@ -10,7 +10,7 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.bpf.probes.sched import REQUIRED_TRACEPOINTS, PairEntry, SchedProbe, SchedSnapshot
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.code_rows import renamed
@@ -102,13 +102,6 @@ class SchedCollector(BpfCollector):
         return gains
 
 
-def _start(context: CollectorContext) -> Collector:
-    return SchedCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="off-CPU time (preempted, blocked) and run-queue latency (bpf/sched.bpf.c)",
-    check=check,
-    start=_start,
+    NAME, "off-CPU time (preempted, blocked) and run-queue latency (bpf/sched.bpf.c)", check, SchedCollector
 )

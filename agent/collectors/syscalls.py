@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.bpf.probes.syscalls import REQUIRED_TRACEPOINTS, SyscallProbe
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.limits import probe_limits
@@ -33,13 +33,6 @@ class SyscallsCollector(BpfCollector):
         super().__init__(context, probe)
 
 
-def _start(context: CollectorContext) -> Collector:
-    return SyscallsCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="sched_yield and futex calls, futex wait time (bpf/syscalls.bpf.c)",
-    check=check,
-    start=_start,
+    NAME, "sched_yield and futex calls, futex wait time (bpf/syscalls.bpf.c)", check, SyscallsCollector
 )

@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from prometheus_client.core import Metric
-
 from agent import config
 from agent.commands import Command
 from agent.commands.agent_flags import (
@@ -33,14 +31,15 @@ from agent.diagnosis.inputs.live.fleet import is_prometheus
 from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
 from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
 from agent.machine.procfs import ProcFS
-from agent.top.table import BY_KEY, BY_NAME, Column, Row, Snapshot, nested, process_rows, rows, snapshot
+from agent.series.reading import Reading
+from agent.top.table import BY_KEY, BY_NAME, Column, Row, nested, process_rows, rows
 
 PROCESSES_LOADED_HERE = 50  # --process-top-k of the collectors top loads itself for --processes
 
 MIN_INTERVAL = 0.5
 MAX_INTERVAL = 60.0
 DEFAULT_INTERVAL = 2.0
-Read = Callable[[], tuple[float, list[Metric]]]
+Read = Callable[[], Reading]
 
 
 def interval(text: str) -> float:
@@ -92,7 +91,7 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
     if is_prometheus(args.source):
         raise SourceError("top reads an agent, not a Prometheus: give --from http://HOST:PORT of one node's agent")
     if args.source:
-        yield AgentSource(args.source, client=client).families
+        yield AgentSource(args.source, client=client).read
         return
     if args.processes:
         settings = dataclasses.replace(
@@ -101,7 +100,7 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
     with loaded_collectors(settings) as source:
         if not isinstance(source, CollectedSource):
             raise SourceError("the collectors loaded here gave no families to read")  # loaded_collectors' contract
-        yield source.families
+        yield source.read
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -121,11 +120,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
 
 
-def _taken(read: Read) -> Snapshot:
-    at, families = read()
-    return snapshot(families, at)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Table:
     """Which rows to show: the workloads *wanted* matches, and their processes when asked."""
@@ -133,7 +127,7 @@ class _Table:
     wanted: Filter
     processes: bool
 
-    def rows(self, before: Snapshot, after: Snapshot) -> tuple[list[Row], list[Row]]:
+    def rows(self, before: Reading, after: Reading) -> tuple[list[Row], list[Row]]:
         shown = process_rows(before, after, self.wanted) if self.processes else []
         return rows(before, after, self.wanted), shown
 
@@ -141,10 +135,10 @@ class _Table:
 def _plain(read: Read, table: _Table, by: Column, seconds: float, title: str, once: bool) -> int:
     from agent.top.screen import plain
 
-    before = _taken(read)
+    before = read()
     while True:
         time.sleep(seconds)
-        after = _taken(read)
+        after = read()
         print(plain(nested(*table.rows(before, after), by), by, title), flush=True)
         if once:
             return 0
@@ -159,7 +153,7 @@ def _live(read: Read, table: _Table, by: Column, seconds: float, title: str) -> 
     from agent.top.keys import QUIT, Keys
     from agent.top.screen import rich_table
 
-    before = _taken(read)
+    before = read()
     shown: tuple[list[Row], list[Row]] = ([], [])
     console = Console()
     with Keys(sys.stdin.fileno()) as keys, Live(console=console, auto_refresh=False, screen=True) as live:
@@ -172,7 +166,7 @@ def _live(read: Read, table: _Table, by: Column, seconds: float, title: str) -> 
             if key is not None:
                 by = BY_KEY.get(key, by)
             else:
-                after = _taken(read)
+                after = read()
                 shown = table.rows(before, after)
                 before, deadline = after, time.monotonic() + seconds
             if shown[0]:

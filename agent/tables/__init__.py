@@ -9,18 +9,11 @@ from __future__ import annotations
 from agent import metrics
 from agent.metrics import MetricSpec
 from agent.tables import families, files, sched, syscalls
-from agent.tables.rows import EVERY_MODE, Computed, Table
+from agent.tables.rows import EVERY_MODE, Table
 
-# The standing evaluation's series (agent/diagnosis/standing.py): judged from the collectors' series, in every mode.
-DIAGNOSIS = Table(
-    collector="(diagnosis)",
-    modes=EVERY_MODE,
-    computed=(
-        Computed(metrics.FINDING, "the rules run on the agent's own series every 10 s or more"),
-        Computed(metrics.POOL_WORKERS, "the cgroup.procs and /proc/PID/stat of flagged workloads"),
-        Computed(metrics.NODE_CPUS, "the node's online CPUs"),
-    ),
-)
+# The standing evaluation's series (agent/diagnosis/standing.py): the rules run on the collectors' series every 10 s
+# or more, the pool workers of flagged workloads, the node's CPUs they count with.
+DIAGNOSIS = Table("(diagnosis)", EVERY_MODE, computed=(metrics.FINDING, metrics.POOL_WORKERS, metrics.NODE_CPUS))
 # Every collector's table, each form of a collector (its BPF program, or what perf and procfs modes read instead).
 TABLES: tuple[Table, ...] = (
     syscalls.TABLE,
@@ -35,25 +28,11 @@ TABLES: tuple[Table, ...] = (
 )
 # The agent's own series: not about workloads (docs/metrics.md, "The agent's own series"; docs/modes.md).
 AGENT: tuple[MetricSpec, ...] = (
-    metrics.BUILD_INFO,
-    metrics.SOURCE_UP,
-    metrics.COLLECT_DURATION,
-    metrics.BPF_PROGRAM_RUNS,
-    metrics.BPF_PROGRAM_RUN_SECONDS,
-    metrics.BPF_PROGRAM_MISSES,
-    metrics.BPF_STATS_ENABLED,
-    metrics.BPF_MAP_ENTRIES,
-    metrics.BPF_MAP_MAX_ENTRIES,
-    metrics.BPF_EVENTS_DROPPED,
-    metrics.TRACKED_SERIES,
-    metrics.SAMPLES_DROPPED,
-    metrics.RUNTIME_LOOKUPS,
-    metrics.WEB_CONNECTIONS_DROPPED,
-    metrics.WEB_CONNECTIONS_OPEN,
-    metrics.MODE,
-    metrics.TASK_EXITS_UNRECORDED,
-    metrics.PERF_COUNTERS_OPEN,
-    metrics.PERF_CGROUPS_UNCOUNTED,
+    *(metrics.BUILD_INFO, metrics.SOURCE_UP, metrics.COLLECT_DURATION, metrics.MODE, metrics.BPF_STATS_ENABLED),
+    *(metrics.BPF_PROGRAM_RUNS, metrics.BPF_PROGRAM_RUN_SECONDS, metrics.BPF_PROGRAM_MISSES),
+    *(metrics.BPF_MAP_ENTRIES, metrics.BPF_MAP_MAX_ENTRIES, metrics.BPF_EVENTS_DROPPED, metrics.TRACKED_SERIES),
+    *(metrics.SAMPLES_DROPPED, metrics.RUNTIME_LOOKUPS, metrics.WEB_CONNECTIONS_DROPPED, metrics.WEB_CONNECTIONS_OPEN),
+    *(metrics.TASK_EXITS_UNRECORDED, metrics.PERF_COUNTERS_OPEN, metrics.PERF_CGROUPS_UNCOUNTED),
     metrics.PERF_COUNTER_OPEN_FAILURES,
 )
 

@@ -6,8 +6,8 @@ row names the struct's field that feeds its metric, the label whose values the f
 rows follow the vector of totals the collector keeps per workload (:class:`Layout`), the families and rows it
 exports, the per-process series of the same fields, the series a reader finds, and the size of the map's value
 (the kernel memory a --max-* flag preallocates, :mod:`agent.tables.kernel_memory`). What a collector makes by its
-own code (a ranking of neighbours, a file's numbers) is a :class:`Computed` row: named, with its source, so that
-readers and the docs' table know it too.
+own code (a ranking of neighbours, a file's numbers) is listed as *computed*, so that readers and the docs' table
+know it too.
 """
 
 from __future__ import annotations
@@ -66,17 +66,10 @@ class Histogram:
     sum: str
     divisor: float = 1
     process: CounterSpec | None = None  # the sum field of the per-process map, exported per live process
+    sum_is: CounterSpec | None = None  # the counter another mode exports for what the sum counts
 
 
 Row = Counter | Histogram
-
-
-@dataclass(frozen=True)
-class Computed:
-    """A metric the collector makes by its own code, from *source*."""
-
-    spec: MetricSpec
-    source: str
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,7 @@ class Table:
     modes: tuple[str, ...]
     program: str | None = None  # the BPF program's source in bpf/, None for a collector without one
     rows: tuple[Row, ...] = ()
-    computed: tuple[Computed, ...] = ()
+    computed: tuple[MetricSpec, ...] = ()  # metrics the collector makes by its own code
     maps: tuple[Bounded, ...] = ()
     activity: tuple[str, ...] = ()  # per-process fields whose sum ranks the processes exported
     map: str = "cgroups"
@@ -118,7 +111,7 @@ class Table:
     def specs(self) -> tuple[MetricSpec, ...]:
         """Every metric the collector exports, its rows' first, then the per-process ones, then those computed."""
         processes = tuple(row.process for row in self.rows if row.process is not None)
-        return (*(row.spec for row in self.rows), *processes, *(item.spec for item in self.computed))
+        return (*(row.spec for row in self.rows), *processes, *self.computed)
 
     def value_bytes(self, bounded: Bounded) -> int:
         """The bytes of *bounded*'s value: given, or the fields the rows read of it and the others."""

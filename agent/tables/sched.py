@@ -14,26 +14,12 @@ from agent.bpf.probes.sched import (
     SLEEPS,
     SchedProbe,
 )
-from agent.tables.rows import (
-    BPF,
-    CGROUPS,
-    NS_PER_SECOND,
-    PERF,
-    PROCESSES,
-    PROCFS,
-    THREADS,
-    U64,
-    Bounded,
-    Computed,
-    Counter,
-    Decoder,
-    Histogram,
-    Table,
-)
+from agent.tables import rows
+from agent.tables.rows import NS_PER_SECOND, U64, Bounded, Counter, Decoder, Histogram, Table
 
 TABLE = Table(
     collector="sched",
-    modes=(BPF,),
+    modes=(rows.BPF,),
     program=SchedProbe.source,
     rows=(
         Counter(
@@ -50,6 +36,7 @@ TABLE = Table(
             "runq_ns",
             NS_PER_SECOND,
             process=metrics.PROCESS_RUNQUEUE_WAIT_SECONDS,
+            sum_is=metrics.RUNQUEUE_WAIT_SECONDS,
         ),
         Counter(metrics.SCHED_EVENTS_MISSED, "missed", Decoder("event", MISSED_EVENTS), only_nonzero=True),
         Counter(
@@ -67,27 +54,19 @@ TABLE = Table(
             process=metrics.PROCESS_BLOCKED_SECONDS,
         ),
     ),
-    computed=(
-        Computed(
-            metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS,
-            "map `neighbours` (waiting workload, holding workload) -> nanoseconds, ranked per workload",
-        ),
-    ),
+    # map `neighbours`: (waiting workload, holding workload) -> nanoseconds, ranked per workload
+    computed=(metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS,),
     maps=(
-        Bounded("cgroups", CGROUPS, key_bytes=U64),
-        Bounded("processes", PROCESSES, key_bytes=4, other_bytes=2 * U64),  # + cgroup_id, runq_waits
-        Bounded("threads", THREADS, key_bytes=4, value_bytes=40),  # struct thread_state
+        Bounded("cgroups", rows.CGROUPS, key_bytes=U64),
+        Bounded("processes", rows.PROCESSES, key_bytes=4, other_bytes=2 * U64),  # + cgroup_id, runq_waits
+        Bounded("threads", rows.THREADS, key_bytes=4, value_bytes=40),  # struct thread_state
         # struct neighbour_pair -> struct neighbour_wait, an LRU map
-        Bounded("neighbours", CGROUPS, key_bytes=2 * U64, value_bytes=2 * U64, times=NEIGHBOUR_PAIRS_PER_CGROUP),
+        Bounded("neighbours", rows.CGROUPS, key_bytes=2 * U64, value_bytes=2 * U64, times=NEIGHBOUR_PAIRS_PER_CGROUP),
     ),
     activity=("runq_ns",),
 )
 
+# Perf and procfs modes: run-queue wait and time on CPU from each thread's /proc/TID/schedstat, summed per workload.
 SCHEDSTAT_TABLE = Table(
-    collector="sched",
-    modes=(PERF, PROCFS),
-    computed=(
-        Computed(metrics.RUNQUEUE_WAIT_SECONDS, "/proc/TID/schedstat's run-queue wait, summed over the threads"),
-        Computed(metrics.ONCPU_SECONDS, "/proc/TID/schedstat's time on CPU, summed over the threads"),
-    ),
+    "sched", (rows.PERF, rows.PROCFS), computed=(metrics.RUNQUEUE_WAIT_SECONDS, metrics.ONCPU_SECONDS)
 )

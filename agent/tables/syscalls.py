@@ -6,27 +6,14 @@ from __future__ import annotations
 
 from agent import metrics
 from agent.bpf.probes.syscalls import FUTEX_OPS, WAIT_BUCKET_BOUNDS, SyscallProbe
-from agent.tables.rows import (
-    BPF,
-    CGROUPS,
-    NS_PER_SECOND,
-    PERF,
-    PROCESSES,
-    THREADS,
-    U64,
-    Bounded,
-    Computed,
-    Counter,
-    Decoder,
-    Histogram,
-    Table,
-)
+from agent.tables import rows
+from agent.tables.rows import NS_PER_SECOND, U64, Bounded, Counter, Decoder, Histogram, Table
 
 OPS = Decoder("op", FUTEX_OPS)
 
 TABLE = Table(
     collector="syscalls",
-    modes=(BPF,),
+    modes=(rows.BPF,),
     program=SyscallProbe.source,
     rows=(
         Counter(metrics.SCHED_YIELD_CALLS, "yields", process=metrics.PROCESS_SCHED_YIELD_CALLS),
@@ -42,21 +29,15 @@ TABLE = Table(
         ),
     ),
     maps=(
-        Bounded("cgroups", CGROUPS, key_bytes=U64),
-        Bounded("processes", PROCESSES, key_bytes=4, other_bytes=U64),  # + cgroup_id
-        Bounded("futex_start", THREADS, key_bytes=4, value_bytes=U64),  # a futex wait in progress: when it began
+        Bounded("cgroups", rows.CGROUPS, key_bytes=U64),
+        Bounded("processes", rows.PROCESSES, key_bytes=4, other_bytes=U64),  # + cgroup_id
+        Bounded("futex_start", rows.THREADS, key_bytes=4, value_bytes=U64),  # a futex wait in progress: its start
     ),
     activity=("yields", "futex_calls"),
 )
 
+# Perf mode: sched_yield and futex calls (and, with --perf-syscall-families, the families it can count exactly) from
+# counting perf events of their tracepoints, per cgroup and CPU.
 PERF_TABLE = Table(
-    collector="syscalls",
-    modes=(PERF,),
-    computed=(
-        Computed(
-            metrics.SCHED_YIELD_CALLS, "a counting perf event of syscalls:sys_enter_sched_yield per cgroup and CPU"
-        ),
-        Computed(metrics.FUTEX_CALLS, "counting perf events of syscalls:sys_enter_futex (and futex2) by op"),
-        Computed(metrics.SYSCALLS, "with --perf-syscall-families, counting perf events of the families it can count"),
-    ),
+    "syscalls", (rows.PERF,), computed=(metrics.SCHED_YIELD_CALLS, metrics.FUTEX_CALLS, metrics.SYSCALLS)
 )

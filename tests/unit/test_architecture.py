@@ -25,7 +25,8 @@ FLOORS = {
     # assembly: the wiring the commands and verify share (it starts collectors; nothing below imports it)
     **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
     "top": 4,  # schedwatch top's view: rows from the diagnosis wing's filters and workloads, drawn with rich
-    "collectors": 3,
+    # collectors; series: the one reader of schedwatch's own series, for the diagnosis, top, verify and the fleet
+    **dict.fromkeys(("collectors", "series"), 3),
     # tables: what each collector exports, row by row; config counts the kernel memory of its --max-* flags from them
     **dict.fromkeys(("bpf", "counters", "identity", "symbols", "tables", "config"), 2),
     **dict.fromkeys(("exposition", "metrics", "model"), 1),
