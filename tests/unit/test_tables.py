@@ -163,3 +163,50 @@ def test_a_layout_reads_a_value_by_its_fields_offsets_whatever_their_order() -> 
     assert len(vector) == layout.width == 16 and U64 * layout.width == 128
     assert vector[layout.slices["futex_calls"]] == (1, 2, 3, 4, 5, 6)
     assert (vector[layout.slices["yields"]], vector[layout.slices["futex_wait_ns"]]) == ((7,), (9,))
+
+
+def documented() -> dict[str, tuple[str, str, str]]:
+    """docs/metrics.md's table of metrics: each name it lists (labels as written) -> (type, collector, the row)."""
+    text = (REPO / "docs" / "metrics.md").read_text()
+    lines = text[text.index("| metric | type | collector |") :].splitlines()[2:]
+    found = {}
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        names, kind, collector = (cell.strip() for cell in line.strip("|").split("|")[:3])
+        for name in re.findall(r"`([^`]+)`", names):
+            found[name] = (kind, collector, line[:100])
+    return found
+
+
+def listed(spec: MetricSpec) -> str:
+    """How docs/metrics.md lists *spec*: the name its series carry, and the labels beyond the workload's."""
+    from agent.series.schema import parts_of
+
+    labels = parts_of(spec)
+    return metrics.shown(spec) + (f"{{{', '.join(labels)}}}" if labels else "")
+
+
+def test_docs_metrics_table_lists_every_metric_of_the_tables_with_its_type_and_collector() -> None:
+    docs = documented()
+    expected: dict[str, tuple[str, set[str]]] = {}
+    processes: set[str] = set()
+    for table in (*TABLES, DIAGNOSIS):
+        for spec in table.specs:
+            if set(PROCESS_LABELS) <= set(spec.labels):
+                processes.add(table.collector)
+                continue
+            kind = {"CounterSpec": "counter", "GaugeSpec": "gauge", "HistogramSpec": "histogram"}[type(spec).__name__]
+            expected.setdefault(listed(spec), (kind, set()))[1].add(table.collector)
+    missing = [
+        f"`{name}` | {kind} | {' or '.join(sorted(by))}" for name, (kind, by) in expected.items() if name not in docs
+    ]
+    assert not missing, "add to docs/metrics.md's table:\n" + "\n".join(missing)
+    for name, (kind, by) in expected.items():
+        documented_kind, collector, row = docs[name]
+        assert documented_kind == kind, row
+        assert re.split(r"[ ,]", collector)[0] in by, f"{row}: exported by {sorted(by)}"
+    process_row = docs.pop("schedwatch_process_*")
+    assert set(re.split(r", ", process_row[1])) == processes, process_row
+    stale = sorted(set(docs) - set(expected))
+    assert not stale, f"docs/metrics.md's table lists metrics no table exports: {stale}"
