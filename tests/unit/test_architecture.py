@@ -24,7 +24,7 @@ FLOORS = {
     **dict.fromkeys(("__main__", "cli", "commands"), 5),
     # assembly: the wiring the commands and verify share (it starts collectors; nothing below imports it)
     **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
-    "top": 4,  # schedwatch top's view: rows from the diagnosis wing's filters and workloads, drawn with rich
+    "top": 4,  # schedwatch top's view: rows from two readings of the series (agent/series/), drawn with rich
     # collectors; series: the one reader of schedwatch's own series, for the diagnosis, top, verify and the fleet
     **dict.fromkeys(("collectors", "series"), 3),
     # tables: what each collector exports, row by row; config counts the kernel memory of its --max-* flags from them
