@@ -209,7 +209,7 @@ def test_no_import_runs_back_up_and_no_rooms_import_each_other() -> None:
 def test_the_check_finds_an_upward_import_a_rule_reading_elsewhere_and_a_cycle() -> None:
     edges = {
         ("agent.machine.procfs", "agent.collectors.common"),  # floor 0 -> 3
-        ("agent.diagnosis.rules.pool", "agent.diagnosis.inputs.live.series"),  # rules -> inputs
+        ("agent.diagnosis.rules.pool", "agent.diagnosis.inputs.live.window"),  # rules -> inputs
         ("agent.counters.perf_events", "agent.identity.labels"),  # counters -> identity -> counters: same floor
         ("agent.identity.placement", "agent.counters.cgroup_tree"),
         ("agent.collectors.sched", "agent.bpf.probes.sched"),  # allowed
@@ -219,9 +219,9 @@ def test_the_check_finds_an_upward_import_a_rule_reading_elsewhere_and_a_cycle()
     }
     assert violations(edges) == {
         "upward: agent.machine.procfs -> agent.collectors.common (machine 0 -> collectors 3)",
-        "upward: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.series (diagnosis.rules 2 -> "
+        "upward: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.window (diagnosis.rules 2 -> "
         "diagnosis.inputs.live 3)",
-        "rules read beyond facts and findings: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.series",
+        "rules read beyond facts and findings: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.window",
         "cycle: counters -> identity -> counters",
         "upward: agent.diagnosis.inputs.processes.census -> agent.diagnosis.inputs.live.gather "
         "(diagnosis.inputs.processes 2 -> diagnosis.inputs.live 3)",
