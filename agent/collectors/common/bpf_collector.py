@@ -29,7 +29,7 @@ class BpfCollector:
     change of its bytes. Each scrape folds the vectors into monotonic per-workload totals and makes each workload's
     rows of the table's families; a workload whose totals did not change since the last scrape gets the rows made
     then: no Python work per series for idle workloads. The per-process series are the table's per-process rows of
-    the most active processes (``chosen_processes``). A subclass adds ``snapshot_families`` (families made from more
+    the most active processes (``process_families``). A subclass adds ``snapshot_families`` (families made from more
     of the snapshot than the per-workload vectors).
     """
 
