@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent import metrics
+from agent.bpf.probes.gaps import kernel_gaps
 from agent.collectors import Availability, CollectorFactory
 from agent.machine.facts import MachineFacts
 
@@ -22,7 +23,7 @@ _FUTEX_WAITS = metrics.shown(metrics.FUTEX_WAIT_SECONDS, metrics.FUTEX_WAIT_DURA
 _COUNTS = metrics.shown(metrics.SCHED_YIELD_CALLS, metrics.FUTEX_CALLS, metrics.FUTEX_WAIT_SECONDS)
 _CALLS, _SECONDS = metrics.shown(metrics.SYSCALLS), metrics.shown(metrics.SYSCALL_SECONDS)
 CODE_MISSING = f"on-CPU samples and call sites by library and function ({_CODE})"
-# What a mode cannot tell, beside BPF mode's series.
+# What a mode cannot tell, beside BPF mode's series (BPF mode's own gaps depend on the kernel: kernel_gaps).
 MISSING = {
     BPF: (),
     PERF: (
@@ -94,11 +95,12 @@ def perf_availability(facts: MachineFacts) -> Availability:
 def choose(requested: str, facts: MachineFacts, bpf_error: str | None = None) -> ModeChoice:
     """The mode for *requested* (auto, bpf, perf, procfs). *bpf_error*: BPF was tried and failed to load."""
     if requested != "auto":
-        return ModeChoice(requested, "asked for with --mode", MISSING[requested], _fix_for(requested, facts))
+        missing = kernel_gaps(facts.release) if requested == BPF else MISSING[requested]
+        return ModeChoice(requested, "asked for with --mode", missing, _fix_for(requested, facts))
     bpf = Availability(False, f"the BPF programs failed to load: {bpf_error}") if bpf_error else None
     bpf = bpf or bpf_availability(facts)
     if bpf.ok:
-        return ModeChoice(BPF, "the BPF programs can be loaded here")
+        return ModeChoice(BPF, "the BPF programs can be loaded here", kernel_gaps(facts.release))
     perf = perf_availability(facts)
     if perf.ok:
         return ModeChoice(PERF, f"BPF cannot run: {bpf.reason}", MISSING[PERF], _bpf_fix(bpf))

@@ -13,6 +13,7 @@ from agent.collectors.common.limits import workload_map_size
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.commands.diagnose import cgroup_tree
+from agent.commands.parser import CommandParser, Example
 from agent.diagnosis.inputs.processes import census
 from agent.diagnosis.standing import StandingFindings, node_ticks
 from agent.exporter import AgentCollector, build_registry
@@ -135,10 +136,20 @@ def serve_metrics(settings: config.Settings) -> int:
     return 0
 
 
+def add_arguments(parser: CommandParser) -> None:
+    """The agent's flags: the common ones in --help, every one in --help-all."""
+    add_agent_arguments(parser, common_shown=True)
+
+
 COMMAND = Command(
     name="run",
-    help="load the probes and serve Prometheus metrics",
-    description=__doc__,
-    add_arguments=add_agent_arguments,
+    help="the agent: count in the kernel, serve Prometheus metrics",
+    description="Load every enabled collector that can run here and serve /metrics until SIGTERM or SIGINT.",
+    add_arguments=add_arguments,
     run=run,
+    examples=(
+        Example("sudo schedwatch run", f"serve http://{config.DEFAULT_LISTEN}/metrics"),
+        Example("sudo schedwatch run --listen 0.0.0.0:17953 --process-top-k 50", "per-process series too"),
+        Example("make run ARGS='--mode perf'", "from a checkout: installs what it needs first"),
+    ),
 )

@@ -8,7 +8,7 @@ from enum import Enum
 
 from agent.diagnosis.facts import Facts, Workload
 
-SCHEMA = "schedwatch.diagnosis/v1"  # the JSON contract's name and version (docs/diagnosis.md)
+SCHEMA = "schedwatch.diagnosis/v2"  # the JSON contract's name and version (docs/schemas/)
 
 
 class Cause(str, Enum):
@@ -80,6 +80,7 @@ class Fix:
     steps: tuple[str, ...]
     variables: dict[str, str] = field(default_factory=dict)  # environment variables to set: name -> value
     threads_per_process: int | None = None
+    missing: tuple[str, ...] = ()  # what would give the number the fix lacks (each: the fact, and how to get it)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,9 @@ TABLE = Table(
 )
 
 # Perf mode: sched_yield and futex calls (and, with --perf-syscall-families, the families it can count exactly) from
-# counting perf events of their tracepoints, per cgroup and CPU.
+# counting perf events of their tracepoints, per cgroup and CPU; and whether a workload's counts are all its own.
 PERF_TABLE = Table(
-    "syscalls", (rows.PERF,), computed=(metrics.SCHED_YIELD_CALLS, metrics.FUTEX_CALLS, metrics.SYSCALLS)
+    "syscalls",
+    (rows.PERF,),
+    computed=(metrics.SCHED_YIELD_CALLS, metrics.FUTEX_CALLS, metrics.SYSCALLS, metrics.PERF_COUNTS_EXACT),
 )

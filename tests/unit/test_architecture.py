@@ -34,12 +34,13 @@ FLOORS = {
 }
 # Inside diagnosis: renderers and the agent's standing findings on top, then the live inputs (which read the agent's
 # series and, for flagged workloads, their processes) and the comparison of reports, then the rules and the inputs
-# that read processes and artifacts, what the rules conclude, and the facts they read. Each sub-package of inputs/ is
-# a room ("inputs.live"); "inputs" is agent/diagnosis/inputs/__init__.py, "diagnosis" agent/diagnosis/__init__.py.
+# that read processes and artifacts, what the rules conclude, and the facts they read. Each sub-package or module of
+# inputs/ is a room ("inputs.live", "inputs.told"); "inputs" is agent/diagnosis/inputs/__init__.py, "diagnosis"
+# agent/diagnosis/__init__.py.
 DIAGNOSIS_FLOORS = {
     **dict.fromkeys(("render", "standing"), 4),
     **dict.fromkeys(("inputs.live", "comparison"), 3),
-    **dict.fromkeys(("rules", "inputs.processes", "inputs.artifacts", "inputs"), 2),
+    **dict.fromkeys(("rules", "inputs.processes", "inputs.artifacts", "inputs.told", "inputs"), 2),
     "findings": 1,
     **dict.fromkeys(("facts", "pools", "allocators", "diagnosis"), 0),
 }

@@ -105,7 +105,7 @@ def pool_finding(workload: WorkloadView, node: NodeView, limits: Thresholds) -> 
     )
     doing = "yielding (sched_yield)" if mechanism is Mechanism.YIELD_STORM else "spinning in user space"
     found = [_weight_evidence(stacks, groups, f"in {_functions(groups)} {doing}", limits)]
-    fix = pool_fix(workload, cpus_allowed(workload, node), 0, libraries, spin=mechanism is not Mechanism.YIELD_STORM)
+    fix = pool_fix(workload, cpus_allowed(workload, node), None, libraries, spin=mechanism is not Mechanism.YIELD_STORM)
     return Finding(
         cause=Cause.THREAD_POOL_OVERSUBSCRIPTION,
         mechanism=mechanism,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.inputs.artifacts import formats
@@ -26,6 +28,8 @@ SNIFF_BYTES = 8192  # the first block: a NUL byte in it is a binary file (UTF-16
 FORMATS_DOC = "docs/analyze.md"  # where the formats read are listed, for a summary of many files not read
 KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
          stat.S_IFBLK: "a block device"}  # fmt: skip
+STDIN = Path("-")  # a file named "-" on the command line is standard input, as for cat and grep
+STDIN_NAME = "stdin"
 
 
 class OfflineError(Exception):
@@ -45,8 +49,14 @@ def read_text(path: Path) -> str:
 
     What is not a regular file (a named pipe, a socket, a device) is refused without opening it (a pipe without a
     writer would block); an empty file is said empty, and a binary one (a NUL byte in its first block) is refused
-    before the rest is read.
+    before the rest is read. ``-`` is standard input (a pipe the user wrote into).
     """
+    if path == STDIN:
+        try:
+            raw = _read(sys.stdin.buffer, path)
+        except OSError as error:
+            raise Unreadable(f"{path}: cannot read standard input ({error.strerror or error})") from None
+        return _text(raw, path)
     try:
         found = path.stat()
     except OSError as error:
@@ -58,18 +68,32 @@ def read_text(path: Path) -> str:
         raise Unreadable(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace")
     try:
         with path.open("rb") as file:
-            head = file.read(SNIFF_BYTES)
-            if b"\0" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
-                raise NotToolOutput(f"{path}: a binary file, not a tool's text output", "binary")
-            raw = head + file.read(MAX_BYTES + 1 - len(head))
+            raw = _read(file, path)
     except OSError as error:
         raise Unreadable(f"{path}: cannot read it ({error.strerror or error})") from None
+    return _text(raw, path)
+
+
+def _read(file: BinaryIO, path: Path) -> bytes:
+    """At most MAX_BYTES + 1 bytes of *file*; a binary one is refused after its first block."""
+    head = file.read(SNIFF_BYTES)
+    if b"\0" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise NotToolOutput(f"{path}: a binary file, not a tool's text output", "binary")
+    return head + file.read(MAX_BYTES + 1 - len(head))
+
+
+def _text(raw: bytes, path: Path) -> str:
     if len(raw) > MAX_BYTES:
         raise Unreadable(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB; give the summary, not the full trace")
     text = decode(raw)
     if not text.strip():
         raise NotToolOutput(f"{path}: empty; save the tool's output into it", "empty")
     return text
+
+
+def name_of(path: Path) -> str:
+    """How a report names the file: its name, or stdin for -."""
+    return STDIN_NAME if path == STDIN else path.name
 
 
 def parse_file(path: Path) -> object:
@@ -90,8 +114,10 @@ def find_files(paths: Sequence[Path]) -> Found:
     subdirectory that cannot be listed is named, not silently passed over."""
     found: list[Path] = []
     unread: list[str] = []
+    if list(paths).count(STDIN) > 1:
+        raise OfflineError("standard input (-) can be read once: give - once, the rest as files")
     for path in paths:
-        if not path.is_dir():
+        if path == STDIN or not path.is_dir():
             found.append(path)
             continue
         inside: list[Path] = []
@@ -117,7 +143,7 @@ def read_part(path: Path) -> Part | Facts:
         raise OfflineError(str(error)) from None  # the message names the file and what to give instead
     except ArtifactError as error:
         raise OfflineError(f"{path}: {error}; {error.advice}") from None
-    return fmt.to_facts(records, path.name)
+    return fmt.to_facts(records, name_of(path))
 
 
 @dataclass
@@ -149,7 +175,7 @@ class NotRead:
         except ArtifactError as error:
             self.problems.append(f"{path}: {error}; {error.advice}")
             return None
-        return fmt.to_facts(records, path.name)
+        return fmt.to_facts(records, name_of(path))
 
     @property
     def count(self) -> int:

@@ -44,12 +44,17 @@ class CollectedSource:
         self.local = True
         self._collect = collect
         self._clock = clock
+        self._mode = mode
 
     def read(self) -> Reading:
         """Collect every family once."""
         started = self._clock()
         families = list(self._collect())
         return read_families(families, (started + self._clock()) / 2)
+
+    def extended(self, more: Callable[[list[Metric]], list[Metric]]) -> CollectedSource:
+        """This source with each collection's families passed through *more* (top adds its judged findings)."""
+        return CollectedSource(lambda: more(list(self._collect())), self._clock, self._mode)
 
 
 def metrics_url(url: str) -> str:
