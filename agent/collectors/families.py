@@ -5,38 +5,30 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.bpf.probes.families import (
-    DEFAULT_CALL_SITES,
-    FAMILY_COUNT,
-    REQUIRED_TRACEPOINTS,
-    FamiliesProbe,
-    FamilyCounts,
-    raw_tracepoints_available,
-)
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.bpf.probes.families import DEFAULT_CALL_SITES, REQUIRED_TRACEPOINTS, FamiliesProbe, raw_tracepoints_available
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.call_sites import CallSiteRows
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.self_metrics import self_families
 from agent.collectors.common.ticker import Ticker
-from agent.exposition.family import RowFamily
 from agent.identity.workload import workload_for_cgroup
 from agent.log import get_logger
 from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
 from agent.symbols.symbolizer import Symbolizer
+from agent.tables.families import TABLE
 
-NAME = "syscall_families"
+NAME = TABLE.collector
 log = get_logger(NAME)
-FAMILIES = syscall_families.FAMILIES
+CALLS = TABLE.layout.slices["calls"]  # calls by family, in each workload's vector
 # A workload is timed only while it makes at least this many calls per second (between two scrapes); once timed, it
 # stays timed while it makes at least half as many and is among the busiest.
 MIN_TIMED_RATE = 100.0
@@ -91,11 +83,11 @@ class TimedChooser:
 
 
 class FamiliesCollector(BpfCollector):
-    """Calls by family for every workload, seconds by family for the timed ones, processes exited; per-key vector:
-    calls by family, then nanoseconds by family, then processes exited."""
+    """Calls by family for every workload, seconds by family for the timed ones, processes exited
+    (agent/tables/families.py); which workloads are timed; the call sites of yields and futex waits."""
 
     name = NAME
-    vector_width = 2 * FAMILY_COUNT + 1
+    table = TABLE
 
     def __init__(self, context: CollectorContext) -> None:
         settings = context.settings
@@ -103,6 +95,7 @@ class FamiliesCollector(BpfCollector):
         probe = FamiliesProbe(
             probe_limits(settings, context.keys),
             context.facts.tracefs,
+            TABLE.layout.vector,
             max_timed=settings.syscall_timed_workloads,
             time_all=self._time_all,
             call_sites=DEFAULT_CALL_SITES if settings.code_workloads > 0 else 0,  # 0: call sites not counted
@@ -131,11 +124,10 @@ class FamiliesCollector(BpfCollector):
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
         self._keys.sync()
         snapshot = self._families_probe.read()
-        vectors = {key: self.cgroup_vector(stats) for key, stats in snapshot.cgroups.items()}
-        self._totals.update(vectors, self._read_again)
+        self._totals.update(snapshot.cgroups, self._read_again)
         timed = self._timed_labels()
         if not self._time_all:
-            live = {key: sum(stats.calls) for key, stats in snapshot.cgroups.items() if key < EXITED_KEY_FLAG}
+            live = {key: sum(vector[CALLS]) for key, vector in snapshot.cgroups.items() if key < EXITED_KEY_FLAG}
             chosen = self._chooser.choose(live)
             try:
                 self._families_probe.set_timed(chosen)
@@ -173,31 +165,6 @@ class FamiliesCollector(BpfCollector):
             family.add_metric(labels, 1 if timed is None or labels in timed else 0)
         return family
 
-    def cgroup_vector(self, stats: FamilyCounts) -> Sequence[int]:
-        """Calls by family, then nanoseconds by family, then processes exited."""
-        return (*stats.calls, *stats.ns, stats.processes_exited)
-
-    def workload_families(self) -> list[RowFamily]:
-        """Calls and seconds by family, and processes exited, per workload."""
-        return [metrics.SYSCALLS.family(), metrics.SYSCALL_SECONDS.family(), metrics.PROCESSES_EXITED.family()]
-
-    def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's families with calls, those with time, and its exited processes (once one exited)."""
-        exited = totals[2 * FAMILY_COUNT]
-        return (
-            [((*labels, family), totals[index]) for index, family in enumerate(FAMILIES) if totals[index]],
-            [
-                ((*labels, family), totals[FAMILY_COUNT + index] / 1e9)
-                for index, family in enumerate(FAMILIES)
-                if totals[FAMILY_COUNT + index]
-            ],
-            [(labels, exited)] if exited else [],
-        )
-
-    def process_families(self, processes: dict[int, Any]) -> list[Metric]:
-        """No per-process series."""
-        return []
-
     def close(self) -> None:
         """Stop reading call sites, then detach the programs."""
         if self._sites_ticker is not None:
@@ -205,13 +172,9 @@ class FamiliesCollector(BpfCollector):
         super().close()
 
 
-def _start(context: CollectorContext) -> Collector:
-    return FamiliesCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="system calls by family per workload, and their time for the timed workloads (bpf/families.bpf.c)",
-    check=check,
-    start=_start,
+    NAME,
+    "system calls by family per workload, and their time for the timed workloads (bpf/families.bpf.c)",
+    check,
+    FamiliesCollector,
 )

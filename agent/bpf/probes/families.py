@@ -1,10 +1,11 @@
 """System calls by family per workload (bpf/families.bpf.c): load, fill the family table, choose who is timed,
-read the maps into plain snapshots."""
+read the maps into snapshots (agent/tables/families.py says which field of struct workload_syscalls feeds which
+metric)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,6 @@ CALL_SITE_SYSCALLS = {"x86_64": {"SYS_FUTEX": 202, "SYS_FUTEX_WAITV": 449, "SYS_
 
 
 @dataclass(frozen=True)
-class FamilyCounts:
-    """One workload's calls and nanoseconds inside them, by family (in syscall_families.FAMILIES order), and its
-    processes that exited."""
-
-    calls: tuple[int, ...]
-    ns: tuple[int, ...]
-    processes_exited: int = 0
-
-
-@dataclass(frozen=True)
 class CallSite:
     """Calls of one kind made from one place of one process of one workload, counted since the entry was made."""
 
@@ -49,9 +40,9 @@ class CallSite:
 
 @dataclass(frozen=True)
 class FamiliesSnapshot:
-    """Everything the probe's maps held at one moment."""
+    """Everything the probe's maps held at one moment: each `cgroups` value as the collector decodes it."""
 
-    cgroups: dict[int, FamilyCounts]
+    cgroups: dict[int, Any]
     health: MapHealth
 
 
@@ -100,6 +91,7 @@ class FamiliesProbe(BpfProbe):
         self,
         limits: ProbeLimits,
         tracefs: Path | None,
+        decode_cgroup: Callable[[Any], Any],
         max_timed: int = 8,
         time_all: bool = False,
         call_sites: int = DEFAULT_CALL_SITES,
@@ -109,7 +101,7 @@ class FamiliesProbe(BpfProbe):
         self.time_all = time_all
         defines = compile_defines(limits, tracefs, max_timed, time_all, call_sites)
         self.call_sites = int(defines.get("MAX_CALL_SITES") or 0)
-        super().__init__(defines, _counts)
+        super().__init__(defines, decode_cgroup)
         self._timed: frozenset[int] = frozenset()
         self._epoch = 0
         self._generation = 0
@@ -190,7 +182,3 @@ class FamiliesProbe(BpfProbe):
             key.kind = SITE_KINDS.index(site.kind)
             keys.append(key)
         table.delete(keys)
-
-
-def _counts(value: Any) -> FamilyCounts:
-    return FamilyCounts(calls=tuple(value.calls), ns=tuple(value.ns), processes_exited=value.processes_exited)

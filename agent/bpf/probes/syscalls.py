@@ -1,7 +1,9 @@
-"""sched_yield and futex accounting (bpf/syscalls.bpf.c): load, read the maps into plain snapshots."""
+"""sched_yield and futex accounting (bpf/syscalls.bpf.c): load, read the maps into snapshots (agent/tables/syscalls.py
+says which field of struct cgroup_stats and struct process_stats feeds which metric)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,36 +30,12 @@ OPTIONAL_TRACEPOINTS = {
 
 
 @dataclass(frozen=True)
-class SyscallCounts:
-    """Counters of one cgroup or process, straight from the kernel."""
-
-    yields: int
-    futex_calls: tuple[int, ...]  # by FUTEX_OPS
-    futex_wait_ns: int
-
-
-@dataclass(frozen=True)
-class CgroupSyscalls:
-    """A cgroup's counters plus its futex wait histogram (non-cumulative, by WAIT_BUCKET_BOUNDS + Inf)."""
-
-    counts: SyscallCounts
-    wait_buckets: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ProcessSyscalls:
-    """A live process's counters and the cgroup it last ran in."""
-
-    cgroup_id: int
-    counts: SyscallCounts
-
-
-@dataclass(frozen=True)
 class SyscallSnapshot:
-    """Everything the probe's maps held at one moment."""
+    """Everything the probe's maps held at one moment: each `cgroups` value as the collector decodes it, each live
+    process's struct process_stats (its cgroup_id: the workload key it last counted under)."""
 
-    cgroups: dict[int, CgroupSyscalls]
-    processes: dict[int, ProcessSyscalls]
+    cgroups: dict[int, Any]
+    processes: dict[int, Any]
     health: MapHealth
 
 
@@ -76,31 +54,17 @@ class SyscallProbe(BpfProbe):
     source = "syscalls.bpf.c"
     drop_maps = ("cgroups", "processes", "futex_start", "new_processes")  # enum drop_reason order
 
-    def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
+    def __init__(self, limits: ProbeLimits, tracefs: Path | None, decode_cgroup: Callable[[Any], Any]) -> None:
+        """*decode_cgroup*: a `cgroups` value (struct cgroup_stats) to what the snapshot carries of it."""
         self.limits = limits
-        super().__init__(compile_defines(limits, tracefs), _cgroup)
+        super().__init__(compile_defines(limits, tracefs), decode_cgroup)
 
     def read(self) -> SyscallSnapshot:
         """Read every map once, in bulk."""
         cgroups = self.cgroup_entries()
-        processes: dict[int, ProcessSyscalls] = {}
+        processes: dict[int, Any] = {}
         capacity = {"cgroups": self.limits.max_cgroups, "futex_start": self.limits.max_threads}
         if self.limits.max_processes > 0:
-            processes = {
-                key: ProcessSyscalls(cgroup_id=value.cgroup_id, counts=_counts(value))
-                for key, value in self.table("processes").items()
-            }
+            processes = dict(self.table("processes").items())
             capacity["processes"] = self.limits.max_processes
         return SyscallSnapshot(cgroups, processes, self.health(capacity))
-
-
-def _cgroup(value: Any) -> CgroupSyscalls:
-    return CgroupSyscalls(counts=_counts(value), wait_buckets=tuple(value.futex_wait_buckets))
-
-
-def _counts(value: Any) -> SyscallCounts:
-    return SyscallCounts(
-        yields=value.yields,
-        futex_calls=tuple(value.futex_calls),
-        futex_wait_ns=value.futex_wait_ns,
-    )
