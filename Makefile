@@ -24,15 +24,19 @@ image:
 wheel:
 	python3 -m pip wheel --wheel-dir dist .
 
-# Test processes in parallel (pytest-xdist, grouped and ordered by tests/support/parallel.py): most of the suite waits on
-# scrapes, windows and servers, not on the 2 CPUs; every bound is by what the kernel says happened, not by how the
-# CPUs happen to be shared. TEST_WORKERS=1 runs them one after another.
-TEST_WORKERS ?= 3
+# Two passes (tests/support/parallel.py). The first, in TEST_WORKERS parallel processes, holds what no other
+# process's load can change: the unit tier on fixtures and the VM tier (Debian's 6.1 under QEMU). The second runs
+# every test that starts workloads here and judges their CPU contention, one after another with nothing beside them.
+# ARGS go to both passes (pytest options: -x, -k NAME, --lf).
+TEST_WORKERS   ?= 2
+PARALLEL_TIERS := tests/platforms tests/unit
+SERIAL_TIERS   := tests/containers tests/scenarios tests/kernel tests/load tests/deploy tests/e2e
 
 test:
 	scripts/setup.sh test
 	$(MAKE) lint
-	$(PYTHON) -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+	$(PYTHON) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PARALLEL_TIERS) $(ARGS)
+	$(PYTHON) -m pytest -ra -p no:xdist $(SERIAL_TIERS) $(ARGS)
 
 lint:
 	$(VENV)/bin/ruff check agent bpf tests bench

@@ -48,6 +48,11 @@ class HistogramSpec(MetricSpec):
         return HistogramFamily(self.name, self.help, self.labels)
 
 
+def shown(*specs: MetricSpec) -> str:
+    """The names the series of *specs* carry (a counter's ends in ``_total``), as messages and help texts name them."""
+    return ", ".join(spec.name + "_total" if isinstance(spec, CounterSpec) else spec.name for spec in specs)
+
+
 # --- syscalls collector: sched_yield and futex -------------------------------------------------
 SCHED_YIELD_CALLS = CounterSpec(
     "schedwatch_sched_yield_calls",
@@ -448,3 +453,6 @@ PERF_COUNTER_OPEN_FAILURES = CounterSpec(
     "Cgroups whose perf counters the kernel refused to open, by error (e.g. EMFILE: raise the file limit).",
     ("error",),
 )
+
+# Every metric above, in the order declared.
+SPECS: tuple[MetricSpec, ...] = tuple(value for value in tuple(globals().values()) if isinstance(value, MetricSpec))

@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.commands.diagnose import fleet_ranking
 from agent.diagnosis.inputs.live.fleet import PrometheusSource
-from agent.diagnosis.inputs.live.members import Filter
+from agent.identity.filter import Filter
 from bench.common import Agent, free_port, median, require
 from tests.support.workloads import CgroupSandbox, Workload, build
 

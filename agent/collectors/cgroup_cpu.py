@@ -31,7 +31,7 @@ from typing import NamedTuple
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.exposition.family import BlockCache
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.cpu import (
@@ -287,14 +287,9 @@ def _outermost(
     return live
 
 
-def _start(context: CollectorContext) -> Collector:
-    return CgroupCpuCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="CPU limit, throttling, CPU used and threads per workload (cgroup cpu.stat, cpuacct, cpu.max / "
-    "cfs quota, cpuset)",
-    check=check,
-    start=_start,
+    NAME,
+    "CPU limit, throttling, CPU used and threads per workload (cgroup cpu.stat, cpuacct, cpu.max / cfs quota, cpuset)",
+    check,
+    CgroupCpuCollector,
 )

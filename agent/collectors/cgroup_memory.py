@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.files import first_process, outermost, v2_controllers
 from agent.machine.cgroups.layout import parse_proc_cgroup
@@ -165,14 +165,10 @@ def _known(state: MemoryState) -> set[str]:
     return {name for name, value in given.items() if value is not None}
 
 
-def _start(context: CollectorContext) -> Collector:
-    return CgroupMemoryCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="memory limit, limit hits (memory.events, failcnt, oom kills), page faults and refaults per "
+    NAME,
+    "memory limit, limit hits (memory.events, failcnt, oom kills), page faults and refaults per "
     "workload (cgroup memory.stat)",
-    check=check,
-    start=_start,
+    check,
+    CgroupMemoryCollector,
 )

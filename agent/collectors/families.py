@@ -6,34 +6,27 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.bpf.probes.families import (
-    FAMILY_COUNT,
-    REQUIRED_TRACEPOINTS,
-    FamiliesProbe,
-    FamilyCounts,
-    raw_tracepoints_available,
-)
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.bpf.probes.families import REQUIRED_TRACEPOINTS, FamiliesProbe, raw_tracepoints_available
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.self_metrics import self_families
-from agent.exposition.family import RowFamily
 from agent.identity.workload import workload_for_cgroup
 from agent.log import get_logger
 from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
+from agent.tables.families import TABLE
 
-NAME = "syscall_families"
+NAME = TABLE.collector
 log = get_logger(NAME)
-FAMILIES = syscall_families.FAMILIES
+CALLS = TABLE.layout.slices["calls"]  # calls by family, in each workload's vector
 # A workload is timed only while it makes at least this many calls per second (between two scrapes); once timed, it
 # stays timed while it makes at least half as many and is among the busiest.
 MIN_TIMED_RATE = 100.0
@@ -88,11 +81,11 @@ class TimedChooser:
 
 
 class FamiliesCollector(BpfCollector):
-    """Calls by family for every workload, seconds by family for the timed ones; per-key vector: calls by family,
-    then nanoseconds by family."""
+    """Calls by family for every workload, seconds by family for the timed ones (agent/tables/families.py); which
+    workloads are timed."""
 
     name = NAME
-    vector_width = 2 * FAMILY_COUNT
+    table = TABLE
 
     def __init__(self, context: CollectorContext) -> None:
         settings = context.settings
@@ -100,6 +93,7 @@ class FamiliesCollector(BpfCollector):
         probe = FamiliesProbe(
             probe_limits(settings, context.keys),
             context.facts.tracefs,
+            TABLE.layout.vector,
             max_timed=settings.syscall_timed_workloads,
             time_all=self._time_all,
         )
@@ -112,11 +106,10 @@ class FamiliesCollector(BpfCollector):
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
         self._keys.sync()
         snapshot = self._families_probe.read()
-        vectors = {key: self.cgroup_vector(stats) for key, stats in snapshot.cgroups.items()}
-        self._totals.update(vectors, self._read_again)
+        self._totals.update(snapshot.cgroups, self._read_again)
         timed = self._timed_labels()
         if not self._time_all:
-            live = {key: sum(stats.calls) for key, stats in snapshot.cgroups.items() if key < EXITED_KEY_FLAG}
+            live = {key: sum(vector[CALLS]) for key, vector in snapshot.cgroups.items() if key < EXITED_KEY_FLAG}
             chosen = self._chooser.choose(live)
             try:
                 self._families_probe.set_timed(chosen)
@@ -148,37 +141,10 @@ class FamiliesCollector(BpfCollector):
             family.add_metric(labels, 1 if timed is None or labels in timed else 0)
         return family
 
-    def cgroup_vector(self, stats: FamilyCounts) -> Sequence[int]:
-        """Calls by family, then nanoseconds by family."""
-        return (*stats.calls, *stats.ns)
-
-    def workload_families(self) -> list[RowFamily]:
-        """Calls and seconds by family per workload."""
-        return [metrics.SYSCALLS.family(), metrics.SYSCALL_SECONDS.family()]
-
-    def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's families with calls, and those with time."""
-        return (
-            [((*labels, family), totals[index]) for index, family in enumerate(FAMILIES) if totals[index]],
-            [
-                ((*labels, family), totals[FAMILY_COUNT + index] / 1e9)
-                for index, family in enumerate(FAMILIES)
-                if totals[FAMILY_COUNT + index]
-            ],
-        )
-
-    def process_families(self, processes: dict[int, Any]) -> list[Metric]:
-        """No per-process series."""
-        return []
-
-
-def _start(context: CollectorContext) -> Collector:
-    return FamiliesCollector(context)
-
 
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="system calls by family per workload, and their time for the timed workloads (bpf/families.bpf.c)",
-    check=check,
-    start=_start,
+    NAME,
+    "system calls by family per workload, and their time for the timed workloads (bpf/families.bpf.c)",
+    check,
+    FamiliesCollector,
 )

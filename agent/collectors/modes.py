@@ -1,43 +1,46 @@
 """Which source the collectors use: BPF, counting perf events, or /proc alone (--mode), and what each lacks.
 
 Collector names stay the same in every mode (syscalls, sched, syscall_families, cgroup_cpu, cgroup_memory), so
---no-collector.NAME and schedwatch_source_up mean the same everywhere; only where their counts come from changes.
+--no-collector.NAME and metrics.SOURCE_UP mean the same everywhere; only where their counts come from changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent import metrics
 from agent.bpf.probes.gaps import kernel_gaps
 from agent.collectors import Availability, CollectorFactory
 from agent.machine.facts import MachineFacts
 
 BPF, PERF, PROCFS = "bpf", "perf", "procfs"
 
-CODE_MISSING = (
-    "on-CPU samples and call sites by library and function (schedwatch_cpu_samples_total, "
-    "schedwatch_sched_yield_calls_by_site_total, schedwatch_futex_waits_by_site_total)"
-)
+
+_CODE = metrics.shown(metrics.CPU_SAMPLES, metrics.SCHED_YIELD_CALLS_BY_SITE, metrics.FUTEX_WAITS_BY_SITE)
+_FROM_PROC = metrics.shown(metrics.RUNQUEUE_WAIT_SECONDS, metrics.ONCPU_SECONDS)
+_LATENCY = metrics.shown(metrics.RUNQUEUE_LATENCY, metrics.OFFCPU_SECONDS)
+_FUTEX_WAITS = metrics.shown(metrics.FUTEX_WAIT_SECONDS, metrics.FUTEX_WAIT_DURATION)
+_COUNTS = metrics.shown(metrics.SCHED_YIELD_CALLS, metrics.FUTEX_CALLS, metrics.FUTEX_WAIT_SECONDS)
+_CALLS, _SECONDS = metrics.shown(metrics.SYSCALLS), metrics.shown(metrics.SYSCALL_SECONDS)
+CODE_MISSING = f"on-CPU samples and call sites by library and function ({_CODE})"
 # What a mode cannot tell, beside BPF mode's series (BPF mode's own gaps depend on the kernel: kernel_gaps).
 MISSING = {
     BPF: (),
     PERF: (
-        "futex wait time and its histogram (schedwatch_futex_wait_*)",
-        "the run-queue latency histogram and off-CPU time (schedwatch_runqueue_latency_seconds, "
-        "schedwatch_offcpu_seconds_total); run-queue wait and CPU time come from /proc "
-        "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
+        f"futex wait time and its histogram ({_FUTEX_WAITS})",
+        f"the run-queue latency histogram and off-CPU time ({_LATENCY}); run-queue wait and CPU time come from "
+        f"/proc ({_FROM_PROC})",
         "per-process series (--process-top-k)",
         "the system calls of the families file, network and other, and the time inside every family "
-        "(schedwatch_syscalls_total for those, schedwatch_syscall_seconds_total); the families yield, futex, "
-        "clock, sleep, poll, memory and process are counted with --perf-syscall-families",
+        f"({_CALLS} for those, {_SECONDS}); the families yield, futex, clock, sleep, poll, memory and process are "
+        "counted with --perf-syscall-families",
         CODE_MISSING,
     ),
     PROCFS: (
-        "sched_yield and futex counts (schedwatch_sched_yield_calls_total, schedwatch_futex_*)",
-        "the run-queue latency histogram and off-CPU time; run-queue wait and CPU time come from /proc "
-        "(schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total)",
+        f"sched_yield and futex counts ({_COUNTS})",
+        f"the run-queue latency histogram and off-CPU time; run-queue wait and CPU time come from /proc ({_FROM_PROC})",
         "per-process series (--process-top-k)",
-        "system calls by family and the time inside them (schedwatch_syscalls_total, schedwatch_syscall_seconds_total)",
+        f"system calls by family and the time inside them ({_CALLS}, {_SECONDS})",
         CODE_MISSING,
     ),
 }

@@ -10,7 +10,7 @@ from prometheus_client.core import Metric
 from agent import metrics
 from agent.bpf.probes.base import MapHealth
 from agent.bpf.probes.oncpu import OnCpuProbe, Sample
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, renamed, safe_row
 from agent.collectors.common.limits import probe_limits
@@ -141,13 +141,9 @@ class OnCpuCollector:
         self._probe.close()
 
 
-def _start(context: CollectorContext) -> Collector:
-    return OnCpuCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="on-CPU samples per workload by library and function (bpf/oncpu.bpf.c on a cpu-clock timer)",
-    check=check,
-    start=_start,
+    NAME,
+    "on-CPU samples per workload by library and function (bpf/oncpu.bpf.c on a cpu-clock timer)",
+    check,
+    OnCpuCollector,
 )

@@ -3,7 +3,7 @@
 Same metric names and meaning as the BPF syscalls collector; futex wait time, its histogram and per-process
 series need per-call timing, which counting events do not give: they are not exported in this mode. With
 --perf-syscall-families (and the syscall_families collector on) it also counts the system-call families it can
-count exactly (schedwatch_syscalls_total for yield, futex and agent.counters.perf_syscalls.COUNTED_FAMILIES), the
+count exactly (metrics.SYSCALLS for yield, futex and agent.counters.perf_syscalls.COUNTED_FAMILIES), the
 BPF syscall_families collector's job in bpf mode.
 """
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.files import outermost
 from agent.machine.facts import MachineFacts
@@ -124,13 +124,9 @@ class PressureCollector:
         return [waiting, stalled, node_waiting, node_stalled, tracked]
 
 
-def _start(context: CollectorContext) -> Collector:
-    return PressureCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="CPU, memory and I/O pressure (PSI) per workload and for the node (cgroup2 *.pressure, /proc/pressure)",
-    check=check,
-    start=_start,
+    NAME,
+    "CPU, memory and I/O pressure (PSI) per workload and for the node (cgroup2 *.pressure, /proc/pressure)",
+    check,
+    PressureCollector,
 )

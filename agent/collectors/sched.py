@@ -1,50 +1,29 @@
-"""The sched collector: off-CPU time by reason, run-queue latency (and its split by holder) and blocked time by sleep
-per workload (and off-CPU time and run-queue wait per process)."""
+"""The sched collector: off-CPU time by reason, run-queue latency (and its split by holder), blocked time by sleep and
+processes exited per workload (and off-CPU time and run-queue wait per process)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable
 
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.bpf.probes.sched import (
-    HOLDERS,
-    MISSED_EVENTS,
-    OFFCPU_REASONS,
-    REQUIRED_TRACEPOINTS,
-    RUNQ_BUCKET_BOUNDS,
-    SLEEPS,
-    CgroupSched,
-    PairEntry,
-    ProcessSched,
-    SchedProbe,
-    SchedSnapshot,
-)
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.bpf.probes.sched import REQUIRED_TRACEPOINTS, PairEntry, SchedProbe, SchedSnapshot
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
 from agent.collectors.common.code_rows import renamed
-from agent.collectors.common.histograms import bucket_labels, cumulative
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.ranked_rows import RankedTable, Row
-from agent.exposition.family import RowFamily
 from agent.identity.labels import label_value
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
 from agent.symbols.names import OTHER
+from agent.tables.sched import TABLE
 
-NAME = "sched"
-_BUCKETS = bucket_labels(RUNQ_BUCKET_BOUNDS)
-_REASONS = len(OFFCPU_REASONS)
-_MISSED = len(MISSED_EVENTS)
-_BUCKETS_END = _REASONS + 1 + len(_BUCKETS)  # the vector: off-CPU ns by reason, run-queue ns, buckets, missed,
-_MISSED_END = _BUCKETS_END + _MISSED  # run-queue ns by holder, blocked ns by sleep
-_HOLDERS_END = _MISSED_END + len(HOLDERS)
-_SLEEPS_END = _HOLDERS_END + len(SLEEPS)  # then processes exited
+NAME = TABLE.collector
 # Neighbours exported per workload: those that held its CPUs most lately (agent/collectors/common/ranked_rows.py: a
 # neighbour holding more than twice the weakest named one's in a read takes its place once that one was named 60 s).
 NEIGHBOURS_PER_WORKLOAD = 3
@@ -57,12 +36,12 @@ def check(facts: MachineFacts) -> Availability:
 
 
 class SchedCollector(BpfCollector):
-    """Off-CPU time, run-queue latency, blocked time and processes exited per workload; per-cgroup vector: off-CPU ns
-    by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by holder, blocked ns by
-    sleep, processes exited."""
+    """Off-CPU time, run-queue latency, blocked time and processes exited per workload (and per process for those
+    that waited longest for a CPU): agent/tables/sched.py; and each workload's wait for a CPU by the neighbour that
+    held it."""
 
     name = NAME
-    vector_width = _SLEEPS_END + 1
+    table = TABLE
 
     def __init__(
         self, context: CollectorContext, probe: SchedProbe | None = None, clock: Callable[[], float] = time.monotonic
@@ -70,71 +49,12 @@ class SchedCollector(BpfCollector):
         """*probe*: read instead of loading the program (tests hand fixture snapshots in); *clock*: what the
         neighbours' hold time is counted on."""
         if probe is None:
-            probe = SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs)
+            probe = SchedProbe(probe_limits(context.settings, context.keys), context.facts.tracefs, TABLE.layout.vector)
         super().__init__(context, probe)
         grace = context.settings.series_grace_seconds
         self._neighbours = RankedTable(NEIGHBOURS_PER_WORKLOAD, grace, OTHER_NEIGHBOURS, clock)
         self._pair_ns: dict[PairEntry, int] = {}  # each pair entry's nanoseconds at the last read
         self._waiter_labels: dict[int, Labels] = {}  # each waiting workload key's labels when last placed
-
-    def cgroup_vector(self, stats: CgroupSched) -> Sequence[int]:
-        """Off-CPU ns by reason, run-queue ns, run-queue histogram buckets, events missed by kind, run-queue ns by
-        holder, blocked ns by sleep, processes exited."""
-        return (
-            *stats.counts.offcpu_ns,
-            stats.counts.runq_ns,
-            *stats.runq_buckets,
-            *stats.missed,
-            *stats.runq_by_holder_ns,
-            *stats.blocked_ns,
-            stats.processes_exited,
-        )
-
-    def workload_families(self) -> list[RowFamily]:
-        """Off-CPU seconds by reason, the run-queue histogram, the events missed, run-queue seconds by holder,
-        blocked seconds by sleep and processes exited, per workload."""
-        return [
-            metrics.OFFCPU_SECONDS.family(),
-            metrics.RUNQUEUE_LATENCY.family(),
-            metrics.SCHED_EVENTS_MISSED.family(),
-            metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS.family(),
-            metrics.BLOCKED_SECONDS.family(),
-            metrics.PROCESSES_EXITED.family(),
-        ]
-
-    def workload_series(self, labels: Labels, totals: Sequence[int]) -> Sequence[list[Any]]:
-        """One workload's off-CPU seconds by reason, run-queue histogram, the kinds of event missed (if any),
-        run-queue seconds by holder and blocked seconds by sleep (every holder and sleep, zeros included), and its
-        processes that exited (once one did)."""
-        missed = totals[_BUCKETS_END:_MISSED_END]
-        holders = totals[_MISSED_END:_HOLDERS_END]
-        sleeps = totals[_HOLDERS_END:_SLEEPS_END]
-        exited = totals[_SLEEPS_END]
-        return (
-            [((*labels, reason), totals[index] / 1e9) for index, reason in enumerate(OFFCPU_REASONS)],
-            [(labels, _BUCKETS, cumulative(totals[_REASONS + 1 : _BUCKETS_END]), totals[_REASONS] / 1e9)],
-            [((*labels, event), count) for event, count in zip(MISSED_EVENTS, missed, strict=True) if count],
-            [((*labels, holder), ns / 1e9) for holder, ns in zip(HOLDERS, holders, strict=True)],
-            [((*labels, sleep), ns / 1e9) for sleep, ns in zip(SLEEPS, sleeps, strict=True)],
-            [(labels, exited)] if exited else [],
-        )
-
-    def process_families(self, processes: dict[int, ProcessSched]) -> list[Metric]:
-        """The same per live process, for those whose threads waited longest for a CPU."""
-        offcpu = metrics.PROCESS_OFFCPU_SECONDS.family()
-        runq = metrics.PROCESS_RUNQUEUE_WAIT_SECONDS.family()
-        by_holder = metrics.PROCESS_RUNQUEUE_WAIT_BY_HOLDER_SECONDS.family()
-        blocked = metrics.PROCESS_BLOCKED_SECONDS.family()
-        activity = {pid: p.counts.runq_ns for pid, p in processes.items()}
-        for labels, process in self.chosen_processes(processes, activity):
-            for index, reason in enumerate(OFFCPU_REASONS):
-                offcpu.add_metric([*labels, reason], process.counts.offcpu_ns[index] / 1e9)
-            runq.add_metric(labels, process.counts.runq_ns / 1e9)
-            for holder, ns in zip(HOLDERS, process.runq_by_holder_ns, strict=True):
-                by_holder.add_metric([*labels, holder], ns / 1e9)
-            for sleep, ns in zip(SLEEPS, process.blocked_ns, strict=True):
-                blocked.add_metric([*labels, sleep], ns / 1e9)
-        return [offcpu, runq, by_holder, blocked]
 
     def snapshot_families(self, snapshot: SchedSnapshot) -> list[Metric]:
         """Each workload's wait for a CPU held by another workload: its top neighbours by what they held lately, and
@@ -183,13 +103,6 @@ class SchedCollector(BpfCollector):
         return gains
 
 
-def _start(context: CollectorContext) -> Collector:
-    return SchedCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="off-CPU time (preempted, blocked) and run-queue latency (bpf/sched.bpf.c)",
-    check=check,
-    start=_start,
+    NAME, "off-CPU time (preempted, blocked) and run-queue latency (bpf/sched.bpf.c)", check, SchedCollector
 )

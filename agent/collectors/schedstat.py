@@ -1,7 +1,7 @@
 """The sched collector in perf and procfs modes: run-queue wait and CPU time per workload from task schedstat.
 
 Without per-wait events there is no run-queue latency histogram and no off-CPU split: this collector exports
-the totals it can measure exactly instead (schedwatch_runqueue_wait_seconds_total, schedwatch_oncpu_seconds_total).
+the totals it can measure exactly instead (metrics.RUNQUEUE_WAIT_SECONDS, metrics.ONCPU_SECONDS).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.counters.cgroup_tree import task_tree
 from agent.counters.exit_records import ExitRecords, cpu_mask_text
 from agent.counters.schedstat import RUN, VECTOR_WIDTH, WAIT, TaskSchedstat
@@ -85,13 +85,9 @@ class SchedstatCollector:
         self._source.close()
 
 
-def _start(context: CollectorContext) -> Collector:
-    return SchedstatCollector(context)
-
-
 FACTORY = CollectorFactory(
-    name=NAME,
-    description="run-queue wait and on-CPU time from /proc/TID/schedstat, exits from taskstats (no BPF)",
-    check=check,
-    start=_start,
+    NAME,
+    "run-queue wait and on-CPU time from /proc/TID/schedstat, exits from taskstats (no BPF)",
+    check,
+    SchedstatCollector,
 )

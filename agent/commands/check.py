@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent import __version__, assembly, config
+from agent import __version__, assembly, config, metrics
 from agent.collectors import Availability, modes
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
@@ -266,8 +266,8 @@ def to_text(report: CheckReport) -> str:
         stats = "on"
     else:
         stats = (
-            "off — for schedwatch_bpf_program_* numbers run with --bpf-stats (needs CAP_SYS_ADMIN) "
-            "or sysctl -w kernel.bpf_stats_enabled=1"
+            f"off — for {metrics.shown(metrics.BPF_PROGRAM_RUNS, metrics.BPF_PROGRAM_RUN_SECONDS)} run with "
+            "--bpf-stats (needs CAP_SYS_ADMIN) or sysctl -w kernel.bpf_stats_enabled=1"
         )
     if facts.tracefs is not None:
         tracefs = str(facts.tracefs)

@@ -34,13 +34,13 @@ from agent.diagnosis.findings import Diagnosis
 from agent.diagnosis.inputs.live import fetch
 from agent.diagnosis.inputs.live.fleet import NodeWindow, PrometheusSource, is_prometheus
 from agent.diagnosis.inputs.live.gather import NothingMatches, facts_from_window, ranked, sample_live
-from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.inputs.live.ranking import score, shares
 from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, Source, SourceError
 from agent.diagnosis.inputs.live.window import workload_views
 from agent.diagnosis.render.json_report import to_json
 from agent.diagnosis.rules import diagnose
 from agent.exporter import AgentCollector
+from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
 from agent.machine.cgroups.layout import workload_tree
 from agent.machine.procfs import ProcFS
 

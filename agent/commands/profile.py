@@ -27,8 +27,8 @@ from agent.commands.diagnose import add_filter_arguments, duration, workload_fil
 from agent.commands.output import print_json
 from agent.commands.parser import CommandParser, Example
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.render.shared import workload_name
+from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.procfs import ProcFS, printable
 from agent.symbols.symbolizer import Symbolizer

@@ -37,21 +37,22 @@ from agent.commands.diagnose import (
 )
 from agent.commands.parser import CommandParser, Example
 from agent.diagnosis.inputs.live.fleet import is_prometheus
-from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
 from agent.diagnosis.inputs.processes import census
 from agent.diagnosis.standing import StandingFindings, node_ticks
+from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
 from agent.machine.clocksource import read_clocksource
 from agent.machine.cpus import online_cpu_count
 from agent.machine.procfs import ProcFS
-from agent.top.table import BY_KEY, BY_NAME, Column, Row, Snapshot, nested, process_rows, rows, snapshot
+from agent.series.reading import Reading
+from agent.top.table import BY_KEY, BY_NAME, Column, Row, nested, process_rows, rows
 
 PROCESSES_LOADED_HERE = 50  # --process-top-k of the collectors top loads itself for --processes
 
 MIN_INTERVAL = 0.5
 MAX_INTERVAL = 60.0
 DEFAULT_INTERVAL = 2.0
-Read = Callable[[], tuple[float, list[Metric]]]
+Read = Callable[[], Reading]
 
 
 def interval(text: str) -> float:
@@ -112,7 +113,7 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
     if is_prometheus(args.source):
         raise SourceError("top reads an agent, not a Prometheus: give --from http://HOST:PORT of one node's agent")
     if args.source:
-        yield AgentSource(args.source, client=client).families
+        yield AgentSource(args.source, client=client).read
         return
     if args.processes:
         settings = dataclasses.replace(
@@ -121,7 +122,7 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
     with loaded_collectors(settings) as source:
         if not isinstance(source, CollectedSource):
             raise SourceError("the collectors loaded here gave no families to read")  # loaded_collectors' contract
-        yield judging(source.families, _standing(settings))
+        yield source.extended(judging(_standing(settings))).read
 
 
 def _standing(settings: config.Settings) -> StandingFindings:
@@ -136,15 +137,15 @@ def _standing(settings: config.Settings) -> StandingFindings:
     )
 
 
-def judging(read: Read, findings: StandingFindings) -> Read:
-    """*read* with the FINDING column's series, as a running agent exports it: no agent judges the collectors
-    loaded here, so each reading is judged at once, over the time since the one before (the first has none)."""
+def judging(findings: StandingFindings) -> Callable[[list[Metric]], list[Metric]]:
+    """What each collection of the collectors loaded here gets: the FINDING column's series, as a running agent
+    exports it. No agent judges them, so each collection is judged at once, over the time since the one before (the
+    first has none)."""
 
-    def judged() -> tuple[float, list[Metric]]:
-        at, families = read()
+    def judged(families: list[Metric]) -> list[Metric]:
         findings.hand_over(families)
         findings.evaluate_pending()
-        return at, [*families, findings.family()]
+        return [*families, findings.family()]
 
     return judged
 
@@ -166,11 +167,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
 
 
-def _taken(read: Read) -> Snapshot:
-    at, families = read()
-    return snapshot(families, at)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Table:
     """Which rows to show: the workloads *wanted* matches, and their processes when asked."""
@@ -178,7 +174,7 @@ class _Table:
     wanted: Filter
     processes: bool
 
-    def rows(self, before: Snapshot, after: Snapshot) -> tuple[list[Row], list[Row]]:
+    def rows(self, before: Reading, after: Reading) -> tuple[list[Row], list[Row]]:
         shown = process_rows(before, after, self.wanted) if self.processes else []
         return rows(before, after, self.wanted), shown
 
@@ -186,10 +182,10 @@ class _Table:
 def _plain(read: Read, table: _Table, by: Column, seconds: float, title: str, once: bool) -> int:
     from agent.top.screen import plain
 
-    before = _taken(read)
+    before = read()
     while True:
         time.sleep(seconds)
-        after = _taken(read)
+        after = read()
         print(plain(nested(*table.rows(before, after), by), by, title), flush=True)
         if once:
             return 0
@@ -204,7 +200,7 @@ def _live(read: Read, table: _Table, by: Column, seconds: float, title: str) -> 
     from agent.top.keys import QUIT, Keys
     from agent.top.screen import rich_table
 
-    before = _taken(read)
+    before = read()
     shown: tuple[list[Row], list[Row]] = ([], [])
     console = Console()
     with Keys(sys.stdin.fileno()) as keys, Live(console=console, auto_refresh=False, screen=True) as live:
@@ -217,7 +213,7 @@ def _live(read: Read, table: _Table, by: Column, seconds: float, title: str) -> 
             if key is not None:
                 by = BY_KEY.get(key, by)
             else:
-                after = _taken(read)
+                after = read()
                 shown = table.rows(before, after)
                 before, deadline = after, time.monotonic() + seconds
             if shown[0]:

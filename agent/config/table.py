@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from agent import log
+from agent import log, metrics
 from agent.config.flag import CLIENT, COLLECTION, EXPORT, LOGGING, RUNTIME, SERVING, Flag, collector_flag
 from agent.config.values import (
     BYTES_PER_CGROUP,
@@ -80,9 +80,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--syscall-time",
         COLLECTION,
-        "whose system calls are timed by family (schedwatch_syscall_seconds_total; every workload's are counted): "
-        "watched, the --syscall-timed-workloads making the most calls; all, every workload's (costs each system call "
-        "more; docs/benchmarks.md)",
+        f"whose system calls are timed by family ({metrics.shown(metrics.SYSCALL_SECONDS)}; every workload's are "
+        "counted): watched, the --syscall-timed-workloads making the most calls; all, every workload's (costs each "
+        "system call more; docs/benchmarks.md)",
         "watched",
         choices=SYSCALL_TIME,
     ),
@@ -124,7 +124,7 @@ FLAGS: tuple[Flag, ...] = (
         "--perf-syscall-families",
         COLLECTION,
         "in perf mode, count the system calls of the families yield, futex, clock, sleep, poll, memory and process "
-        "too (schedwatch_syscalls_total): 37 instead of 10 counters per cgroup and CPU, so within the same "
+        f"too ({metrics.shown(metrics.SYSCALLS)}): 37 instead of 10 counters per cgroup and CPU, so within the same "
         "file-descriptor budget fewer cgroups get counters of their own",
         False,
         switch=True,
@@ -248,8 +248,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--bpf-stats",
         EXPORT,
-        "turn on the kernel's BPF run-time accounting while the agent runs, for the schedwatch_bpf_program_* "
-        "metrics (costs every BPF program ~20 ns per run; needs CAP_SYS_ADMIN)",
+        "turn on the kernel's BPF run-time accounting while the agent runs, for "
+        f"{metrics.shown(metrics.BPF_PROGRAM_RUNS, metrics.BPF_PROGRAM_RUN_SECONDS)} "
+        "(costs every BPF program ~20 ns per run; needs CAP_SYS_ADMIN)",
         False,
         switch=True,
     ),

@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from agent.tables import kernel_memory, rows
+
 # Outside 9100-9999, which Prometheus' list of exporter ports has used up.
 DEFAULT_PORT = 17953
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
@@ -21,21 +23,14 @@ MAX_SAMPLE_FREQUENCY = 1000  # per CPU (agent/bpf/probes/oncpu.py)
 MAX_CODE_TOP_K = 64
 MAX_CODE_WORKLOADS = 1024
 
-# Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
-# maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
-# reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 136 B) 208 B +
-# sched `cgroups` (u64 -> struct cgroup_sched, 168 B) 240 B + sched `neighbours` (an LRU hash of 2 pairs per cgroup:
-# struct neighbour_pair, 16 B -> struct neighbour_wait, 16 B) 2 x 96 B + families `cgroups` (u64 -> struct
-# workload_syscalls, 168 B) 240 B. Per process: struct process_stats (72 B) 144 B + struct process_sched (80 B) 152 B.
-# Per thread: sched `threads` (struct thread_state, 40 B) 112 B + syscalls `futex_start` (u64) 80 B + families
-# `calls_in_progress` (struct call_in_progress, 24 B) 96 B. Per timed workload: families `timed_workloads` (u8) 80 B.
-BYTES_PER_CGROUP = 880
-BYTES_PER_PROCESS = 296
-BYTES_PER_THREAD = 288
-BYTES_PER_TIMED_WORKLOAD = 80
-MAX_CGROUPS_LIMIT = 1 << 19  # 440 MiB of kernel memory
-MAX_PROCESSES_LIMIT = 1 << 20  # 296 MiB
-MAX_THREADS_LIMIT = 1 << 20  # 288 MiB
+# Kernel memory each unit of a --max-* flag preallocates, from the bounded maps of the collectors' tables.
+BYTES_PER_CGROUP = kernel_memory.bytes_per(rows.CGROUPS)
+BYTES_PER_PROCESS = kernel_memory.bytes_per(rows.PROCESSES)
+BYTES_PER_THREAD = kernel_memory.bytes_per(rows.THREADS)
+BYTES_PER_TIMED_WORKLOAD = kernel_memory.bytes_per(rows.TIMED)
+MAX_CGROUPS_LIMIT = 1 << 19  # of BYTES_PER_CGROUP each: about 440 MiB of kernel memory
+MAX_PROCESSES_LIMIT = 1 << 20  # about 300 MiB
+MAX_THREADS_LIMIT = 1 << 20  # about 290 MiB
 MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open
 BOOLEAN_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(("0", "false", "no", "off"), False)
 

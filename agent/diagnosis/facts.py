@@ -246,7 +246,7 @@ class WorkloadView:
     periods: float | None = None
     throttled_seconds: float | None = None
     processes: tuple[ProcessView, ...] | None = None  # None: not looked at closely
-    pool_workers: int | None = None  # pool workers counted on the node (schedwatch_pool_workers); None: not counted
+    pool_workers: int | None = None  # pool workers counted on the node (metrics.POOL_WORKERS); None: not counted
     pools: tuple[PoolView, ...] | None = None
     libraries: tuple[LibraryView, ...] | None = None  # None: maps not read
     thread_views: tuple[ThreadView, ...] | None = None  # per thread, where the source tells it

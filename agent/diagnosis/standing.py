@@ -1,5 +1,5 @@
-"""Findings as a metric: the agent runs the rules on its own series, counts only, and exports
-``schedwatch_finding{cause, mechanism, <workload labels>} 1`` for each finding until an evaluation no longer makes it.
+"""Findings as a metric: the agent runs the rules on its own series, counts only, and exports metrics.FINDING
+(``{cause, mechanism, <workload labels>} 1``) for each finding until an evaluation no longer makes it.
 
 A scrape at least EVALUATE_SECONDS after the previous one that did hands the families it served over once its text
 is written; the agent's main loop judges them between scrapes (evaluate_pending), off the scrapes' path, over the
@@ -23,13 +23,13 @@ from agent.diagnosis.facts import CpuShares, Facts, NodeView, Workload
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
 from agent.diagnosis.inputs.live.cpu_states import percentages
 from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
-from agent.diagnosis.inputs.live.series import NotSchedwatch, Reading, read_families
 from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_view
 from agent.diagnosis.rules import diagnose
 from agent.machine.clocksource import ClockSource
 from agent.machine.node_stat import CpuTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
 from agent.model import Labels
+from agent.series.reading import NotSchedwatch, Reading, read_families
 
 EVALUATE_SECONDS = 10.0  # shortest window judged: shorter ones make noisy rates
 MAX_SERIES = 1000  # findings exported at most (a node of 1,000 sick workloads has other problems first)
@@ -149,7 +149,7 @@ class StandingFindings:
         ]
         if self._count_workers is not None:
             self._workers = self._count_workers([view.ref for view in views][:MAX_SERIES])
-        diagnosis = diagnose(Facts(node=node, workloads=tuple(views), sources=("schedwatch_finding",)))
+        diagnosis = diagnose(Facts(node=node, workloads=tuple(views), sources=(metrics.FINDING.name,)))
         rows: set[Row] = {
             (
                 finding.cause.value,

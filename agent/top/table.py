@@ -1,119 +1,28 @@
 """The rows of `schedwatch top`: one per workload, and on request one per process under it, from two readings
-of schedwatch's series.
+of schedwatch's series (agent/series/).
 
-Pure: a Snapshot is parsed from prometheus_client metric families (collected in this process or parsed from an
-agent's /metrics), and rows() turns two snapshots into rates over the time between them. A column whose series is
-absent from the later reading is None (shown "-"), never 0: 0 means the series is there and did not move. A
-process row reads the agent's per-process series (the --process-top-k most active processes): they have no CPU,
-limit, throttling, run-queue histogram, threads or findings, so those cells are "-".
+Pure: rows() turns two readings into rates over the time between them. A column whose series is absent from the
+later reading is None (shown "-"), never 0: 0 means the series is there and did not move. A process row reads the
+agent's per-process series (the --process-top-k most active processes): they have no CPU, limit, throttling,
+run-queue histogram, threads or findings, so those cells are "-".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from prometheus_client.core import Metric
+from agent import metrics
+from agent.identity.filter import Filter
+from agent.identity.workload import Workload
+from agent.metrics import MetricSpec
+from agent.series.reading import Process, Reading, Totals
+from agent.series.schema import PART
 
-from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.members import Filter
-from agent.diagnosis.inputs.live.series import WORKLOAD_LABELS, ref_of
-
-# Sample name -> (key, the label that splits it or None).
-COUNTERS: dict[str, tuple[str, str | None]] = {
-    "schedwatch_cpu_usage_seconds_total": ("cpu", "mode"),
-    "schedwatch_syscall_seconds_total": ("syscall_seconds", "family"),
-    "schedwatch_syscalls_total": ("syscalls", "family"),
-    "schedwatch_runqueue_wait_by_holder_seconds_total": ("holder", "holder"),
-    "schedwatch_runqueue_latency_seconds_sum": ("runqueue_wait", None),
-    "schedwatch_runqueue_wait_seconds_total": ("runqueue_wait", None),
-    "schedwatch_cpu_throttled_seconds_total": ("throttled", None),
-    "schedwatch_blocked_seconds_total": ("blocked", "state"),
-    "schedwatch_sched_yield_calls_total": ("yields", None),
-    "schedwatch_futex_calls_total": ("futex", "op"),
-}
-# The same keys from the per-process series.
-PROCESS_COUNTERS: dict[str, tuple[str, str | None]] = {
-    "schedwatch_process_runqueue_wait_by_holder_seconds_total": ("holder", "holder"),
-    "schedwatch_process_runqueue_wait_seconds_total": ("runqueue_wait", None),
-    "schedwatch_process_blocked_seconds_total": ("blocked", "state"),
-    "schedwatch_process_sched_yield_calls_total": ("yields", None),
-    "schedwatch_process_futex_calls_total": ("futex", "op"),
-}
-GAUGES = {"schedwatch_cpu_limit_cores": "limit", "schedwatch_threads": "threads"}
-BUCKETS = "schedwatch_runqueue_latency_seconds_bucket"
-FINDING = "schedwatch_finding"
 HOLDERS = ("self", "other", "kernel")
 TOP_FAMILIES = 1  # system-call families named in the system column
 EVERYTHING = Filter()
-
-
-@dataclass
-class Series:
-    """One workload's cumulative counts, gauges, run-queue histogram and active findings at one reading."""
-
-    counts: dict[str, float] = field(default_factory=dict)  # "cpu:user", "syscalls:futex", "yields", ...
-    gauges: dict[str, float] = field(default_factory=dict)
-    buckets: dict[float, float] = field(default_factory=dict)  # upper bound -> cumulative count
-    findings: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Process:
-    """A process of a workload, as its per-process series name it."""
-
-    ref: Workload
-    pid: int
-    comm: str
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Every workload's series, and every exported process's, at one moment (seconds on a monotonic clock)."""
-
-    at: float
-    workloads: dict[Workload, Series]
-    processes: dict[Process, Series] = field(default_factory=dict)
-
-
-def _add(
-    series: Series, table: dict[str, tuple[str, str | None]], name: str, labels: dict[str, str], value: float
-) -> None:
-    key, split = table[name]
-    if split is not None:
-        key = f"{key}:{labels.get(split, '')}"
-    if not math.isnan(value):
-        series.counts[key] = series.counts.get(key, 0.0) + value
-
-
-def snapshot(families: Iterable[Metric], at: float) -> Snapshot:
-    """The workloads' series among *families*."""
-    workloads: dict[Workload, Series] = {}
-    processes: dict[Process, Series] = {}
-
-    def of(labels: dict[str, str]) -> Series:
-        return workloads.setdefault(ref_of(labels), Series())
-
-    for family in families:
-        for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, sample.value
-            if not any(label in labels for label in WORKLOAD_LABELS):
-                continue
-            if name in COUNTERS:
-                _add(of(labels), COUNTERS, name, labels, value)
-            elif name in PROCESS_COUNTERS and labels.get("pid", "").isdigit():
-                process = Process(ref_of(labels), int(labels["pid"]), labels.get("comm", ""))
-                _add(processes.setdefault(process, Series()), PROCESS_COUNTERS, name, labels, value)
-            elif name in GAUGES and not math.isnan(value):
-                of(labels).gauges[GAUGES[name]] = value
-            elif name == BUCKETS:
-                bound = float(labels.get("le", "nan"))
-                series = of(labels)
-                series.buckets[bound] = series.buckets.get(bound, 0.0) + value
-            elif name == FINDING and value == 1:
-                of(labels).findings.append(labels.get("cause", "?"))
-    return Snapshot(at, workloads, processes)
 
 
 @dataclass(frozen=True)
@@ -138,18 +47,25 @@ class Row:
     finding: str | None = None
 
 
-def _delta(before: Series | None, after: Series, key: str) -> float | None:
-    if key not in after.counts:
+def _delta(before: Totals | None, after: Totals, spec: MetricSpec, part: str = "") -> float | None:
+    value = after.count(spec, part)
+    if value is None:
         return None
-    earlier = before.counts.get(key, 0.0) if before is not None else 0.0  # a new workload's counters start at 0
-    return max(after.counts[key] - earlier, 0.0)  # a restarted agent: no negative rates
+    earlier = before.count(spec, part) if before is not None else None  # a new workload's counters start at 0
+    return max(value - (earlier or 0.0), 0.0)  # a restarted agent: no negative rates
 
 
-def _split(before: Series | None, after: Series, prefix: str) -> dict[str, float] | None:
-    keys = [key for key in after.counts if key.startswith(prefix + ":")]
-    if not keys:
+def _split(before: Totals | None, after: Totals, spec: MetricSpec) -> dict[str, float] | None:
+    parts = after.parts(spec)
+    if not parts:
         return None
-    return {key.partition(":")[2]: _delta(before, after, key) or 0.0 for key in keys}
+    return {part: _delta(before, after, spec, part) or 0.0 for part in parts}
+
+
+def _findings(totals: Totals) -> list[str]:
+    """The causes the agent's standing findings name for the workload now."""
+    found = totals.gauges.get(metrics.FINDING.name, {})
+    return [part.split(PART, 1)[0] for part, value in found.items() if value == 1]
 
 
 def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
@@ -174,70 +90,75 @@ def quantile(q: float, before: dict[float, float], after: dict[float, float]) ->
     return lower
 
 
-def row(ref: Workload, before: Series | None, after: Series, seconds: float, process: Process | None = None) -> Row:
+def row(ref: Workload, before: Totals | None, after: Totals, seconds: float, process: Process | None = None) -> Row:
     """One workload's row over *seconds*, or one of its *process*'s."""
 
-    def rate(key: str) -> float | None:
-        value = _delta(before, after, key)
+    def rate(spec: MetricSpec, part: str = "") -> float | None:
+        value = _delta(before, after, spec, part)
         return None if value is None else value / seconds
 
-    user, system = rate("cpu:user"), rate("cpu:system")
+    user, system = rate(metrics.CPU_USAGE_SECONDS, "user"), rate(metrics.CPU_USAGE_SECONDS, "system")
     cpu = None if user is None and system is None else (user or 0.0) + (system or 0.0)
     share = (system or 0.0) / cpu if cpu else (0.0 if cpu == 0.0 else None)
-    by_family = _split(before, after, "syscalls")  # calls: counted for every workload, timed only for a few
+    by_family = _split(before, after, metrics.SYSCALLS)  # calls: counted for every workload, timed only for a few
     families: tuple[tuple[str, float], ...] = ()
     if by_family and sum(by_family.values()) > 0:
         total = sum(by_family.values())
         ranked = sorted(by_family.items(), key=lambda item: (-item[1], item[0]))[:TOP_FAMILIES]
         families = tuple((name, value / total) for name, value in ranked if value > 0)
-    holders = _split(before, after, "holder")
-    blocked = _split(before, after, "blocked")
-    futex = _split(before, after, "futex")
-    threads = after.gauges.get("threads")
+    holders = _split(before, after, metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS)
+    blocked = _split(before, after, metrics.BLOCKED_SECONDS)
+    futex = _split(before, after, metrics.FUTEX_CALLS)
+    threads = after.gauge(metrics.THREADS)
+    findings = _findings(after)
     return Row(
         ref=ref,
         name=ref.name if process is None else f"{process.pid} {process.comm}",
         pid=None if process is None else process.pid,
         cpu_cores=cpu,
-        limit_cores=after.gauges.get("limit"),
+        limit_cores=after.gauge(metrics.CPU_LIMIT_CORES),
         system_share=share,
         families=families,
-        waiting_cores=rate("runqueue_wait"),
+        waiting_cores=rate(metrics.RUNQUEUE_WAIT_SECONDS),
         waiting_by_holder=None if holders is None else {key: value / seconds for key, value in holders.items()},
-        throttled_cores=rate("throttled"),
+        throttled_cores=rate(metrics.CPU_THROTTLED_SECONDS),
         blocked_by_state=None if blocked is None else {key: value / seconds for key, value in blocked.items()},
-        yields_per_second=rate("yields"),
+        yields_per_second=rate(metrics.SCHED_YIELD_CALLS),
         futex_per_second=None if futex is None else sum(futex.values()) / seconds,
-        runqueue_p99_seconds=quantile(0.99, before.buckets if before else {}, after.buckets),
+        runqueue_p99_seconds=quantile(
+            0.99,
+            before.histogram(metrics.RUNQUEUE_LATENCY) if before else {},
+            after.histogram(metrics.RUNQUEUE_LATENCY),
+        ),
         threads=None if threads is None else int(threads),
-        finding=", ".join(sorted(set(after.findings))) or None,
+        finding=", ".join(sorted(set(findings))) or None,
     )
 
 
-def _seconds(before: Snapshot, after: Snapshot) -> float:
+def _seconds(before: Reading, after: Reading) -> float:
     seconds = after.at - before.at
     if seconds <= 0:
         raise ValueError(f"readings {seconds:g} s apart: the later must come after the earlier")
     return seconds
 
 
-def rows(before: Snapshot, after: Snapshot, wanted: Filter = EVERYTHING) -> list[Row]:
+def rows(before: Reading, after: Reading, wanted: Filter = EVERYTHING) -> list[Row]:
     """The rows of every workload of *after* that *wanted* matches, over the time between the readings."""
     seconds = _seconds(before, after)
     return [
-        row(ref, before.workloads.get(ref), series, seconds)
-        for ref, series in after.workloads.items()
+        row(ref, before.workloads.get(ref), totals, seconds)
+        for ref, totals in after.workloads.items()
         if wanted.matches(ref)
     ]
 
 
-def process_rows(before: Snapshot, after: Snapshot, wanted: Filter = EVERYTHING) -> list[Row]:
+def process_rows(before: Reading, after: Reading, wanted: Filter = EVERYTHING) -> list[Row]:
     """The rows of every process *after* has series of, in a workload *wanted* matches (a process that was not
     exported at *before* counts from 0: the agent exports a process from its first event on)."""
     seconds = _seconds(before, after)
     return [
-        row(process.ref, before.processes.get(process), series, seconds, process)
-        for process, series in after.processes.items()
+        row(process.ref, before.processes.get(process), totals, seconds, process)
+        for process, totals in after.processes.items()
         if wanted.matches(process.ref)
     ]
 

@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import assembly, config
-from agent.bpf.probes.syscalls import FUTEX_OPS
+from agent import assembly, config, metrics
 from agent.collectors import registry
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.series import Reading, read_families
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
 from agent.exporter import AgentCollector
 from agent.identity.resolver import IdentityResolver
@@ -27,6 +25,8 @@ from agent.machine.cgroups.files import count_threads
 from agent.machine.cgroups.layout import read_layout
 from agent.machine.procfs import ProcFS
 from agent.machine.syscall_families import FAMILIES
+from agent.series.reading import Reading, read_families
+from agent.tables import families, syscalls
 
 FACTS_AFTER_SECONDS = 1.0  # when the first run's processes are read (pools have started by then)
 FACTS_INTERVAL_SECONDS = 0.5
@@ -138,19 +138,17 @@ class Counters:
         """The counts of a cgroup made empty for one run (its cgroup2 *directory*): everything it counted."""
         reading = read_families(list(self._collector.collect()), time.monotonic())
         ref = Workload(cgroup="/" + str(directory.relative_to(self._root)))
-        yields = reading.count(ref, "sched_yield_calls")
+        yields = reading.count(ref, metrics.SCHED_YIELD_CALLS)
         futex: dict[str, int] | None = None
-        if (
-            "syscalls" in reading.up and "futex_wait_seconds" not in reading.unknown | {""}
-        ) or "syscalls" in reading.up:
-            futex = {op: int(reading.count(ref, f"futex_calls:{op}") or 0) for op in FUTEX_OPS}
-        exited = reading.count(ref, "processes_exited")
+        if syscalls.TABLE.collector in reading.up:
+            futex = {op: int(reading.count(ref, metrics.FUTEX_CALLS, op) or 0) for op in syscalls.OPS.values}
+        exited = reading.count(ref, metrics.PROCESSES_EXITED)
         return Counts(
             sched_yield_calls=None if yields is None else int(yields),
             futex_calls=futex,
-            futex_wait_seconds=reading.count(ref, "futex_wait_seconds"),
-            runqueue_wait_seconds=reading.count(ref, "runqueue_wait_seconds"),
-            preempted_seconds=reading.count(ref, "offcpu_seconds:preempted"),
+            futex_wait_seconds=reading.count(ref, metrics.FUTEX_WAIT_SECONDS),
+            runqueue_wait_seconds=reading.count(ref, metrics.RUNQUEUE_WAIT_SECONDS),
+            preempted_seconds=reading.count(ref, metrics.OFFCPU_SECONDS, "preempted"),
             syscalls_by_family=_by_family(reading, ref),
             processes_exited=None if exited is None else int(exited),
             page_faults=_page_faults(reading, ref),
@@ -160,19 +158,17 @@ class Counters:
 def _by_family(reading: Reading, ref: Workload) -> dict[str, int] | None:
     """Calls by family of a run's cgroup: every family, 0 for those without a series, while the BPF families
     collector runs; None without it."""
-    if "syscall_families" not in reading.up:
+    if families.TABLE.collector not in reading.up:
         return None
     totals = reading.workloads.get(ref)
-    counts = totals.counts if totals is not None else {}
-    return {family: int(counts.get(f"syscall_calls:{family}", 0)) for family in FAMILIES}
+    counts = totals.parts(metrics.SYSCALLS) if totals is not None else {}
+    return {family: int(counts.get(family, 0)) for family in FAMILIES}
 
 
 def _page_faults(reading: Reading, ref: Workload) -> int | None:
     """Minor and major page faults of a run's cgroup; None where no memory cgroup counted them."""
     totals = reading.workloads.get(ref)
-    kinds = [
-        value for key, value in (totals.counts if totals is not None else {}).items() if key.startswith("page_faults:")
-    ]
+    kinds = list(totals.parts(metrics.PAGE_FAULTS).values()) if totals is not None else []
     return int(sum(kinds)) if kinds else None
 
 

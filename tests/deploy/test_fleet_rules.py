@@ -9,8 +9,9 @@ import subprocess
 import pytest
 import yaml
 
-from agent.diagnosis.inputs.live.fleet import recorded_name
-from agent.diagnosis.inputs.live.series import COUNTERS, WORKLOAD_LABELS
+from agent.diagnosis.inputs.live.fleet import COUNTED, recorded_name
+from agent.metrics import WORKLOAD_LABELS
+from agent.series.schema import parts_of, sample_name
 from tests.deploy.test_deploy import PROMETHEUS
 
 RULES = PROMETHEUS / "fleet_rules.yaml"
@@ -26,7 +27,7 @@ def promtool() -> str:
 def test_promtool_checks_the_fleet_rules() -> None:
     result = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(COUNTERS)} rules found" in result.stdout
+    assert f"SUCCESS: {len(COUNTED)} rules found" in result.stdout
 
 
 def test_promtool_unit_tests_of_the_fleet_rules_pass() -> None:
@@ -41,7 +42,7 @@ def test_every_counter_the_ranking_reads_is_recorded_by_instance_and_workload() 
         rule["record"]: rule["expr"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]
     }
     expected = {}
-    for name, (_key, split, _collector) in COUNTERS.items():
-        by = ", ".join(("instance", *WORKLOAD_LABELS, *((split,) if split else ())))
-        expected[recorded_name(name)] = f"sum by ({by}) (rate({name}[1m]))"
+    for spec in COUNTED:
+        by = ", ".join(("instance", *WORKLOAD_LABELS, *parts_of(spec)))
+        expected[recorded_name(sample_name(spec))] = f"sum by ({by}) (rate({sample_name(spec)}[1m]))"
     assert rules == expected

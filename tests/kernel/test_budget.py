@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.diagnosis.facts import Workload as DiagnosedWorkload
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
-from agent.diagnosis.inputs.live.series import read_families
 from agent.diagnosis.inputs.live.window import Window, workload_view
 from agent.machine.node_stat import parse_proc_stat
+from agent.series.reading import read_families
 from tests.support.agent import AgentProcess
 from tests.support.scrape import Scrape, cgroup_value, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
-from agent.diagnosis.inputs.live.series import Reading, read_families
 from agent.diagnosis.inputs.live.window import Window, workload_view
 from agent.machine import syscall_families
+from agent.series.reading import Reading, read_families
 from tests.kernel.test_families import Calls, made, syscaller  # noqa: F401  (syscaller is a fixture)
 from tests.support.agent import AgentProcess
 from tests.support.workloads import CgroupSandbox

@@ -17,7 +17,7 @@ import pytest
 
 from agent.commands.diagnose import fleet_ranking
 from agent.diagnosis.inputs.live.fleet import PrometheusSource
-from agent.diagnosis.inputs.live.members import Filter
+from agent.identity.filter import Filter
 from tests.scenarios.catalog import numpy_target
 from tests.support.agent import REPO, AgentProcess
 from tests.support.diagnose import Diagnose

@@ -20,10 +20,10 @@ from agent.diagnosis.facts import Facts, NodeView
 from agent.diagnosis.facts import Workload as DiagnosedWorkload
 from agent.diagnosis.findings import Cause
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
-from agent.diagnosis.inputs.live.series import read_families
 from agent.diagnosis.inputs.live.window import Window, workload_view
 from agent.diagnosis.rules import diagnose
 from agent.diagnosis.rules.thresholds import DEFAULT
+from agent.series.reading import read_families
 from tests.support.agent import AgentProcess
 from tests.support.scrape import missed_switches
 from tests.support.workloads import CgroupSandbox, build

@@ -13,6 +13,7 @@ tests/unit/fixtures/end-to-end/: ``probes.json`` (the probes' snapshots, cgroups
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import json
 import os
@@ -97,14 +98,20 @@ def cgroups(roots: dict[str, Path]) -> Iterator[dict[str, str]]:
                     time.sleep(0.05)
 
 
+def struct_fields(value: Any) -> dict[str, Any]:
+    """A `cgroups` map value (a ctypes struct) as its fields by name: a number, or a list for an array."""
+    return {
+        name: list(getattr(value, name)) if isinstance(getattr(value, name), ctypes.Array) else getattr(value, name)
+        for name, *_kind in value._fields_
+    }
+
+
 def snapshot_json(snapshot: Any, paths: dict[int, str]) -> dict[str, Any]:
-    """A probe snapshot as JSON: the golden cgroups' entries by path; no per-process entries (the end-to-end test
-    runs with the default --process-top-k 0, which exports none)."""
+    """A probe snapshot as JSON: the golden cgroups' entries by path, each its struct's fields by name; no
+    per-process entries (the end-to-end test runs with the default --process-top-k 0, which exports none)."""
     return {
         "cgroups": {
-            paths[key]: dataclasses.asdict(value)
-            for key, value in snapshot.cgroups.items()
-            if paths.get(key, "").startswith(f"/{BASE}")
+            paths[key]: value for key, value in snapshot.cgroups.items() if paths.get(key, "").startswith(f"/{BASE}")
         },
         "health": dataclasses.asdict(snapshot.health),
     }
@@ -132,7 +139,7 @@ def main() -> None:
     stats_fd = enable_bpf_stats()
     resolver = CgroupPathResolver(roots["unified"])
     limits = probe_limits(Settings(), CgroupKeys(resolver))
-    syscalls, sched = SyscallProbe(limits, tracefs), SchedProbe(limits, tracefs)
+    syscalls, sched = SyscallProbe(limits, tracefs, struct_fields), SchedProbe(limits, tracefs, struct_fields)
     workloads: list[Workload] = []
     try:
         with cgroups(roots) as dirs:

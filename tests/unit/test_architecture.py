@@ -4,8 +4,9 @@ and no two rooms import each other (directly or round a cycle).
 Every module under agent/ is parsed with ``ast`` (imports inside functions and under TYPE_CHECKING count too: they
 are dependencies all the same), and each import is an edge between modules. A room is a wing of ``agent/`` (its
 package or module: ``agent/collectors/``, ``agent/metrics.py``); inside diagnosis each sub-package or module is a
-room of its own, on floors of their own. A room may import rooms on its floor or below, never above; the rules
-import only the facts, the findings and the pool and allocator tables.
+room of its own, on floors of their own, and so is each sub-package of ``diagnosis/inputs/`` (live, processes,
+artifacts). A room may import rooms on its floor or below, never above; the rules import only the facts, the findings
+and the pool and allocator tables.
 """
 
 from __future__ import annotations
@@ -23,18 +24,23 @@ FLOORS = {
     **dict.fromkeys(("__main__", "cli", "commands"), 5),
     # assembly: the wiring the commands and verify share (it starts collectors; nothing below imports it)
     **dict.fromkeys(("assembly", "exporter", "web", "verification", "diagnosis"), 4),
-    "top": 4,  # schedwatch top's view: rows from the diagnosis wing's filters and workloads, drawn with rich
-    "collectors": 3,
-    **dict.fromkeys(("bpf", "counters", "identity", "symbols"), 2),
+    "top": 4,  # schedwatch top's view: rows from two readings of the series (agent/series/), drawn with rich
+    # collectors; series: the one reader of schedwatch's own series, for the diagnosis, top, verify and the fleet
+    **dict.fromkeys(("collectors", "series"), 3),
+    # tables: what each collector exports, row by row; config counts the kernel memory of its --max-* flags from them
+    **dict.fromkeys(("bpf", "counters", "identity", "symbols", "tables", "config"), 2),
     **dict.fromkeys(("exposition", "metrics", "model"), 1),
-    **dict.fromkeys(("machine", "config", "log", "memory", "agent"), 0),
+    **dict.fromkeys(("machine", "log", "memory", "agent"), 0),
 }
-# Inside diagnosis: renderers and the agent's standing findings on top, then what builds facts (inputs) and compares
-# reports, then the rules, what they conclude, and the facts they read. "diagnosis" is agent/diagnosis/__init__.py.
+# Inside diagnosis: renderers and the agent's standing findings on top, then the live inputs (which read the agent's
+# series and, for flagged workloads, their processes) and the comparison of reports, then the rules and the inputs
+# that read processes and artifacts, what the rules conclude, and the facts they read. Each sub-package or module of
+# inputs/ is a room ("inputs.live", "inputs.told"); "inputs" is agent/diagnosis/inputs/__init__.py, "diagnosis"
+# agent/diagnosis/__init__.py.
 DIAGNOSIS_FLOORS = {
     **dict.fromkeys(("render", "standing"), 4),
-    **dict.fromkeys(("inputs", "comparison"), 3),
-    "rules": 2,
+    **dict.fromkeys(("inputs.live", "comparison"), 3),
+    **dict.fromkeys(("rules", "inputs.processes", "inputs.artifacts", "inputs.told", "inputs"), 2),
     "findings": 1,
     **dict.fromkeys(("facts", "pools", "allocators", "diagnosis"), 0),
 }
@@ -90,8 +96,11 @@ def wing(module: str) -> str:
 
 
 def diagnosis_room(module: str) -> str:
-    """diagnosis.<room> of a module of the diagnosis wing ("diagnosis" for the package itself)."""
+    """The room of a module of the diagnosis wing: its sub-package or module ("rules"), a sub-package of inputs/
+    ("inputs.live"), "diagnosis" for the package itself."""
     parts = module.split(".")
+    if len(parts) > 3 and parts[2] == "inputs":
+        return f"inputs.{parts[3]}"
     return parts[2] if len(parts) > 2 else "diagnosis"
 
 
@@ -201,17 +210,23 @@ def test_no_import_runs_back_up_and_no_rooms_import_each_other() -> None:
 def test_the_check_finds_an_upward_import_a_rule_reading_elsewhere_and_a_cycle() -> None:
     edges = {
         ("agent.machine.procfs", "agent.collectors.common"),  # floor 0 -> 3
-        ("agent.diagnosis.rules.pool", "agent.diagnosis.inputs.live.series"),  # rules -> inputs
+        ("agent.diagnosis.rules.pool", "agent.diagnosis.inputs.live.window"),  # rules -> inputs
         ("agent.counters.perf_events", "agent.identity.labels"),  # counters -> identity -> counters: same floor
         ("agent.identity.placement", "agent.counters.cgroup_tree"),
         ("agent.collectors.sched", "agent.bpf.probes.sched"),  # allowed
+        # inside inputs/: the live inputs may read processes, never the other way round
+        ("agent.diagnosis.inputs.live.details", "agent.diagnosis.inputs.processes.workload"),  # allowed
+        ("agent.diagnosis.inputs.processes.census", "agent.diagnosis.inputs.live.gather"),
     }
     assert violations(edges) == {
         "upward: agent.machine.procfs -> agent.collectors.common (machine 0 -> collectors 3)",
-        "upward: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.series (diagnosis.rules 2 -> "
-        "diagnosis.inputs 3)",
-        "rules read beyond facts and findings: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.series",
+        "upward: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.window (diagnosis.rules 2 -> "
+        "diagnosis.inputs.live 3)",
+        "rules read beyond facts and findings: agent.diagnosis.rules.pool -> agent.diagnosis.inputs.live.window",
         "cycle: counters -> identity -> counters",
+        "upward: agent.diagnosis.inputs.processes.census -> agent.diagnosis.inputs.live.gather "
+        "(diagnosis.inputs.processes 2 -> diagnosis.inputs.live 3)",
+        "cycle: diagnosis.inputs.live -> diagnosis.inputs.processes -> diagnosis.inputs.live",
     }
 
 
@@ -223,7 +238,7 @@ def floor_table(heading: str) -> dict[str, int]:
     found = {}
     for row in itertools.takewhile(lambda line: line.startswith("|"), lines[first + 2 :]):
         floor, rooms = row.strip("|").split("|")[:2]
-        found |= {name.rstrip("/"): int(floor) for name in re.findall(r"`([^`]+)`", rooms)}
+        found |= {name.rstrip("/").replace("/", "."): int(floor) for name in re.findall(r"`([^`]+)`", rooms)}
     return found
 
 

@@ -17,7 +17,7 @@ from agent.bpf.probes.families import FamiliesProbe
 from agent.bpf.probes.oncpu import DROP_SITE_SLOT, OnCpuProbe
 from agent.bpf.probes.sched import HOLDERS, MISSED_EVENTS, OFFCPU_REASONS, RUNQ_BUCKET_BOUNDS, SLEEPS, SchedProbe
 from agent.bpf.probes.syscalls import FUTEX_OPS, SITE_KINDS, WAIT_BUCKET_BOUNDS, SyscallProbe
-from agent.diagnosis.inputs.live import budget_inputs, window
+from agent.diagnosis.inputs.live import budget_inputs
 from agent.machine.syscall_families import FAMILIES
 from agent.top import table
 from tests.unit.test_bpf_sources import REPO
@@ -85,7 +85,6 @@ def test_an_enum_out_of_step_with_its_names_is_caught() -> None:
 
 def test_the_copies_outside_the_probes_are_the_probes_names() -> None:
     assert table.HOLDERS == budget_inputs.HOLDERS == HOLDERS
-    assert window.FUTEX_OPS == FUTEX_OPS
     assert budget_inputs.BLOCKED_STATES == SLEEPS
 
 

@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.diagnosis.facts import Workload, WorkloadView
 from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
-from agent.diagnosis.inputs.live.series import Reading, read_families
 from agent.diagnosis.inputs.live.window import Window, workload_view
 from agent.machine.syscall_families import FAMILIES
+from agent.series.reading import Reading, read_families
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 BEFORE = (FIXTURES / "budget-before.txt").read_text()

@@ -7,10 +7,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.diagnosis.facts import CodeShare, Workload, WorkloadView
 from agent.diagnosis.inputs.live.code_inputs import with_code_inputs
-from agent.diagnosis.inputs.live.series import read_families
 from agent.diagnosis.inputs.live.window import Window
 from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.rules.pool import pool_code
+from agent.series.reading import read_families
 
 POOL = Workload(cgroup="/pool")
 LABELS = 'container_id="",container="",pod="",namespace="",cgroup="/pool"'

@@ -13,19 +13,20 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import cli
+from agent import cli, metrics
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.findings import Cause, Mechanism
 from agent.diagnosis.inputs.live.fleet import PrometheusSource
 from agent.diagnosis.inputs.live.gather import NothingMatches, chosen, facts_from_window
-from agent.diagnosis.inputs.live.members import Filter, cgroup_of, filter_for_pid, in_workload
 from agent.diagnosis.inputs.live.ranking import FLAG_SCORE, score
-from agent.diagnosis.inputs.live.series import NotSchedwatch, read_families
 from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
 from agent.diagnosis.inputs.live.window import Window, cpus_allowed, workload_view
 from agent.diagnosis.rules import diagnose
+from agent.identity.filter import Filter, cgroup_of, filter_for_pid
+from agent.identity.members import in_workload
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.procfs import ProcFS
+from agent.series.reading import NotSchedwatch, read_families
 from tests.support.agent import free_port
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
@@ -183,7 +184,7 @@ def test_an_agent_url_is_read_and_parsed(served: tuple[str, type[_Serve]]) -> No
     source = AgentSource(url)
     assert source.url == f"{url}/metrics"
     assert source.local
-    assert source.read().workloads[YIELD].counts["sched_yield_calls"] == 400_000
+    assert source.read().workloads[YIELD].count(metrics.SCHED_YIELD_CALLS) == 400_000
 
 
 def test_a_metrics_page_that_is_not_schedwatch_says_so(served: tuple[str, type[_Serve]]) -> None:
@@ -336,7 +337,8 @@ def test_a_container_named_halfway_through_a_scrape_is_one_workload() -> None:
     reading = read_families(text_string_to_metric_families(text), 0.0)
     ((ref, totals),) = reading.workloads.items()
     assert ref == Workload(container_id, "etl")
-    assert totals.counts == {"sched_yield_calls": 60001} and totals.gauges == {"threads": 1}
+    assert totals.count(metrics.SCHED_YIELD_CALLS) == 60001 and totals.gauge(metrics.THREADS) == 1
+    assert len(totals.counts) == len(totals.gauges) == 1
 
 
 class _CannedPrometheus(PrometheusSource):
@@ -373,10 +375,10 @@ def test_a_nan_from_prometheus_is_unknown_not_zero() -> None:
 def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_every_view_finds() -> None:
     from agent.diagnosis.facts import Facts, NodeView
     from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, score
-    from agent.diagnosis.inputs.live.series import read_families
     from agent.diagnosis.inputs.live.window import Window, changed_workloads, workload_views
     from agent.diagnosis.rules import diagnose
     from agent.diagnosis.standing import StandingFindings
+    from agent.series.reading import read_families
 
     before = read_families(text_string_to_metric_families(BEFORE), 100.0)
     after = read_families(text_string_to_metric_families(AFTER), 102.0)
@@ -411,21 +413,23 @@ def test_standing_findings_look_only_at_workloads_that_changed_and_find_what_eve
 
 
 def test_a_containers_series_under_its_id_alone_are_folded_into_its_named_ones() -> None:
-    from agent.diagnosis.inputs.live.series import WorkloadTotals, merge_unnamed
+    from agent import metrics
+    from agent.series.reading import Totals, merge_unnamed
 
+    yields, futex, threads = metrics.SCHED_YIELD_CALLS.name, metrics.FUTEX_CALLS.name, metrics.THREADS.name
     named = Workload(container_id="c0ffee", container="web")
     alone = Workload(container_id="c0ffee")
     other = Workload(container_id="beef")  # unnamed, with no named twin: stays as it is
     workloads = {
-        named: WorkloadTotals(counts={"sched_yield_calls": 5.0}, gauges={"threads": 3.0}),
-        alone: WorkloadTotals(counts={"sched_yield_calls": 2.0, "futex_calls:wait": 1.0}, gauges={"threads": 9.0}),
-        other: WorkloadTotals(counts={"sched_yield_calls": 7.0}),
+        named: Totals(counts={yields: {"": 5.0}}, gauges={threads: {"": 3.0}}),
+        alone: Totals(counts={yields: {"": 2.0}, futex: {"wait": 1.0}}, gauges={threads: {"": 9.0}}),
+        other: Totals(counts={yields: {"": 7.0}}),
     }
     merged = merge_unnamed(workloads)
     assert set(merged) == {named, other}
-    assert merged[named].counts == {"sched_yield_calls": 7.0, "futex_calls:wait": 1.0}
-    assert merged[named].gauges == {"threads": 3.0}, "the named series' gauge wins"
-    assert merged[other].counts == {"sched_yield_calls": 7.0}
+    assert merged[named].counts == {yields: {"": 7.0}, futex: {"wait": 1.0}}
+    assert merged[named].gauges == {threads: {"": 3.0}}, "the named series' gauge wins"
+    assert merged[other].counts == {yields: {"": 7.0}}
     nothing_to_fold = {named: workloads[named], other: workloads[other]}
     assert merge_unnamed(nothing_to_fold) == nothing_to_fold
 

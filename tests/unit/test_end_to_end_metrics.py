@@ -35,8 +35,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent import __version__, metrics
 from agent.bpf.probes.base import MapHealth
 from agent.bpf.probes.oncpu import OnCpuSnapshot, Sample
-from agent.bpf.probes.sched import CgroupSched, SchedCounts, SchedSnapshot
-from agent.bpf.probes.syscalls import CgroupSyscalls, SyscallCounts, SyscallSnapshot
+from agent.bpf.probes.sched import SchedSnapshot
+from agent.bpf.probes.syscalls import SyscallSnapshot
 from agent.bpf.stats import ProgramStats
 from agent.collectors import CollectorContext
 from agent.collectors.cgroup_cpu import CgroupCpuCollector
@@ -52,6 +52,8 @@ from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
 from agent.symbols.symbolizer import CodeName, Symbolizer
+from agent.tables import sched, syscalls
+from agent.tables.rows import Table
 from agent.web import serve
 
 FIXTURE = Path(__file__).parent / "fixtures" / "end-to-end"
@@ -162,30 +164,25 @@ def cgroup_ids() -> dict[str, int]:
     return {path: cgroup_id for cgroup_id, path in CgroupPathResolver(TREE / "unified").snapshot().items()}
 
 
+def decoded(table: Table, fields: dict[str, Any]) -> tuple[int, ...]:
+    """A captured `cgroups` value (its struct's fields by name) decoded as the probe decodes it for the collector."""
+    layout = table.layout
+    value = layout.value_type()()
+    for name, number in fields.items():
+        if isinstance(number, list):
+            getattr(value, name)[:] = number
+        else:
+            setattr(value, name, number)
+    return layout.vector(value)
+
+
 def syscall_snapshot(captured: dict[str, Any], ids: dict[str, int]) -> SyscallSnapshot:
-    cgroups = {
-        ids[path]: CgroupSyscalls(
-            SyscallCounts(
-                entry["counts"]["yields"], tuple(entry["counts"]["futex_calls"]), entry["counts"]["futex_wait_ns"]
-            ),
-            tuple(entry["wait_buckets"]),
-        )
-        for path, entry in captured["cgroups"].items()
-    }
+    cgroups = {ids[path]: decoded(syscalls.TABLE, entry) for path, entry in captured["cgroups"].items()}
     return SyscallSnapshot(cgroups, {}, MapHealth(**captured["health"]))
 
 
 def sched_snapshot(captured: dict[str, Any], ids: dict[str, int]) -> SchedSnapshot:
-    cgroups = {
-        ids[path]: CgroupSched(
-            SchedCounts(tuple(entry["counts"]["offcpu_ns"]), entry["counts"]["runq_ns"]),
-            tuple(entry["runq_buckets"]),
-            tuple(entry["missed"]),
-            tuple(entry["runq_by_holder_ns"]),
-            tuple(entry["blocked_ns"]),
-        )
-        for path, entry in captured["cgroups"].items()
-    }
+    cgroups = {ids[path]: decoded(sched.TABLE, entry) for path, entry in captured["cgroups"].items()}
     return SchedSnapshot(cgroups, {}, MapHealth(**captured["health"]))
 
 
@@ -308,7 +305,7 @@ def test_one_count_changed_in_a_probe_snapshot_is_one_line_of_difference() -> No
     """The diff sees a value: one more sched_yield call in the pod's snapshot changes exactly its one line."""
     captured = copy.deepcopy(probes())
     (path,) = [p for p in captured["syscalls"]["cgroups"] if p.endswith(POD_CONTAINER)]
-    captured["syscalls"]["cgroups"][path]["counts"]["yields"] += 1
+    captured["syscalls"]["cgroups"][path]["yields"] += 1
     (served,) = served_metrics(captured)
     changed = set(comparable(served).splitlines()) ^ set(GOLDEN.read_text().splitlines())
     labels = f'container_id="{POD_CONTAINER}",container="",pod="",namespace="",cgroup=""'

@@ -237,7 +237,7 @@ def test_the_server_answers_gzip_to_a_scraper_that_accepts_it_and_plain_text_oth
 
 
 def test_the_live_diagnosis_reads_row_families_as_it_reads_their_samples() -> None:
-    from agent.diagnosis.inputs.live.series import read_families
+    from agent.series.reading import read_families
 
     parsed = list(text_string_to_metric_families(RECORDED.read_text()))
     by_samples = read_families(parsed, 5.0)

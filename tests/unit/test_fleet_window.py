@@ -99,7 +99,7 @@ def test_the_covered_time_is_what_increase_extrapolates_to() -> None:
 
 def test_the_ranking_shows_the_time_each_workloads_rates_cover() -> None:
     from agent.commands.diagnose import fleet_ranking, fleet_text
-    from agent.diagnosis.inputs.live.members import Filter
+    from agent.identity.filter import Filter
 
     source, at, seconds = _recorded()
     ranking = fleet_ranking(source.node_windows(seconds, at=at), Filter(), seconds)

@@ -203,8 +203,9 @@ def test_schedstat_reads_at_most_max_cgroups_and_a_removed_one_frees_its_place(t
 def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
+    from agent import metrics
     from agent.diagnosis.facts import Workload
-    from agent.diagnosis.inputs.live.series import read_families
+    from agent.series.reading import read_families
 
     labels = 'container_id="",container="",pod="",namespace="",cgroup="/job"'
     text = "\n".join(
@@ -220,7 +221,7 @@ def test_live_diagnosis_reads_a_perf_mode_agent_without_inventing_zeros() -> Non
     )
     reading = read_families(text_string_to_metric_families(text), at=0.0)
     job = Workload("", "", "", "", "/job")
-    assert reading.count(job, "sched_yield_calls") == 5000
-    assert reading.count(job, "runqueue_wait_seconds") == 2.5
-    assert reading.count(job, "futex_wait_seconds") is None, "perf mode cannot time futex waits: unknown, not 0"
-    assert reading.count(job, "offcpu_seconds:preempted") is None
+    assert reading.count(job, metrics.SCHED_YIELD_CALLS) == 5000
+    assert reading.count(job, metrics.RUNQUEUE_WAIT_SECONDS) == 2.5
+    assert reading.count(job, metrics.FUTEX_WAIT_SECONDS) is None, "perf mode cannot time futex waits: unknown, not 0"
+    assert reading.count(job, metrics.OFFCPU_SECONDS, "preempted") is None

@@ -114,7 +114,7 @@ def test_checks_golden_reports_are_valid(name: str) -> None:
 
 
 def test_the_fleet_ranking_of_a_recorded_prometheus_is_valid() -> None:
-    from agent.diagnosis.inputs.live.members import Filter
+    from agent.identity.filter import Filter
     from tests.unit.test_fleet_window import _recorded
 
     source, at, seconds = _recorded()

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from prometheus_client.core import Metric
+
+from agent.series.reading import Reading
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,23 +38,24 @@ def test_the_collectors_loaded_here_are_judged_so_the_finding_column_fills() -> 
     from prometheus_client.parser import text_string_to_metric_families
 
     from agent.commands.top import judging
+    from agent.diagnosis.inputs.live.sources import CollectedSource
     from agent.diagnosis.standing import StandingFindings
-    from agent.top.table import rows, snapshot
+    from agent.top.table import rows
 
     fixtures = Path(__file__).parent / "fixtures" / "metrics"
     texts = [(fixtures / name).read_text() for name in ("agent-before.txt", "agent-after.txt")]
     storm = "/schedwatch-test-16764-9699bd/yield-d20f46"  # the recording's yield storm (test_diagnose_live.YIELD)
 
-    def reader() -> Callable[[], tuple[float, list[Metric]]]:
-        readings = iter(
-            (at, list(text_string_to_metric_families(text))) for at, text in zip((100.0, 102.0), texts, strict=True)
-        )
-        return lambda: next(readings)
+    def source() -> CollectedSource:
+        collections = iter([list(text_string_to_metric_families(text)) for text in texts])
+        clock = iter((100.0, 100.0, 102.0, 102.0))
+        return CollectedSource(lambda: next(collections), clock=lambda: next(clock))
 
-    def finding(read: Callable[[], tuple[float, list[Metric]]]) -> str | None:
-        before, after = (snapshot(families, at) for at, families in (read(), read()))
+    def finding(read: Callable[[], Reading]) -> str | None:
+        before, after = read(), read()
         (row,) = [row for row in rows(before, after) if row.ref.cgroup == storm]
         return row.finding
 
-    assert finding(reader()) is None
-    assert finding(judging(reader(), StandingFindings(node_cpus=2, every=0.0))) == "thread-pool-oversubscription"
+    assert finding(source().read) is None
+    judged = source().extended(judging(StandingFindings(node_cpus=2, every=0.0)))
+    assert finding(judged.read) == "thread-pool-oversubscription"

@@ -10,17 +10,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.members import Filter
+from agent.identity.filter import Filter
+from agent.series.reading import Reading, read_families
 from agent.top.screen import plain
-from agent.top.table import BY_KEY, BY_NAME, Row, Snapshot, cells, quantile, rows, snapshot, sorted_rows
+from agent.top.table import BY_KEY, BY_NAME, Row, cells, quantile, rows, sorted_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 YIELD = Workload(cgroup="/schedwatch-test-16764-9699bd/yield-d20f46")
 QUOTA = Workload(cgroup="/schedwatch-test-16764-9699bd/quota-e202d0")
 
 
-def read(name: str, at: float) -> Snapshot:
-    return snapshot(text_string_to_metric_families((FIXTURES / name).read_text()), at)
+def read(name: str, at: float) -> Reading:
+    return read_families(text_string_to_metric_families((FIXTURES / name).read_text()), at)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,8 @@ def test_the_plain_table_has_a_header_and_a_line_per_workload(table: dict[Worklo
 
 
 W = 'cgroup="/w",container="",container_id="",namespace="",pod=""'
-BUDGET = """# TYPE schedwatch_runqueue_wait_by_holder_seconds_total counter
+BUDGET = """schedwatch_build_info{{version="0.1.0",kernel_release="6.18"}} 1
+# TYPE schedwatch_runqueue_wait_by_holder_seconds_total counter
 schedwatch_runqueue_wait_by_holder_seconds_total{{{W},holder="self"}} {self}
 schedwatch_runqueue_wait_by_holder_seconds_total{{{W},holder="other"}} {other}
 schedwatch_runqueue_wait_by_holder_seconds_total{{{W},holder="kernel"}} 0.0
@@ -104,8 +106,8 @@ schedwatch_finding{{cause="{cause}",mechanism="m",{W}}} 1.0
 def test_the_budget_series_fill_their_columns_when_they_exist() -> None:
     """The agreed budget series' names and labels (HELPERS.md), in the text format; values chosen for the test."""
 
-    def at(when: float, **values: float | str) -> Snapshot:
-        return snapshot(text_string_to_metric_families(BUDGET.format(W=W, **values)), when)
+    def at(when: float, **values: float | str) -> Reading:
+        return read_families(text_string_to_metric_families(BUDGET.format(W=W, **values)), when)
 
     (row,) = rows(
         at(10.0, self=1.0, other=2.0, d=0.0, y=0.0, cause="a"),

@@ -1,10 +1,11 @@
 """System calls by family per workload (bpf/families.bpf.c): load, fill the family table, choose who is timed,
-read the maps into plain snapshots."""
+read the maps into snapshots (agent/tables/families.py says which field of struct workload_syscalls feeds which
+metric)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,18 +23,10 @@ _UNUSED_DROP_SLOT = "unused"  # enum drop_reason's slots this program does not u
 
 
 @dataclass(frozen=True)
-class FamilyCounts:
-    """One workload's calls and nanoseconds inside them, by family (in syscall_families.FAMILIES order)."""
-
-    calls: tuple[int, ...]
-    ns: tuple[int, ...]
-
-
-@dataclass(frozen=True)
 class FamiliesSnapshot:
-    """Everything the probe's maps held at one moment."""
+    """Everything the probe's maps held at one moment: each `cgroups` value as the collector decodes it."""
 
-    cgroups: dict[int, FamilyCounts]
+    cgroups: dict[int, Any]
     health: MapHealth
 
 
@@ -72,11 +65,18 @@ class FamiliesProbe(BpfProbe):
     source = "families.bpf.c"
     drop_maps = ("cgroups", _UNUSED_DROP_SLOT, "calls_in_progress", "new_processes", _UNUSED_DROP_SLOT)  # enum order
 
-    def __init__(self, limits: ProbeLimits, tracefs: Path | None, max_timed: int = 8, time_all: bool = False) -> None:
+    def __init__(
+        self,
+        limits: ProbeLimits,
+        tracefs: Path | None,
+        decode_cgroup: Callable[[Any], Any],
+        max_timed: int = 8,
+        time_all: bool = False,
+    ) -> None:
         self.limits = limits
         self.max_timed = max_timed
         self.time_all = time_all
-        super().__init__(compile_defines(limits, tracefs, max_timed, time_all), _counts)
+        super().__init__(compile_defines(limits, tracefs, max_timed, time_all), decode_cgroup)
         self._timed: frozenset[int] = frozenset()
         self._epoch = 0
         self._generation = 0
@@ -130,7 +130,3 @@ class FamiliesProbe(BpfProbe):
         health = self.health(capacity)
         drops = {name: count for name, count in health.drops.items() if name != _UNUSED_DROP_SLOT}
         return FamiliesSnapshot(self.cgroup_entries(), MapHealth(health.entries, health.capacity, drops))
-
-
-def _counts(value: Any) -> FamilyCounts:
-    return FamilyCounts(calls=tuple(value.calls), ns=tuple(value.ns))

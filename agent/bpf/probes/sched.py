@@ -1,10 +1,11 @@
 """Off-CPU time, run-queue latency by holder and blocked time by sleep (bpf/sched.bpf.c): load, read the maps into
-plain snapshots."""
+snapshots (agent/tables/sched.py says which field of struct cgroup_sched and struct process_sched feeds which
+metric)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,47 +41,14 @@ logger = get_logger("sched")
 
 
 @dataclass(frozen=True)
-class SchedCounts:
-    """Off-CPU nanoseconds by reason and run-queue wait, of one cgroup or process."""
-
-    offcpu_ns: tuple[int, ...]  # by OFFCPU_REASONS
-    runq_ns: int
-
-
-@dataclass(frozen=True)
-class CgroupSched:
-    """A cgroup's counters, its run-queue histogram (non-cumulative, by RUNQ_BUCKET_BOUNDS + Inf), the events
-    of its threads the kernel did not deliver (by MISSED_EVENTS), its run-queue ns by who held the CPU (by HOLDERS),
-    its blocked ns by what its threads slept in (by SLEEPS), and its processes that exited."""
-
-    counts: SchedCounts
-    runq_buckets: tuple[int, ...]
-    missed: tuple[int, ...]
-    runq_by_holder_ns: tuple[int, ...]
-    blocked_ns: tuple[int, ...]
-    processes_exited: int = 0
-
-
-@dataclass(frozen=True)
-class ProcessSched:
-    """A live process's counters, its run-queue wait count, the cgroup it last ran in, its run-queue ns by who held
-    the CPU (by HOLDERS) and its blocked ns by what its threads slept in (by SLEEPS)."""
-
-    cgroup_id: int
-    counts: SchedCounts
-    runq_waits: int
-    runq_by_holder_ns: tuple[int, ...]
-    blocked_ns: tuple[int, ...]
-
-
-@dataclass(frozen=True)
 class SchedSnapshot:
-    """Everything the probe's maps held at one moment; *neighbours*: nanoseconds of each (waiting workload key,
-    holding workload key, entry made at)'s waits for a CPU held by another workload (the kernel may evict a pair
-    and make it again from 0: a new *made at*)."""
+    """Everything the probe's maps held at one moment: each `cgroups` value as the collector decodes it, each live
+    process's struct process_sched (its cgroup_id: the workload key it last ran in); *neighbours*: nanoseconds of
+    each (waiting workload key, holding workload key, entry made at)'s waits for a CPU held by another workload (the
+    kernel may evict a pair and make it again from 0: a new *made at*)."""
 
-    cgroups: dict[int, CgroupSched]
-    processes: dict[int, ProcessSched]
+    cgroups: dict[int, Any]
+    processes: dict[int, Any]
     health: MapHealth
     neighbours: dict[PairEntry, int] = field(default_factory=dict)
 
@@ -116,10 +84,11 @@ class SchedProbe(BpfProbe):
     source = "sched.bpf.c"
     drop_maps = ("cgroups", "processes", "threads", "new_processes", "neighbours")  # enum drop_reason order
 
-    def __init__(self, limits: ProbeLimits, tracefs: Path | None) -> None:
+    def __init__(self, limits: ProbeLimits, tracefs: Path | None, decode_cgroup: Callable[[Any], Any]) -> None:
+        """*decode_cgroup*: a `cgroups` value (struct cgroup_sched) to what the snapshot carries of it."""
         self.limits = limits
         defines = compile_defines(limits, tracefs)
-        super().__init__(defines, _cgroup)
+        super().__init__(defines, decode_cgroup)
         if "COUNT_MISSED_WAKEUPS" in defines:
             # Every program is attached now: wake-ups missed from here on are the kernel's doing.
             try:
@@ -135,23 +104,14 @@ class SchedProbe(BpfProbe):
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""
         cgroups = self.cgroup_entries()
-        processes: dict[int, ProcessSched] = {}
+        processes: dict[int, Any] = {}
         capacity = {
             "cgroups": self.limits.max_cgroups,
             "threads": self.limits.max_threads,
             "neighbours": NEIGHBOUR_PAIRS_PER_CGROUP * self.limits.max_cgroups,  # full is normal: an LRU map
         }
         if self.limits.max_processes > 0:
-            processes = {
-                key: ProcessSched(
-                    cgroup_id=value.cgroup_id,
-                    counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
-                    runq_waits=value.runq_waits,
-                    runq_by_holder_ns=tuple(value.runq_by_holder_ns),
-                    blocked_ns=tuple(value.blocked_ns),
-                )
-                for key, value in self.table("processes").items()
-            }
+            processes = dict(self.table("processes").items())
             capacity["processes"] = self.limits.max_processes
         neighbours = {
             (key.waiter, key.holder, value.since): value.waited_ns for key, value in self.table("neighbours").items()
@@ -166,14 +126,3 @@ class SchedProbe(BpfProbe):
             table = self.table("neighbours")
             pairs = [key for key, _value in table.items() if key.waiter in gone or key.holder in gone]
             table.delete(pairs)
-
-
-def _cgroup(value: Any) -> CgroupSched:
-    return CgroupSched(
-        counts=SchedCounts(tuple(value.offcpu_ns), value.runq_ns),
-        runq_buckets=tuple(value.runq_buckets),
-        missed=tuple(value.missed),
-        runq_by_holder_ns=tuple(value.runq_by_holder_ns),
-        blocked_ns=tuple(value.blocked_ns),
-        processes_exited=value.processes_exited,
-    )

@@ -1,9 +1,10 @@
-"""sched_yield and futex accounting (bpf/syscalls.bpf.c): load, read the maps into plain snapshots."""
+"""sched_yield and futex accounting (bpf/syscalls.bpf.c): load, read the maps into snapshots (agent/tables/syscalls.py
+says which field of struct cgroup_stats and struct process_stats feeds which metric), and the call sites."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,31 +36,6 @@ OPTIONAL_TRACEPOINTS = {
 
 
 @dataclass(frozen=True)
-class SyscallCounts:
-    """Counters of one cgroup or process, straight from the kernel."""
-
-    yields: int
-    futex_calls: tuple[int, ...]  # by FUTEX_OPS
-    futex_wait_ns: int
-
-
-@dataclass(frozen=True)
-class CgroupSyscalls:
-    """A cgroup's counters plus its futex wait histogram (non-cumulative, by WAIT_BUCKET_BOUNDS + Inf)."""
-
-    counts: SyscallCounts
-    wait_buckets: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ProcessSyscalls:
-    """A live process's counters and the cgroup it last ran in."""
-
-    cgroup_id: int
-    counts: SyscallCounts
-
-
-@dataclass(frozen=True)
 class CallSite:
     """Calls of one kind made from one place of one process of one workload, counted since the entry was made."""
 
@@ -73,10 +49,11 @@ class CallSite:
 
 @dataclass(frozen=True)
 class SyscallSnapshot:
-    """Everything the probe's maps held at one moment."""
+    """Everything the probe's maps held at one moment: each `cgroups` value as the collector decodes it, each live
+    process's struct process_stats (its cgroup_id: the workload key it last counted under)."""
 
-    cgroups: dict[int, CgroupSyscalls]
-    processes: dict[int, ProcessSyscalls]
+    cgroups: dict[int, Any]
+    processes: dict[int, Any]
     health: MapHealth
 
 
@@ -110,25 +87,30 @@ class SyscallProbe(BpfProbe):
     source = "syscalls.bpf.c"
     drop_maps = ("cgroups", "processes", "futex_start", "new_processes", "call_sites")  # enum drop_reason order
 
-    def __init__(self, limits: ProbeLimits, tracefs: Path | None, call_sites: int = 0, site_workloads: int = 1) -> None:
+    def __init__(
+        self,
+        limits: ProbeLimits,
+        tracefs: Path | None,
+        decode_cgroup: Callable[[Any], Any],
+        call_sites: int = 0,
+        site_workloads: int = 1,
+    ) -> None:
+        """*decode_cgroup*: a `cgroups` value (struct cgroup_stats) to what the snapshot carries of it."""
         self.limits = limits
         defines = compile_defines(limits, tracefs, call_sites, site_workloads)
         self.call_sites = int(defines.get("MAX_CALL_SITES") or 0)
         self.site_workloads = int(defines.get("MAX_SITE_WORKLOADS") or 0)
-        super().__init__(defines, _cgroup)
+        super().__init__(defines, decode_cgroup)
         self._site_choice: frozenset[int] = frozenset()
         self._site_generation = 0
 
     def read(self) -> SyscallSnapshot:
         """Read every map once, in bulk."""
         cgroups = self.cgroup_entries()
-        processes: dict[int, ProcessSyscalls] = {}
+        processes: dict[int, Any] = {}
         capacity = {"cgroups": self.limits.max_cgroups, "futex_start": self.limits.max_threads}
         if self.limits.max_processes > 0:
-            processes = {
-                key: ProcessSyscalls(cgroup_id=value.cgroup_id, counts=_counts(value))
-                for key, value in self.table("processes").items()
-            }
+            processes = dict(self.table("processes").items())
             capacity["processes"] = self.limits.max_processes
         if self.call_sites:
             capacity["call_sites"] = self.call_sites
@@ -193,15 +175,3 @@ class SyscallProbe(BpfProbe):
 def _site(key: Any) -> tuple[int, int, int, int, int]:
     """(workload, tgid, kind, ip, caller) of a struct site_key."""
     return (int(key.workload), int(key.tgid), int(key.kind), int(key.ip), int(key.caller))
-
-
-def _cgroup(value: Any) -> CgroupSyscalls:
-    return CgroupSyscalls(counts=_counts(value), wait_buckets=tuple(value.futex_wait_buckets))
-
-
-def _counts(value: Any) -> SyscallCounts:
-    return SyscallCounts(
-        yields=value.yields,
-        futex_calls=tuple(value.futex_calls),
-        futex_wait_ns=value.futex_wait_ns,
-    )

@@ -69,7 +69,7 @@ def pool_fix(
     """Cap each worker's pool so that workers x threads fit the CPUs it may use.
 
     *workers* are the pool workers counted among its processes (None: not counted: its processes were not read, or
-    none was left to read); without them, the workers its node counted (schedwatch_pool_workers). A number that is
+    none was left to read); without them, the workers its node counted (WorkloadView.pool_workers). A number that is
     still unknown is never assumed: the fix gives the formula with what is known, and says what would give the rest.
     """
     if not workers:  # not counted (0 from a caller that cannot count them is not a count either)

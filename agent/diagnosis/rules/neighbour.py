@@ -9,6 +9,7 @@ Waits behind its own threads are its own doing (a pool, saturation); waits behin
 
 from __future__ import annotations
 
+from agent import metrics
 from agent.diagnosis.facts import WorkloadView
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Fix, Mechanism
 from agent.diagnosis.rules.common import evidence, workload_finding
@@ -103,7 +104,7 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
 
 def _which_neighbour(named: list[tuple[str, float]], other: float, limits: Thresholds) -> str:
     """What to collect when no neighbour held enough of the wait to be named in the fix."""
-    series = "schedwatch_runqueue_wait_by_neighbour_seconds_total of this workload"
+    series = f"{metrics.shown(metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS)} of this workload"
     if not named:
         return f"{series} (which neighbour)"
     return (

@@ -5,7 +5,7 @@ memory limit, the times it hit it, its page faults and refaults.
 Each comes from the series of one collector. A family without a series had no call, as long as the BPF
 ``syscall_families`` collector ran (it exports families with calls only); without it (perf mode counts a subset of
 the families, with --perf-syscall-families) only the families the series name are known. Time by family is known
-only while the workload was timed (schedwatch_syscall_timed 1 at both readings). Pressure is known for a workload
+only while the workload was timed (its metrics.SYSCALL_TIMED 1 at both readings). Pressure is known for a workload
 with pressure series: a cgroup outside the cgroup2 tree has none, which is unknown, not zero. Waiting by holder and
 blocked time come from the BPF sched program only: unknown in perf and procfs modes, and from an agent older than
 these series (no workload of the reading has one), though its sched collector runs. Neighbours are known where
@@ -19,21 +19,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from agent import metrics
 from agent.diagnosis.facts import Workload, WorkloadView
 from agent.diagnosis.inputs.live.window import Window
 from agent.machine.pressure import RESOURCES
 from agent.machine.syscall_families import FAMILIES
+from agent.metrics import MetricSpec
 from agent.symbols.names import OTHER
+from agent.tables import families, files, sched
 
-FAMILIES_COLLECTOR = "syscall_families"
-PRESSURE_COLLECTOR = "pressure"
-SCHED_COLLECTOR = "sched"
-MEMORY_COLLECTOR = "cgroup_memory"
+FAMILIES_COLLECTOR = families.TABLE.collector
+SCHED_COLLECTOR = sched.TABLE.collector
+MEMORY_COLLECTOR = files.CGROUP_MEMORY.collector
 HOLDERS = ("self", "other", "kernel")
 BLOCKED_STATES = ("interruptible", "uninterruptible")
 MEMORY_EVENTS = ("high", "max", "oom", "oom_kill")
 FAULT_KINDS = ("minor", "major")
-NEIGHBOUR_WAIT = "neighbour_wait"
 
 
 def with_budget_inputs(window: Window, view: WorkloadView) -> WorkloadView:
@@ -41,16 +42,16 @@ def with_budget_inputs(window: Window, view: WorkloadView) -> WorkloadView:
     ref = view.ref
     budgeted = replace(
         view,
-        user_seconds=window.delta(ref, "cpu_seconds:user"),
-        system_seconds=window.delta(ref, "cpu_seconds:system"),
+        user_seconds=window.delta(ref, metrics.CPU_USAGE_SECONDS, "user"),
+        system_seconds=window.delta(ref, metrics.CPU_USAGE_SECONDS, "system"),
         syscall_calls_by_family=calls_by_family(window, ref),
         syscall_seconds_by_family=seconds_by_family(window, ref),
-        pressure_waiting_seconds=grown_split(window, ref, "pressure_waiting", RESOURCES),
-        pressure_stalled_seconds=grown_split(window, ref, "pressure_stalled", RESOURCES),
-        waiting_by_holder=_sched_split(window, ref, "waiting_by_holder", HOLDERS),
+        pressure_waiting_seconds=grown_split(window, ref, metrics.PRESSURE_WAITING_SECONDS, RESOURCES),
+        pressure_stalled_seconds=grown_split(window, ref, metrics.PRESSURE_STALLED_SECONDS, RESOURCES),
+        waiting_by_holder=_sched_split(window, ref, metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS, HOLDERS),
         neighbours=neighbours(window, ref),
         blocked_by_kind=blocked_by_kind(window, ref, view.futex_wait_seconds),
-        processes_exited=window.delta(ref, "processes_exited"),
+        processes_exited=window.delta(ref, metrics.PROCESSES_EXITED),
     )
     return with_memory_facts(window, budgeted)
 
@@ -61,17 +62,16 @@ def neighbours(window: Window, ref: Workload) -> tuple[tuple[str, float], ...] |
     exported few in the window) or that went backwards (named again after it left them) is unknown for the window
     and left out, never counted whole: its wait stays in the workload's wait for others, so the others' shares are
     smaller. The (other) row is not a workload."""
-    holders = _sched_split(window, ref, "waiting_by_holder", HOLDERS)
+    holders = _sched_split(window, ref, metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS, HOLDERS)
     if holders is None:
         return None
     after = window.after.workloads.get(ref)
-    prefix = f"{NEIGHBOUR_WAIT}:"
     held: dict[str, float] = {}
-    for key in after.counts if after is not None else {}:
-        name = key[len(prefix) :]
-        if not key.startswith(prefix) or name == OTHER:
+    for name in after.parts(metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS) if after is not None else {}:
+        if name == OTHER:
             continue
-        grown = window.delta(ref, key)  # None: absent from the earlier reading of a workload it had, or restarted
+        # None: absent from the earlier reading of a workload it had, or restarted
+        grown = window.delta(ref, metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS, name)
         if grown is not None and grown > 0:
             # The pair map is read a moment after the holder split: a neighbour may show a few microseconds more.
             held[name] = min(grown, holders["other"])
@@ -84,31 +84,31 @@ def with_memory_facts(window: Window, view: WorkloadView) -> WorkloadView:
     if MEMORY_COLLECTOR not in window.after.up:
         return view
     ref = view.ref
-    faults = grown_split(window, ref, "page_faults", FAULT_KINDS)
+    faults = grown_split(window, ref, metrics.PAGE_FAULTS, FAULT_KINDS)
     after = window.after.workloads.get(ref)
     # A workload the collector read has its page faults; only then are its events' missing series zeros.
-    events = None if faults is None else grown_split(window, ref, "memory_events", MEMORY_EVENTS, every=True)
+    events = None if faults is None else grown_split(window, ref, metrics.MEMORY_EVENTS, MEMORY_EVENTS, every=True)
     return replace(
         view,
         memory_events=events,
         page_faults=None if faults is None else sum(faults.values()),
         major_page_faults=None if faults is None else faults.get("major"),
-        memory_refaults=_grown(window, ref, "memory_refaults"),
-        memory_limit_bytes=None if after is None else after.gauges.get("memory_limit_bytes"),
+        memory_refaults=_grown(window, ref, metrics.MEMORY_REFAULTS),
+        memory_limit_bytes=None if after is None else after.gauge(metrics.MEMORY_LIMIT_BYTES),
     )
 
 
-def _grown(window: Window, ref: Workload, key: str) -> float | None:
+def _grown(window: Window, ref: Workload, spec: MetricSpec) -> float | None:
     """How much a count with no zero-when-absent rule grew: None without a series in the second reading."""
     after = window.after.workloads.get(ref)
-    return None if after is None or key not in after.counts else window.delta(ref, key)
+    return None if after is None or after.count(spec) is None else window.delta(ref, spec)
 
 
 def blocked_by_kind(window: Window, ref: Workload, futex_wait_seconds: float | None) -> dict[str, float] | None:
     """Blocked seconds by what the threads waited on: ``io`` (uninterruptible sleep), ``futex`` (the futex waits'
     own count) and ``sleep`` (the rest of the interruptible sleep, never below 0: a futex wait's seconds also hold
     the wait for a CPU after its wake-up, which blocked time does not). Without a futex count, no futex key."""
-    states = _sched_split(window, ref, "blocked", BLOCKED_STATES)
+    states = _sched_split(window, ref, metrics.BLOCKED_SECONDS, BLOCKED_STATES)
     if states is None:
         return None
     kinds = {"io": states["uninterruptible"]}
@@ -120,41 +120,40 @@ def blocked_by_kind(window: Window, ref: Workload, futex_wait_seconds: float | N
     return kinds
 
 
-def _sched_split(window: Window, ref: Workload, key: str, names: tuple[str, ...]) -> dict[str, float] | None:
+def _sched_split(window: Window, ref: Workload, spec: MetricSpec, names: tuple[str, ...]) -> dict[str, float] | None:
     """A split count of the BPF sched program; None where the agent does not export it (see the module's text)."""
-    if SCHED_COLLECTOR not in window.after.up or key in window.after.unknown:
+    if SCHED_COLLECTOR not in window.after.up or not window.after.knows(spec) or not window.after.has(spec):
         return None
-    if key not in window.after.kinds:
-        return None
-    return grown_split(window, ref, key, names, every=True)
+    return grown_split(window, ref, spec, names, every=True)
 
 
 def calls_by_family(window: Window, ref: Workload) -> dict[str, float] | None:
     """System calls per family over the window; None when no collector counted them."""
     if FAMILIES_COLLECTOR in window.after.up:
-        return grown_split(window, ref, "syscall_calls", FAMILIES, every=True)
-    return grown_split(window, ref, "syscall_calls", FAMILIES)
+        return grown_split(window, ref, metrics.SYSCALLS, FAMILIES, every=True)
+    return grown_split(window, ref, metrics.SYSCALLS, FAMILIES)
 
 
 def seconds_by_family(window: Window, ref: Workload) -> dict[str, float] | None:
     """Seconds inside the system calls per family; None unless the workload was timed through the window."""
     if FAMILIES_COLLECTOR not in window.after.up or not _timed(window, ref):
         return None
-    return grown_split(window, ref, "syscall_seconds", FAMILIES, every=True)
+    return grown_split(window, ref, metrics.SYSCALL_SECONDS, FAMILIES, every=True)
 
 
 def _timed(window: Window, ref: Workload) -> bool:
     after = window.after.workloads.get(ref)
-    if after is None or after.gauges.get("syscall_timed") != 1:
+    if after is None or after.gauge(metrics.SYSCALL_TIMED) != 1:
         return False
     before = window.before.workloads.get(window.earlier_ref(ref))
-    return before is None or before.gauges.get("syscall_timed") == 1  # a workload new in the window counts from 0
+    # a workload new in the window counts from 0
+    return before is None or before.gauge(metrics.SYSCALL_TIMED) == 1
 
 
 def grown_split(
-    window: Window, ref: Workload, key: str, names: tuple[str, ...], every: bool = False
+    window: Window, ref: Workload, spec: MetricSpec, names: tuple[str, ...], every: bool = False
 ) -> dict[str, float] | None:
-    """How much each ``key:name`` counter grew over the window.
+    """How much each part *name* of a split counter grew over the window.
 
     *every*: a name without a series counts 0 (its collector exports only what happened); otherwise only the names
     with a series in the second reading are known, and None when there is none. None too when a counter went
@@ -162,17 +161,16 @@ def grown_split(
     """
     after = window.after.workloads.get(ref)
     before = window.before.workloads.get(window.earlier_ref(ref))
-    after_counts = after.counts if after is not None else {}
-    before_counts = before.counts if before is not None else {}
-    present = [name for name in names if f"{key}:{name}" in after_counts]
+    after_counts = after.parts(spec) if after is not None else {}
+    before_counts = before.parts(spec) if before is not None else {}
+    present = [name for name in names if name in after_counts]
     if not every and not present:
         return None
     grown: dict[str, float] = {}
     for name in names if every else present:
-        full = f"{key}:{name}"
-        if (after is not None and full in after.no_value) or (before is not None and full in before.no_value):
+        if window.after.lacks_value(ref, spec, name) or window.before.lacks_value(window.earlier_ref(ref), spec, name):
             return None
-        value = after_counts.get(full, 0.0) - before_counts.get(full, 0.0)
+        value = after_counts.get(name, 0.0) - before_counts.get(name, 0.0)
         if value < 0:
             return None
         grown[name] = value

@@ -11,49 +11,49 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from agent import metrics
 from agent.diagnosis.facts import CodeShare, Workload, WorkloadView
-from agent.diagnosis.inputs.live.series import CODE_SEPARATOR
 from agent.diagnosis.inputs.live.window import Window
+from agent.metrics import MetricSpec
+from agent.series.schema import PART
+from agent.tables import files, syscalls
 
 OTHER = "(other)"
 UNKNOWN = "(unknown)"
-ONCPU_COLLECTOR = "oncpu"
-SITES_COLLECTOR = "syscalls"
+ONCPU_COLLECTOR = files.ONCPU.collector
+SITES_COLLECTOR = syscalls.TABLE.collector
 
 
 def with_code_inputs(window: Window, view: WorkloadView) -> WorkloadView:
     """*view* with its on-CPU samples and call sites over *window*."""
     ref = view.ref
-    samples, total = code_rows(window, ref, "cpu_samples", ONCPU_COLLECTOR)
-    yields, _yields_total = code_rows(window, ref, "yield_sites", SITES_COLLECTOR)
-    waits, _waits_total = code_rows(window, ref, "futex_sites", SITES_COLLECTOR)
+    samples, total = code_rows(window, ref, metrics.CPU_SAMPLES, ONCPU_COLLECTOR)
+    yields, _yields_total = code_rows(window, ref, metrics.SCHED_YIELD_CALLS_BY_SITE, SITES_COLLECTOR)
+    waits, _waits_total = code_rows(window, ref, metrics.FUTEX_WAITS_BY_SITE, SITES_COLLECTOR)
     return replace(view, cpu_samples=samples, cpu_samples_total=total, yield_sites=yields, futex_sites=waits)
 
 
 def code_rows(
-    window: Window, ref: Workload, key: str, collector: str
+    window: Window, ref: Workload, spec: MetricSpec, collector: str
 ) -> tuple[tuple[CodeShare, ...] | None, float | None]:
-    """The rows of *key* that grew over the window, busiest first, and the growth of every row with (other)."""
+    """The rows of *spec* that grew over the window, busiest first, and the growth of every row with (other)."""
     if collector not in window.after.up:
         return None, None
     after = window.after.workloads.get(ref)
     if after is None:
         return None, None
     before = window.before.workloads.get(window.earlier_ref(ref))
-    before_counts = before.counts if before is not None else {}
-    prefix = f"{key}:"
+    before_counts = before.parts(spec) if before is not None else {}
     shares: list[CodeShare] = []
     total = 0.0
-    for full, value in after.counts.items():
-        if not full.startswith(prefix):
-            continue
-        grown = value - before_counts.get(full, 0.0)
+    for row, value in after.parts(spec).items():
+        grown = value - before_counts.get(row, 0.0)
         if grown < 0:  # a new series under the same labels (see the module's text)
             grown = value
         if grown <= 0:
             continue
         total += grown
-        parts = full[len(prefix) :].split(CODE_SEPARATOR)
+        parts = row.split(PART)
         library, version, function = parts[0], parts[1], parts[2]
         if library == OTHER:
             continue

@@ -23,16 +23,51 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from agent import metrics
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.live import fetch
-from agent.diagnosis.inputs.live.series import COUNTERS, GAUGES, WORKLOAD_LABELS, Reading, WorkloadTotals, ref_of
 from agent.diagnosis.inputs.live.sources import SourceError
 from agent.diagnosis.inputs.live.window import Window
+from agent.metrics import WORKLOAD_LABELS, MetricSpec
+from agent.series.reading import Reading, Totals, part_of, put, ref_of
+from agent.series.schema import ROLES, parts_of, sample_name
 
 SCHEME = "prometheus+"
+# What the fleet diagnosis reads of each workload: the counters' increase over the window (their rates recorded by
+# deploy/prometheus/fleet_rules.yaml, one rule each) and the gauges' last values.
+COUNTED: tuple[MetricSpec, ...] = (
+    metrics.SCHED_YIELD_CALLS,
+    metrics.FUTEX_CALLS,
+    metrics.FUTEX_WAIT_SECONDS,
+    metrics.RUNQUEUE_LATENCY,
+    metrics.RUNQUEUE_WAIT_SECONDS,  # perf and procfs modes
+    metrics.OFFCPU_SECONDS,
+    metrics.CPU_PERIODS,
+    metrics.CPU_THROTTLED_PERIODS,
+    metrics.CPU_THROTTLED_SECONDS,
+    metrics.CPU_USAGE_SECONDS,
+    metrics.SYSCALLS,
+    metrics.SYSCALL_SECONDS,
+    metrics.PRESSURE_WAITING_SECONDS,
+    metrics.PRESSURE_STALLED_SECONDS,
+    metrics.RUNQUEUE_WAIT_BY_HOLDER_SECONDS,
+    metrics.BLOCKED_SECONDS,
+    metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS,
+    metrics.PROCESSES_EXITED,
+    metrics.MEMORY_EVENTS,
+    metrics.PAGE_FAULTS,
+    metrics.MEMORY_REFAULTS,
+)
+GAUGED: tuple[MetricSpec, ...] = (
+    metrics.CPU_LIMIT_CORES,
+    metrics.THREADS,
+    metrics.SYSCALL_TIMED,
+    metrics.POOL_WORKERS,  # flagged workloads only
+    metrics.MEMORY_LIMIT_BYTES,  # limited workloads only
+)
 # What every workload has, the counter first: where it grew, it tells when it was 0 (a young workload's start); the
 # gauge only when the counter cannot (fewer than two samples of it).
-SPAN_SERIES = ("schedwatch_cpu_usage_seconds_total", "schedwatch_threads")
+SPAN_SERIES = (sample_name(metrics.CPU_USAGE_SECONDS), sample_name(metrics.THREADS))
 EXTRAPOLATION_THRESHOLD = 1.1  # Prometheus extrapolates to a range's edge closer than this many sample intervals
 BEFORE_WINDOW_SECONDS = 300  # how far before the window its base sample is looked for (Prometheus' lookback delta)
 RECORDED_RATE_SECONDS = 60  # the range of rate() in deploy/prometheus/fleet_rules.yaml
@@ -56,7 +91,7 @@ class NodeWindow:
 
     instance: str
     window: Window
-    cpus: int | None = None  # the node's online CPUs (schedwatch_node_cpus); None: an agent without that series
+    cpus: int | None = None  # the node's online CPUs (metrics.NODE_CPUS); None: an agent without that series
 
 
 class PrometheusSource:
@@ -114,7 +149,7 @@ class PrometheusSource:
         """Every node's (or one node's) workloads over the *seconds* before *at* (a Unix time; default now);
         SourceError without schedwatch series."""
         selector = "" if node is None else f'instance=~"{_promql_string(_node_regex(node))}"'
-        if not self.query(f"count(schedwatch_build_info{{{selector}}})"):
+        if not self.query(f"count({metrics.BUILD_INFO.name}{{{selector}}})"):
             where = "" if node is None else f" for a node named {node!r}"
             raise SourceError(
                 f"{self.base} has no schedwatch series{where}: is it scraping the agents (job with port 17953)?"
@@ -129,22 +164,22 @@ class PrometheusSource:
             return readings[instance]
 
         up: dict[str, set[str]] = {}
-        for item in self.query(f"schedwatch_source_up{{{selector}}} == 1"):
+        for item in self.query(f"{metrics.SOURCE_UP.name}{{{selector}}} == 1"):
             labels = item["metric"]
             up.setdefault(labels.get("instance", ""), set()).add(labels.get("source", ""))
         group = ", ".join(("instance", *WORKLOAD_LABELS))
         self.recorded = bool(self.query(f"count({recorded_name(SPAN_SERIES[0])}{{{selector}}})"))
         spans = self._spans(seconds, selector)
         lookback = self._recorded_lookback(seconds, selector) if self.recorded else seconds
-        for name, (key, split, _collector) in COUNTERS.items():
-            by = f"{group}, {split}" if split else group
+        for spec in COUNTED:
+            name, role = sample_name(spec), ROLES[sample_name(spec)]
+            by = ", ".join((group, *parts_of(spec)))
             if self.recorded:  # the fleet rules' rates, averaged over the window, times the time each one covers
                 expr = f"sum by ({by}) (avg_over_time({recorded_name(name)}{{{selector}}}[{lookback}s]))"
             else:
                 expr = f"sum by ({by}) ({exact_growth(f'{name}{{{selector}}}', seconds)})"
             for item in self.query(expr):
                 labels = item["metric"]
-                full = f"{key}:{labels.get(split, '')}" if split else key
                 after = reading(labels.get("instance", ""))[1]
                 ref = ref_of(labels)
                 value = _value(item)
@@ -153,21 +188,19 @@ class PrometheusSource:
                     if covered is None:
                         continue  # fewer than two samples of its raw series: no rate over any time
                     value = None if value is None else value * covered
-                totals = after.workloads.setdefault(ref, WorkloadTotals())
-                if value is None:
-                    totals.no_value.add(full)
-                else:
-                    totals.counts[full] = totals.counts.get(full, 0.0) + value
-        for name, key in GAUGES.items():
-            for item in self.query(f"max by ({group}) ({name}{{{selector}}})"):
+                totals = after.workloads.setdefault(ref, Totals())
+                put(totals, role, part_of(role, labels), math.nan if value is None else value)
+        for spec in GAUGED:
+            role = ROLES[spec.name]
+            for item in self.query(f"max by ({group}) ({spec.name}{{{selector}}})"):
                 labels = item["metric"]
                 after = reading(labels.get("instance", ""))[1]
-                totals = after.workloads.setdefault(ref_of(labels), WorkloadTotals())
+                totals = after.workloads.setdefault(ref_of(labels), Totals())
                 value = _value(item)
                 if value is not None:
-                    totals.gauges[key] = value
+                    put(totals, role, part_of(role, labels), value)
         cpus: dict[str, int] = {}
-        for item in self.query(f"max by (instance) (schedwatch_node_cpus{{{selector}}})"):
+        for item in self.query(f"max by (instance) ({metrics.NODE_CPUS.name}{{{selector}}})"):
             value = _value(item)
             if value is not None:
                 cpus[item["metric"].get("instance", "")] = int(value)

@@ -14,15 +14,16 @@ from agent.diagnosis.inputs.live.budget_inputs import with_budget_inputs
 from agent.diagnosis.inputs.live.code_inputs import with_code_inputs
 from agent.diagnosis.inputs.live.cpu_states import node_states
 from agent.diagnosis.inputs.live.details import read_closely
-from agent.diagnosis.inputs.live.members import Filter, cgroup_paths, workload_pids
 from agent.diagnosis.inputs.live.ranking import CATCH_ALL, FLAG_SCORE, MAX_FLAGGED, score
-from agent.diagnosis.inputs.live.series import Reading
 from agent.diagnosis.inputs.live.sources import Source
 from agent.diagnosis.inputs.live.window import Window, workload_views
+from agent.identity.filter import Filter
+from agent.identity.members import cgroup_paths, workload_pids
 from agent.log import get_logger
 from agent.machine.clocksource import ClockSource, read_clocksource
 from agent.machine.node_stat import NodeTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
+from agent.series.reading import Reading
 
 NO_CLOCKSOURCE = ClockSource(None, None)
 

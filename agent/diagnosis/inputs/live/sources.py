@@ -12,8 +12,9 @@ from typing import Protocol
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent import metrics
 from agent.diagnosis.inputs.live import fetch
-from agent.diagnosis.inputs.live.series import NotSchedwatch, Reading, read_families
+from agent.series.reading import NotSchedwatch, Reading, read_families
 
 AGENT_TIMEOUT = 30.0  # seconds a whole scrape of the agent may take: seconds on a busy node with thousands of cgroups
 MAX_METRICS_BYTES = 256 * 1024 * 1024  # a /metrics body read at most
@@ -43,6 +44,7 @@ class CollectedSource:
         self.local = True
         self._collect = collect
         self._clock = clock
+        self._mode = mode
 
     def read(self) -> Reading:
         """Collect every family once."""
@@ -50,11 +52,9 @@ class CollectedSource:
         families = list(self._collect())
         return read_families(families, (started + self._clock()) / 2)
 
-    def families(self) -> tuple[float, list[Metric]]:
-        """(when, every family collected once), for readers of series a Reading does not keep (schedwatch top)."""
-        started = self._clock()
-        families = list(self._collect())
-        return (started + self._clock()) / 2, families
+    def extended(self, more: Callable[[list[Metric]], list[Metric]]) -> CollectedSource:
+        """This source with each collection's families passed through *more* (top adds its judged findings)."""
+        return CollectedSource(lambda: more(list(self._collect())), self._clock, self._mode)
 
 
 def metrics_url(url: str) -> str:
@@ -106,19 +106,9 @@ class AgentSource:
             return read_families(text_string_to_metric_families(text), at)
         except NotSchedwatch:
             raise SourceError(
-                f"{self.url} is not a schedwatch agent's /metrics (no schedwatch_build_info): point --from at "
+                f"{self.url} is not a schedwatch agent's /metrics (no {metrics.BUILD_INFO.name}): point --from at "
                 "the agent's port, e.g. http://127.0.0.1:17953"
             ) from None
-        except ValueError as error:
-            raise SourceError(f"{self.url} did not answer in the Prometheus text format ({error})") from None
-
-    def families(self) -> tuple[float, list[Metric]]:
-        """(when, every family of one /metrics), for readers of series a Reading does not keep (schedwatch top)."""
-        started = self._clock()
-        text = self._get()
-        at = (started + self._clock()) / 2
-        try:
-            return at, list(text_string_to_metric_families(text))
         except ValueError as error:
             raise SourceError(f"{self.url} did not answer in the Prometheus text format ({error})") from None
 
@@ -133,7 +123,7 @@ class AgentSource:
         except fetch.DeadlinePassed:
             raise SourceError(
                 f"{self.url} sent no whole /metrics within {self._timeout:g} s: check that the agent is not "
-                "overloaded (its schedwatch_collector_duration_seconds) and that nothing between holds the answer"
+                f"overloaded (its {metrics.COLLECT_DURATION.name}) and that nothing between holds the answer"
             ) from None
         except OSError as error:  # URLError, TLS errors and socket timeouts are OSErrors
             problem = fetch.tls_problem(error, self._client)

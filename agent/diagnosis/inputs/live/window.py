@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agent import metrics
 from agent.diagnosis.facts import Workload, WorkloadView
-from agent.diagnosis.inputs.live.series import Reading
+from agent.metrics import MetricSpec
+from agent.series.reading import Reading
+from agent.tables import syscalls
 
-FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
+SYSCALLS_COLLECTOR = syscalls.TABLE.collector
 
 
 @dataclass(frozen=True)
@@ -30,14 +33,14 @@ class Window:
         span = self.spans.get(ref)
         return self.seconds if span is None else min(span, self.seconds)
 
-    def delta(self, ref: Workload, key: str) -> float | None:
-        """How much a counter grew over the window; None when unknown or when it went backwards (an agent
-        restarted in between). A workload first seen in the second reading counts from 0."""
-        after = self.after.count(ref, key)
+    def delta(self, ref: Workload, spec: MetricSpec, part: str = "") -> float | None:
+        """How much a counter (its *part*) grew over the window; None when unknown or when it went backwards (an
+        agent restarted in between). A workload first seen in the second reading counts from 0."""
+        after = self.after.count(ref, spec, part)
         if after is None:
             return None
         earlier = self.earlier_ref(ref)
-        before = self.before.count(earlier, key)
+        before = self.before.count(earlier, spec, part)
         if before is None:
             if earlier in self.before.workloads or not self.before.up:
                 return None
@@ -58,12 +61,11 @@ class Window:
 def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> WorkloadView:
     """The counts, CPU, limits and threads of one workload over the window (its processes are read elsewhere)."""
     totals = window.after.workloads.get(ref)
-    gauges = totals.gauges if totals is not None else {}
-    limit = gauges.get("cpu_limit_cores")
-    threads = gauges.get("threads")
-    workers = gauges.get("pool_workers")
-    user = window.delta(ref, "cpu_seconds:user")
-    system = window.delta(ref, "cpu_seconds:system")
+    limit = None if totals is None else totals.gauge(metrics.CPU_LIMIT_CORES)
+    threads = None if totals is None else totals.gauge(metrics.THREADS)
+    workers = None if totals is None else totals.gauge(metrics.POOL_WORKERS)
+    user = window.delta(ref, metrics.CPU_USAGE_SECONDS, "user")
+    system = window.delta(ref, metrics.CPU_USAGE_SECONDS, "system")
     seconds = window.seconds_of(ref)
     used = None if user is None or system is None or seconds <= 0 else (user + system) / seconds
     share = None if user is None or system is None or user + system <= 0 else system / (user + system)
@@ -77,27 +79,26 @@ def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> Workl
         system_share=share,
         threads=None if threads is None else int(threads),
         pool_workers=None if workers is None else int(workers),
-        sched_yield_calls=window.delta(ref, "sched_yield_calls"),
+        sched_yield_calls=window.delta(ref, metrics.SCHED_YIELD_CALLS),
         futex_calls=futex,
-        futex_wait_seconds=window.delta(ref, "futex_wait_seconds"),
-        runqueue_wait_seconds=window.delta(ref, "runqueue_wait_seconds"),
-        preempted_seconds=window.delta(ref, "offcpu_seconds:preempted"),
-        throttled_periods=window.delta(ref, "throttled_periods"),
-        periods=window.delta(ref, "periods"),
-        throttled_seconds=window.delta(ref, "throttled_seconds"),
+        futex_wait_seconds=window.delta(ref, metrics.FUTEX_WAIT_SECONDS),
+        runqueue_wait_seconds=window.delta(ref, metrics.RUNQUEUE_WAIT_SECONDS),
+        preempted_seconds=window.delta(ref, metrics.OFFCPU_SECONDS, "preempted"),
+        throttled_periods=window.delta(ref, metrics.CPU_THROTTLED_PERIODS),
+        periods=window.delta(ref, metrics.CPU_PERIODS),
+        throttled_seconds=window.delta(ref, metrics.CPU_THROTTLED_SECONDS),
     )
 
 
 def _futex(window: Window, ref: Workload) -> dict[str, float] | None:
-    if "syscalls" not in window.after.up:
+    if SYSCALLS_COLLECTOR not in window.after.up:
         return None
     calls: dict[str, float] = {}
-    for op in FUTEX_OPS:
-        key = f"futex_calls:{op}"
-        if window.after.lacks_value(ref, key):
+    for op in syscalls.OPS.values:
+        if window.after.lacks_value(ref, metrics.FUTEX_CALLS, op):
             return None
-        after = window.after.count(ref, key)
-        before = window.before.count(window.earlier_ref(ref), key)
+        after = window.after.count(ref, metrics.FUTEX_CALLS, op)
+        before = window.before.count(window.earlier_ref(ref), metrics.FUTEX_CALLS, op)
         grown = (after or 0.0) - (before or 0.0)
         if grown < 0:
             return None  # the agent restarted between the readings

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.diagnosis.facts import Workload
-from agent.diagnosis.inputs.live.members import cgroup_paths, workload_pids
 from agent.diagnosis.inputs.processes.sampling import ProcessFacts
 from agent.diagnosis.inputs.processes.workers import worker_pools
+from agent.identity.members import cgroup_paths, workload_pids
 from agent.machine.process_stat import read_process_stat
 from agent.machine.procfs import ProcFS, printable
 

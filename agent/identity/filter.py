@@ -1,20 +1,16 @@
-"""Which workloads a filter names, and the processes of a workload: the cgroup directories it is labelled by,
-found in the cgroup tree the agent walks, and their cgroup.procs."""
+"""Which workloads a user asked for: the --namespace/--pod/--container/--cgroup/--pid filter of diagnose, top,
+profile and verify, and a --pid turned into the container or cgroup that holds it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from agent.diagnosis.facts import Workload
 from agent.identity.labels import label_value
 from agent.identity.paths import container_id_from_path
-from agent.machine.cgroups.files import parse_int
+from agent.identity.workload import Workload
 from agent.machine.cgroups.layout import parse_proc_cgroup, read_layout
-from agent.machine.cgroups.paths import CgroupPathResolver
-from agent.machine.procfs import SMALL_FILE, ProcFS, decode
+from agent.machine.procfs import SMALL_FILE, ProcFS
 
-MAX_PROCESSES = 512  # processes of one workload read closely at most
 SHORT_ID = 12  # characters of a container id enough to name it, as docker ps shows it
 
 
@@ -24,7 +20,7 @@ class NoSuchProcess(ValueError):
 
 @dataclass(frozen=True)
 class Filter:
-    """What `diagnose` was asked to look at; empty fields match everything."""
+    """The workloads asked for; empty fields match everything."""
 
     namespace: str = ""
     pod: str = ""
@@ -76,36 +72,3 @@ def filter_for_pid(procfs: ProcFS, base: Filter) -> Filter:
     if container_id:
         return Filter(base.namespace, base.pod, container_id, base.cgroup, base.pid)
     return Filter(base.namespace, base.pod, base.container, label_value(path), base.pid)
-
-
-def in_workload(path: str, ref: Workload) -> bool:
-    """Whether the cgroup at *path* is counted under *ref*."""
-    if ref.container_id:
-        return container_id_from_path(path) == ref.container_id
-    return bool(ref.cgroup) and label_value(path) == ref.cgroup
-
-
-def cgroup_paths(tree: Path | None) -> list[str]:
-    """Every cgroup under *tree* now, as paths relative to it (walked once for all the workloads read closely)."""
-    return [] if tree is None else sorted(CgroupPathResolver(tree).snapshot().values())
-
-
-def workload_pids(tree: Path | None, paths: list[str], ref: Workload, limit: int = MAX_PROCESSES) -> list[int]:
-    """Pids in the cgroups of *ref* (at most *limit*), among *paths* (cgroup_paths of the tree at *tree*)."""
-    if tree is None:
-        return []
-    pids: list[int] = []
-    for path in paths:
-        if not in_workload(path, ref):
-            continue
-        try:
-            text = decode((tree / path.lstrip("/") / "cgroup.procs").read_bytes())
-        except OSError:
-            continue  # removed meanwhile
-        for word in text.split():
-            pid = parse_int(word)
-            if pid is not None and pid > 0:
-                pids.append(pid)
-            if len(pids) >= limit:
-                return pids
-    return pids
