@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.bpf.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
+from agent.log import get_logger
 from agent.machine import kernel
 from agent.machine.cpus import possible_cpu_slots
 
@@ -19,6 +20,7 @@ SITE_KINDS = ("sched_yield", "futex_wait")  # enum site_kind order
 DEFAULT_CALL_SITES = 8192
 CALL_SITE_MACHINES = ("x86_64",)  # count_site reads the x86-64 struct pt_regs
 CALL_SITES_SINCE = (5, 15)  # bpf_task_pt_regs(), on a kernel with BTF (bpf_get_current_task_btf())
+logger = get_logger("syscalls")
 
 REQUIRED_TRACEPOINTS = (
     ("syscalls", "sys_enter_sched_yield"),
@@ -103,6 +105,21 @@ class SyscallProbe(BpfProbe):
         super().__init__(defines, decode_cgroup)
         self._site_choice: frozenset[int] = frozenset()
         self._site_generation = 0
+        self.site_choice_refused = False
+        if self.call_sites:
+            # The first choice, none yet (every workload is new until the agent chooses), written now so that a
+            # profile refusing map writes is found at load and said once.
+            try:
+                self.table("site_choice").set(0, self._site_generation)
+            except OSError as error:  # every workload's sites stay counted, the gate never closes
+                self.site_choice_refused = True
+                logger.warning(
+                    "call_sites_not_chosen",
+                    error=f"writing a BPF map: {error}",
+                    fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) and 3 (BPF_MAP_DELETE_ELEM) in the agent's "
+                    "seccomp profile: until then every workload's call sites are counted, not only the "
+                    "--code-workloads busiest (each yield and futex wait pays for its site); the counts are unaffected",
+                )
 
     def read(self) -> SyscallSnapshot:
         """Read every map once, in bulk."""
@@ -123,8 +140,9 @@ class SyscallProbe(BpfProbe):
 
     def choose_site_workloads(self, keys: Iterable[int]) -> None:
         """Count the call sites of these workloads from now on (at most site_workloads of them), and of those new
-        until the next choice; the others' calls are counted without their sites."""
-        if not self.call_sites:
+        until the next choice; the others' calls are counted without their sites. Nothing where map writes were
+        refused at load."""
+        if not self.call_sites or self.site_choice_refused:
             return
         wanted = frozenset(list(keys)[: self.site_workloads])
         table = self.table("site_workloads")
