@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from prometheus_client.core import Metric
 
-from agent import config
+from agent import assembly, config
 from agent.commands import Command
 from agent.commands.agent_flags import (
     add_client_arguments,
@@ -28,10 +28,11 @@ from agent.commands.agent_flags import (
     refuse_groups,
     settings_from,
 )
-from agent.commands.diagnose import add_filter_arguments, loaded_collectors, source_client, workload_filter
+from agent.commands.sources import collected_source, source_client
+from agent.commands.workload_flags import add_filter_arguments, workload_filter
 from agent.diagnosis.inputs.live.fleet import is_prometheus
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
-from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
+from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
 from agent.machine.procfs import ProcFS
 from agent.top.table import BY_KEY, BY_NAME, Column, Row, Snapshot, nested, process_rows, rows, snapshot
 
@@ -98,10 +99,8 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
         settings = dataclasses.replace(
             settings, process_top_k=PROCESSES_LOADED_HERE, max_processes=config.Settings.max_processes
         )
-    with loaded_collectors(settings) as source:
-        if not isinstance(source, CollectedSource):
-            raise SourceError("the collectors loaded here gave no families to read")  # loaded_collectors' contract
-        yield source.families
+    with assembly.open_agent(settings, quiet=True) as agent:
+        yield collected_source(agent).families
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -116,7 +116,7 @@ def test_check_says_what_to_do_when_headers_are_missing(tmp_path: Path) -> None:
         text=True,
     )
     assert result.returncode == 1
-    assert "syscalls     CANNOT RUN: no kernel headers — fix: BCC_KERNEL_SOURCE=" in result.stdout
+    assert "syscalls         CANNOT RUN: no kernel headers — fix: BCC_KERNEL_SOURCE=" in result.stdout
 
 
 def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:

@@ -26,6 +26,11 @@ class CgroupLayout:
             return "v2"
         return "v1" if self.v1 else "none"
 
+    @property
+    def workload_tree(self) -> Path | None:
+        """The tree whose directories are the workloads: cgroup2, or the v1 cpu hierarchy without it."""
+        return self.unified if self.unified is not None else self.v1.get("cpu")
+
 
 def read_layout(proc: ProcFS | None = None) -> CgroupLayout:
     """The cgroup and cgroup2 mounts of this process's mount namespace (/proc/self/mountinfo)."""
@@ -75,6 +80,11 @@ def layout_under(root: Path) -> CgroupLayout:
     if (unified / "cgroup.controllers").exists():
         return CgroupLayout(unified=unified, v1=v1)
     return CgroupLayout(unified=None if v1 else root, v1=v1)  # v1 only; or nothing recognisable: take root
+
+
+def workload_tree(cgroup_root: Path | None = None) -> Path | None:
+    """The workloads' tree of the host's cgroup mount at *cgroup_root*, or of this mount namespace's mounts."""
+    return (layout_under(cgroup_root) if cgroup_root is not None else read_layout()).workload_tree
 
 
 def _unescape(path: str) -> str:
