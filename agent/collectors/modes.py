@@ -75,6 +75,12 @@ def factories(mode: str) -> list[CollectorFactory]:
     return [schedstat.FACTORY, *files]
 
 
+def needs_bpf(factory: CollectorFactory) -> bool:
+    """Whether *factory* is one of bpf mode's own collectors, which the other modes replace or go without (the cgroup
+    files' collectors run alike in every mode)."""
+    return factory not in factories(PERF) and factory not in factories(PROCFS)
+
+
 def perf_availability(facts: MachineFacts) -> Availability:
     """Whether counting perf events per cgroup can be opened here."""
     from agent.collectors import perf_syscalls

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent import __version__, assembly, config
 from agent.bpf.compile import BCC_INSTALL_FIX
-from agent.collectors import Availability, modes, registry
+from agent.collectors import Availability, modes, registry, starting
 from agent.collectors.common.availability import tracefs_availability
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
@@ -78,7 +78,7 @@ class CheckReport:
     loaded: bool  # the collectors were compiled and loaded once (not --no-load)
     web: WebCheck
     not_checked: dict[str, str] = field(default_factory=dict)  # what could not be looked at, and why
-    degraded: dict[str, assembly.Degraded] = field(default_factory=dict)  # auto: collectors BPF does not serve
+    degraded: dict[str, starting.Degraded] = field(default_factory=dict)  # auto: collectors BPF does not serve
 
     @property
     def ok(self) -> bool:
@@ -110,7 +110,7 @@ def gather_report(settings: config.Settings, load: bool) -> CheckReport:
         runtimes=runtime_sockets(settings),
         mode_requested=settings.mode,
         mode=started.mode,
-        collectors=_collector_checks(judged, settings, started),
+        collectors=collector_checks(judged, settings, started),
         mode_collectors=_fallback_checks(judged, settings, started),
         degraded=started.degraded,
         loaded=load,
@@ -148,12 +148,13 @@ def web_check(settings: config.Settings) -> WebCheck:
     )
 
 
-def _collector_checks(mode: str, settings: config.Settings, started: assembly.Started) -> tuple[CollectorCheck, ...]:
+def collector_checks(mode: str, settings: config.Settings, started: starting.Started) -> tuple[CollectorCheck, ...]:
     """Each enabled collector of *mode*: ok when it runs (or would) in that mode's form, else why not."""
     checks = []
-    for factory in assembly.enabled(mode, settings):
+    for factory in starting.enabled(mode, settings):
         name = factory.name
-        if started.forms.get(name) == mode:
+        form = started.forms.get(name)
+        if form == mode or (form is not None and not modes.needs_bpf(factory)):  # the cgroup files' run in any mode
             result = Availability(True)
         elif name in started.degraded:
             degraded = started.degraded[name]
@@ -164,15 +165,15 @@ def _collector_checks(mode: str, settings: config.Settings, started: assembly.St
     return tuple(checks)
 
 
-def _fallback_checks(judged: str, settings: config.Settings, started: assembly.Started) -> tuple[CollectorCheck, ...]:
+def _fallback_checks(judged: str, settings: config.Settings, started: starting.Started) -> tuple[CollectorCheck, ...]:
     """The collectors that count in another form than the judged mode's: those of the mode auto fell back to, or
     each BPF collector running in its form without BPF."""
     if started.mode.mode != judged:
-        return _collector_checks(started.mode.mode, settings, started)
+        return collector_checks(started.mode.mode, settings, started)
     checks = []
     for name, degraded in started.degraded.items():
-        if degraded.runs_as != assembly.NOT_RUNNING:
-            form = next(f for f in assembly.enabled(degraded.runs_as, settings) if f.name == name)
+        if degraded.runs_as != starting.NOT_RUNNING:
+            form = next(f for f in starting.enabled(degraded.runs_as, settings) if f.name == name)
             checks.append(CollectorCheck(name, form.description, True))
     return tuple(checks)
 
@@ -358,11 +359,11 @@ def _mode_lines(report: CheckReport) -> list[str]:
     return lines
 
 
-_CAUSES = {assembly.LOAD_FAILED: "its BPF program did not load", assembly.UNSUPPORTED: "BPF cannot serve it here"}
+_CAUSES = {starting.LOAD_FAILED: "its BPF program did not load", starting.UNSUPPORTED: "BPF cannot serve it here"}
 
 
-def _degraded_line(name: str, degraded: assembly.Degraded) -> str:
-    runs = "does not run" if degraded.runs_as == assembly.NOT_RUNNING else f"runs in its {degraded.runs_as} form"
+def _degraded_line(name: str, degraded: starting.Degraded) -> str:
+    runs = "does not run" if degraded.runs_as == starting.NOT_RUNNING else f"runs in its {degraded.runs_as} form"
     return f"  degraded     {name} {runs} ({_CAUSES[degraded.cause]}): {degraded.reason}"
 
 

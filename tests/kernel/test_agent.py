@@ -102,7 +102,7 @@ def test_check_reports_a_runnable_collector() -> None:
     result = subprocess.run([sys.executable, "-m", "agent", "check"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     for collector in ("syscalls", "sched", "cgroup_cpu"):
-        assert f"  {collector:<12} ok" in result.stdout
+        assert f"  {collector:<16} ok" in result.stdout
     assert "headers" in result.stdout and "MISSING" not in result.stdout
 
 

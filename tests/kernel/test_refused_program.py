@@ -50,7 +50,7 @@ def refused_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPro
         str(work / "state"),
         env=refusing_environment(),
     )
-    agent.wait_ready()
+    agent.wait_ready(timeout=180)  # it compiles each program, the refused one too, before it serves
     yield agent
     assert agent.stop() == 0, agent.log()
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.assembly import LOAD_FAILED, NOT_RUNNING, UNSUPPORTED, Degraded
 from agent.collectors import registry
 from agent.collectors.common.availability import bpf_support, tracefs_availability
 from agent.collectors.modes import BPF, MISSING, PERF, ModeChoice, choose
+from agent.collectors.starting import LOAD_FAILED, NOT_RUNNING, UNSUPPORTED, Degraded
 from agent.commands.check import CheckReport, CollectorCheck, WebCheck, to_json, to_text
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import BccFound, MachineFacts

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agent.assembly import LOAD_FAILED, NOT_RUNNING, UNSUPPORTED, Degraded
 from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.cli import main
 from agent.collectors.modes import BPF, PERF, PROCFS, ModeChoice
+from agent.collectors.starting import LOAD_FAILED, NOT_RUNNING, UNSUPPORTED, Degraded
 from agent.commands import check, diagnose, profile, verify
 from agent.commands.check import CollectorCheck, WebCheck
 from agent.config import MODES
