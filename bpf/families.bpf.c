@@ -45,9 +45,6 @@ enum family {
     F_OTHER = 9,
     FAMILIES = 10,
 };
-/* Keeps the compiler from folding a bounds check into an earlier test, so that the verifier sees it on the
- * register used as the index. */
-#define BOUND_BARRIER(x) asm volatile("" : "+r"(x))
 #define SYSCALL_SLOTS 1024 /* family_of's size: numbers from here on (x32's, -1 for a cancelled call) are OTHER */
 
 struct workload_syscalls {

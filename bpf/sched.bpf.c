@@ -308,6 +308,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
                 __sync_fetch_and_add(&cg->runq_buckets[bucket], 1);
             __sync_fetch_and_add(&cg->runq_by_holder_ns[holder], waited);
         }
+        BOUND_BARRIER(sleep);
         if (blocked && sleep < SLEEPS)
             __sync_fetch_and_add(&cg->blocked_ns[sleep], blocked);
     }
@@ -331,6 +332,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
         __sync_fetch_and_add(&proc->runq_waits, 1);
         __sync_fetch_and_add(&proc->runq_by_holder_ns[holder], waited);
     }
+    BOUND_BARRIER(sleep);
     if (blocked && sleep < SLEEPS)
         __sync_fetch_and_add(&proc->blocked_ns[sleep], blocked);
 #endif

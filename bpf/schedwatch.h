@@ -12,6 +12,12 @@
  * for every perf user of that tracepoint (perf stat, perf record, perf sched), so schedwatch would blind them. */
 #define KEEP_EVENT 1
 
+/* Put right before the bounds check of a value used as an array index: keeps the compiler from folding the check
+ * into an earlier test, or from reloading the value from the stack between the check and the access, so that the
+ * verifier sees the check on the register used as the index (Linux 6.1's verifier does not carry a bound from one
+ * copy of a value to another it reloads from the stack; later verifiers do). */
+#define BOUND_BARRIER(x) asm volatile("" : "+r"(x))
+
 /* Slots of the per-program `drops` array: events that could not be
  * accounted because a bounded map (or the announcement ring) was full.
  * Exported, never silent. */

@@ -31,6 +31,8 @@ SAMPLES = "schedwatch_cpu_samples_total"
 YIELD_SITES = "schedwatch_sched_yield_calls_by_site_total"
 FUTEX_SITES = "schedwatch_futex_waits_by_site_total"
 WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
+# Where OpenBLAS's pool threads wait for work or for each other (spinning in 0.3.27 and later, yielding before).
+OPENBLAS_WAITING = frozenset({"blas_thread_server", "inner_thread", "exec_blas_async_wait"})
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +171,7 @@ def numpy_argv(seconds: int) -> list[str]:
     return [sys.executable, str(WORKLOADS / "numpy_pool.py"), "-", "4", "unset", f"{seconds}s", "0"]
 
 
-def test_numpy_2_pool_spins_in_blas_thread_server(code_agent: AgentProcess, cgroups: CgroupSandbox) -> None:
+def test_numpy_2_pool_spins_in_openblas_waiting_loops(code_agent: AgentProcess, cgroups: CgroupSandbox) -> None:
     env = {**os.environ, "PYTHONPATH": str(numpy_target("2"))}
     samples, yields, out, after, cgroup = pool_samples(code_agent, cgroups, "numpy2", numpy_argv(8), env)
     libraries = by_library(samples)
@@ -177,7 +179,9 @@ def test_numpy_2_pool_spins_in_blas_thread_server(code_agent: AgentProcess, cgro
     assert top_library == "libscipy_openblas64_.so", (libraries, out)
     functions = by_function(samples)
     top_function = max(functions, key=functions.__getitem__)
-    assert top_function == "libscipy_openblas64_.so:blas_thread_server", functions
+    # Which of the pool's waiting loops holds most samples depends on the kernel OpenBLAS picks for this host's CPU
+    # (blas_thread_server's idle loop on some, inner_thread's level-3 hand-offs on AMD EPYC's Haswell kernel).
+    assert top_function in {f"libscipy_openblas64_.so:{name}" for name in OPENBLAS_WAITING}, functions
     assert not yields, yields  # OpenBLAS 0.3.27 and later never yield on x86-64
     versions = {dict(labels)["version"] for labels in after.find(SAMPLES, cgroup=cgroup, library=top_library)}
     assert versions and all(version.startswith("0.3.") for version in versions), versions  # from the file's text
@@ -240,10 +244,11 @@ def test_diagnose_shows_the_pools_code_and_takes_its_spin_loop_as_evidence(
     samples = view["cpu_samples"]
     assert samples, diagnose.output
     top = max(samples, key=lambda row: row["count"])
-    assert (top["library"], top["function"], top["mode"]) == ("libscipy_openblas64_.so", "blas_thread_server", "user")
+    assert (top["library"], top["mode"]) == ("libscipy_openblas64_.so", "user"), samples
+    assert top["function"] in OPENBLAS_WAITING, samples
     assert top["version"] and top["version"].startswith("0.3.")
     assert view["cpu_samples_total"] >= sum(row["count"] for row in samples)
     findings = [f for f in report["findings"] if f["workload"]["cgroup"] == cgroup]
     assert findings and findings[0]["cause"] == "thread-pool-oversubscription", report["findings"]
     facts = [item["fact"] for item in findings[0]["evidence"]]
-    assert "on-CPU samples spinning in blas_thread_server (libscipy_openblas64_.so)" in facts, facts
+    assert f"on-CPU samples spinning in {top['function']} (libscipy_openblas64_.so)" in facts, facts

@@ -64,7 +64,7 @@ KINDS: tuple[Kind, ...] = (
         "user-spin",
         re.compile(
             r"SpinLockDelay|SpinLock::SlowLock|^gomp_(?:team_)?barrier_wait_end$|^gomp_mutex_lock_slow$|"
-            r"^do_spin$|^__kmp_(?:wait|yield|hyper_barrier|fork_barrier|join_barrier)|^blas_thread_server$|"
+            r"^do_spin$|^__kmp_(?:wait|yield|hyper_barrier|fork_barrier|join_barrier)|^blas_thread_server$|^inner_thread$|"
             r"^pthread_spin_lock$"
         ),
         "threads spinning in user space while they wait (a pool's barrier or idle loop, or a spin lock)",
