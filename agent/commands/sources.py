@@ -51,8 +51,9 @@ def source_client(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 
 def collected_source(agent: assembly.Agent) -> CollectedSource:
-    """The collectors of *agent* as a source of series; SourceError when neither the syscalls nor the sched
-    collector runs. Each collector that does not run, or runs without BPF, is logged as a warning."""
+    """The collectors of *agent* as a source of series, named by its mode (and the collectors BPF does not serve
+    there); SourceError when neither the syscalls nor the sched collector runs. Each collector that does not run is
+    logged as a warning."""
     problem = agent.counting_problem()
     if problem is not None:
         raise SourceError(f"{problem}; {READ_AN_AGENT}")
@@ -60,4 +61,6 @@ def collected_source(agent: assembly.Agent) -> CollectedSource:
     for name, reason in agent.started.reasons().items():
         logger.warning("collector_unavailable", collector=name, reason=reason)
     exporter = agent.exporter()
-    return CollectedSource(lambda: list(exporter.collect()), mode=agent.mode)
+    degraded = sorted(agent.started.degraded)
+    mode = agent.mode + (f"; without BPF: {', '.join(degraded)}" if degraded and agent.mode == "bpf" else "")
+    return CollectedSource(lambda: list(exporter.collect()), mode=mode)

@@ -159,3 +159,22 @@ def test_check_in_bpf_mode_exits_1_with_the_verifiers_reason(tmp_path: Path) -> 
     }
     assert report["collectors"]["syscalls"]["ok"] is True
     assert report["degraded"] == {}, "bpf mode falls back to nothing: the collector is down, and check says why"
+
+
+def test_diagnose_loading_the_collectors_here_says_which_counts_without_bpf(tmp_path: Path) -> None:
+    require_root()
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "diagnose", "--json", "--duration", "1", "--state-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=refusing_environment(),
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert_valid(report)
+    assert report["sources"] == ["bpf; without BPF: sched (collectors loaded by diagnose)"]
+    logged_lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    degraded = [line for line in logged_lines if line["event"] == "collector_degraded"]
+    assert [(line["collector"], line["runs_as"], line["reason"]) for line in degraded] == [("sched", "perf", REFUSED)]
