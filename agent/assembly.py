@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent import config, log
 from agent.bpf import BpfUnavailable
-from agent.bpf.handover import find_bcc
+from agent.bpf.handover import ask_for_bcc
 from agent.bpf.stats import enable_bpf_stats
 from agent.collectors import CollectorContext, modes
 from agent.collectors.common.limits import workload_map_size
@@ -45,6 +45,7 @@ def prepare(cgroup_root: Path | None, state_dir: Path) -> MachineFacts:
     """Gather the machine's facts, mounting tracefs and laying out kernel headers for bcc (in *state_dir*) where
     needed, and whether bcc imports. Nothing raises: what could not be prepared is in the facts (no tracefs,
     headers_error, bcc's error)."""
+    bcc = ask_for_bcc()  # a child imports it meanwhile
     logger = log.get_logger("machine")
     if kernel.tracefs_root() is None and kernel.tracefs_denied() is None:
         try:
@@ -52,18 +53,17 @@ def prepare(cgroup_root: Path | None, state_dir: Path) -> MachineFacts:
             logger.info("tracefs_mounted", path=str(root))
         except OSError as error:
             logger.warning("tracefs_unavailable", error=str(error))
-    facts = replace(gather(cgroup_root), bcc=find_bcc())
+    facts = gather(cgroup_root)
     if facts.headers is not None:
         try:
-            prepared = kernel.prepare_headers(facts.headers, state_dir)
+            facts = replace(facts, headers=kernel.prepare_headers(facts.headers, state_dir))
         except OSError as error:
-            return replace(
+            facts = replace(
                 facts,
                 headers=None,
                 headers_error=f"cannot prepare headers in {state_dir}: {error}; pass a writable --state-dir",
             )
-        facts = replace(facts, headers=prepared)
-    return facts
+    return replace(facts, bcc=bcc())
 
 
 def build_identities(settings: config.Settings) -> IdentityResolver:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -131,26 +132,36 @@ def _with_verifier(error: BpfUnavailable, source: str, output: str) -> BpfUnavai
     return BpfUnavailable(f"cannot load {source}: the kernel's verifier refused {name}: {refused.reason}", refused.tail)
 
 
-def find_bcc() -> BccFound:
-    """Whether bcc imports where the loader child imports it (its version and where from), asked of a child in the
-    same way: this process never imports bcc."""
+def ask_for_bcc() -> Callable[[], BccFound]:
+    """Start a child that imports bcc as the loader child does (this process never imports it); the function returned
+    waits for its answer: whether bcc imports, its version and where from."""
     try:
-        child = subprocess.run(
+        child = subprocess.Popen(
             [sys.executable, "-c", BCC_BOOTSTRAP, PACKAGE_ROOT],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=BCC_TIMEOUT_SECONDS,
             env=dict(os.environ),
             stdin=subprocess.DEVNULL,
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return BccFound(None, error=f"cannot start {sys.executable} to import bcc: {error}")
-    try:
-        found = json.loads(child.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        last = (child.stderr.strip().splitlines() or ["no output"])[-1]
-        return BccFound(None, error=f"importing bcc failed: {last}")
-    return BccFound(**found)
+    except OSError as error:
+        failed = BccFound(None, error=f"cannot start {sys.executable} to import bcc: {error}")
+        return lambda: failed
+
+    def answer() -> BccFound:
+        try:
+            out, err = child.communicate(timeout=BCC_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            return BccFound(None, error=f"importing bcc took more than {BCC_TIMEOUT_SECONDS:g} s")
+        try:
+            return BccFound(**json.loads(out.strip().splitlines()[-1]))
+        except (IndexError, ValueError, TypeError):
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            return BccFound(None, error=f"importing bcc failed: {last}")
+
+    return answer
 
 
 def _received(source: str, data: bytes, fds: list[int], flags: int, status: int, pid: int) -> LoadedProgram:
