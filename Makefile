@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: run check stack image test lint unit kernel bench load soak scenarios clean
+.PHONY: run check stack image wheel test lint unit kernel bench load soak scenarios platforms clean
 
 run:
 	scripts/setup.sh run
@@ -19,10 +19,20 @@ stack:
 image:
 	scripts/build-image.sh
 
+# schedwatch's wheel and those of its dependencies in dist/, for `pip install --no-index --find-links dist schedwatch`
+# on a machine without network or root (analyze and compare need neither BPF nor bcc; docs/analyze.md).
+wheel:
+	python3 -m pip wheel --wheel-dir dist .
+
+# Test processes in parallel (pytest-xdist, grouped and ordered by tests/support/parallel.py): most of the suite waits on
+# scrapes, windows and servers, not on the 2 CPUs; every bound is by what the kernel says happened, not by how the
+# CPUs happen to be shared. TEST_WORKERS=1 runs them one after another.
+TEST_WORKERS ?= 3
+
 test:
 	scripts/setup.sh test
 	$(MAKE) lint
-	$(PYTHON) -m pytest -ra $(ARGS)
+	$(PYTHON) -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 lint:
 	$(VENV)/bin/ruff check agent bpf tests bench
@@ -51,5 +61,11 @@ scenarios:
 	scripts/setup.sh test
 	$(PYTHON) -m tests.scenarios.suite --runs 3 --report docs/diagnosis-scenarios.md --log scenarios-out/runs.jsonl --documents scenarios-out $(ARGS)
 
+# The kernel tests on Debian's 6.1 (cgroup v2 only, v1 only, PREEMPT_RT) and 6.12 kernels in VMs and on this
+# machine's own; the table goes to docs/platforms.md (ARGS="--machines debian-6.1-v1" for one machine).
+platforms:
+	scripts/setup.sh test
+	$(PYTHON) -m tests.platforms.matrix --report docs/platforms.md $(ARGS)
+
 clean:
-	rm -rf $(VENV) tests/.build build *.egg-info
+	rm -rf $(VENV) tests/.build build dist *.egg-info platforms-out

@@ -22,8 +22,9 @@ from agent.bpf.stats import enable_bpf_stats
 from agent.collectors import CollectorContext, modes
 from agent.collectors.common.limits import workload_map_size
 from agent.collectors.starting import Started, start_collectors
+from agent.diagnosis.inputs.processes import census
 from agent.diagnosis.inputs.processes.libraries import file_version
-from agent.diagnosis.standing import StandingFindings
+from agent.diagnosis.standing import EVALUATE_SECONDS, StandingFindings, node_ticks
 from agent.exporter import AgentCollector
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
@@ -33,7 +34,10 @@ from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
 from agent.machine import kernel
 from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.machine.clocksource import read_clocksource
+from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import MachineFacts, gather
+from agent.machine.procfs import ProcFS
 
 
 def prepare_machine(settings: config.Settings) -> MachineFacts:
@@ -140,6 +144,18 @@ class Agent:
             mode=self.mode,
             cgroup_paths=self.context.resolver,
             degraded={name: (d.runs_as, d.cause) for name, d in started.degraded.items()},
+        )
+
+    def standing_findings(self, every: float = EVALUATE_SECONDS) -> StandingFindings:
+        """The agent's standing evaluation of the workloads (the schedwatch_finding series), judging what it is
+        handed at most once every *every* seconds; 0 judges every reading at once."""
+        procfs = ProcFS()
+        return StandingFindings(
+            online_cpu_count(),
+            every=every,
+            count_workers=census.counter(procfs, self.facts.cgroups.workload_tree),
+            node_ticks=node_ticks(procfs),
+            clocksource=read_clocksource,
         )
 
     def counting_problem(self) -> str | None:

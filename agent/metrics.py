@@ -306,8 +306,9 @@ FINDING = GaugeSpec(
 )
 POOL_WORKERS = GaugeSpec(
     "schedwatch_pool_workers",
-    "Pool workers of a workload the standing evaluation flags (the largest group of its processes sharing parent "
-    "and command, else 1): what the fix needs to size each worker's threads. Only flagged workloads have it.",
+    "Pool workers of a workload the standing evaluation flags (its processes in groups sharing parent and command, "
+    "else 1 for a lone process; absent when several processes form no group): what the fix needs to size each "
+    "worker's threads. Only flagged workloads have it.",
     WORKLOAD_LABELS,
 )
 NODE_CPUS = GaugeSpec(
@@ -440,6 +441,15 @@ PERF_CGROUPS_UNCOUNTED = GaugeSpec(
     "Cgroups without perf counters (over --max-cgroups or the file-descriptor limit, or refused by the kernel); "
     "their calls are counted in their nearest counted ancestor.",
     (),
+)
+PERF_COUNTS_EXACT = GaugeSpec(
+    "schedwatch_perf_counts_exact",
+    "Perf mode, per workload with counted calls: 1 when its sched_yield and futex counts are exactly its own tasks' "
+    "calls; 0 when some of its calls may have been counted in an ancestor's series (a task of it ran before its "
+    "counters had opened, as in a cgroup made just before its workload started, or while the kernel refused them), "
+    "or its series may hold such calls of a cgroup below it. The totals stay exact; only where they are counted "
+    "differs.",
+    WORKLOAD_LABELS,
 )
 PERF_COUNTER_OPEN_FAILURES = CounterSpec(
     "schedwatch_perf_counter_open_failures",

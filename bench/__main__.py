@@ -6,7 +6,19 @@ import argparse
 import json
 import time
 
-from bench import attribution, exits, families, fleet, modes, processes, sched, scrape, switch_cost, syscalls
+from bench import (
+    attribution,
+    exits,
+    families,
+    fleet,
+    modes,
+    offline_inputs,
+    processes,
+    sched,
+    scrape,
+    switch_cost,
+    syscalls,
+)
 from bench.common import BENCH
 
 SUITES = {
@@ -20,6 +32,7 @@ SUITES = {
     "exits": exits,
     "fleet": fleet,
     "attribution": attribution,
+    "offline_inputs": offline_inputs,
 }
 
 

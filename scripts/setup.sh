@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what schedwatch needs on Debian or Ubuntu and prepare .venv. Idempotent; run as root.
 #   scripts/setup.sh run     bcc, kernel headers, the Python environment
-#   scripts/setup.sh test    + compiler, promtool, Alertmanager, bpftool, perf, bpftrace, strace, headless chromium
+#   scripts/setup.sh test    + compiler, promtool, Alertmanager, bpftool, perf, bpftrace, strace, headless chromium,
+#                              QEMU, busybox and udev for the platform tier's VMs (virtme-ng comes with the venv)
 #                              (what the tests use; the container tests add Podman, Docker and containerd, the deploy
 #                              tests need kubectl)
 #   scripts/setup.sh bench   + the peers the benchmarks compare against (perf, strace, bcc tools)
@@ -17,7 +18,8 @@ fi
 packages=(python3 python3-venv python3-bpfcc)
 case "$purpose" in
     run) ;;
-    test) packages+=(gcc libc6-dev bpftool prometheus prometheus-alertmanager util-linux linux-perf bpftrace strace chromium fonts-dejavu-core) ;;
+    test) packages+=(gcc libc6-dev bpftool prometheus prometheus-alertmanager util-linux linux-perf bpftrace strace chromium fonts-dejavu-core
+                     qemu-system-x86 busybox-static kmod udev file) ;;
     bench) packages+=(gcc libc6-dev bpftool bpfcc-tools bpftrace linux-perf strace util-linux prometheus-node-exporter) ;;
     *) echo "setup: unknown purpose '$purpose' (run, test or bench)" >&2; exit 2 ;;
 esac

@@ -1,9 +1,12 @@
 """The cgroup_cpu collector: CPU limit, throttling, CPU used and thread count per workload, from cgroup files.
 
-cgroup2 files are used where the cpu controller is enabled there; on hybrid hosts (cpu controller in the v1
-hierarchy) each cgroup2 directory is matched to its v1 cpu and cpuset cgroups through the same relative path or,
-failing that, through /proc/PID/cgroup of one of its processes. On hosts without cgroup2 the v1 cpu hierarchy
-itself is walked.
+The workload hierarchy is walked (agent.machine.cgroups.layout: cgroup2, or on hosts without it systemd's v1
+tree, else the cpu hierarchy's), so a workload's threads are counted in the directories its other series are labelled
+by. cgroup2 files are used where the cpu controller is enabled there; otherwise (hybrid hosts, v1 hosts) each
+directory is matched to its v1 cpu and cpuset cgroups through the same relative path or, failing that, through
+/proc/PID/cgroup of one of its processes. On a v1 host a directory's throttling and CPU used are read only from a
+cpu cgroup of its own (the same path): one that several workloads share (a systemd service without CPU accounting
+sits in its slice's) is counted under its own directory's workload, not under each of theirs.
 
 CPU used comes from cgroup2's cpu.stat (user_usec, system_usec: there even when the cpu controller lives in v1),
 else from the v1 cpuacct files. The kernel counts it for a cgroup and its descendants together, so of the cgroups
@@ -72,8 +75,8 @@ def check(facts: MachineFacts) -> Availability:
 
 
 def _tree(facts: MachineFacts) -> Path | None:
-    """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 cpu hierarchy."""
-    return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.v1.get("cpu")
+    """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 workload hierarchy."""
+    return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.workload_tree
 
 
 class CgroupCpuCollector:
@@ -90,8 +93,8 @@ class CgroupCpuCollector:
             self._resolver = context.resolver
             self._threads_file = "cgroup.threads"
             self._v2_cpu = "cpu" in v2_controllers(self._root)
-        else:  # no cgroup2: the v1 cpu hierarchy's directories are the workloads (their paths mirror cgroup2's)
-            self._root = self._layout.v1.get("cpu")
+        else:  # no cgroup2: the v1 workload hierarchy's directories are the workloads
+            self._root = self._layout.workload_tree
             self._resolver = CgroupPathResolver(self._root)
             self._threads_file = "tasks"
             self._v2_cpu = False
@@ -138,7 +141,7 @@ class CgroupCpuCollector:
             if control is None:
                 continue
             limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
-            if source == ("v1", "/"):
+            if source == ("v1", "/") or not self._own(source, path):
                 continue  # not in any v1 cpu cgroup of its own: the root's counters are nobody's throttling
             if source not in live:  # several cgroup2 dirs can share one v1 cpu cgroup: count it once
                 live[source] = (labels, [control.periods, control.throttled_periods, control.throttled_ns])
@@ -209,12 +212,18 @@ class CgroupCpuCollector:
         if cpuacct_root is None or not isinstance(v1_source, tuple) or v1_source[0] != "v1":
             return None
         cpu_path = str(v1_source[1])
-        if cpu_path == "/":
+        if cpu_path == "/" or not self._own(v1_source, path):
             return None
         # cpuacct is mounted with cpu almost everywhere; elsewhere runtimes mirror the path in every hierarchy.
         usage = read_usage_v1(cpuacct_root, cpu_path, self._files.read)
         source = ("cpuacct", cpu_path)
         return None if usage is None else (source, self._v1_split.adjust(source, usage))
+
+    def _own(self, source: Hashable, path: str) -> bool:
+        """Whether the cpu cgroup *source* is the directory at *path*'s own. On hosts with cgroup2 every directory
+        keeps the v1 cpu cgroup it is matched to (several directories of one container share one); on a v1 host
+        whose workload hierarchy is not the cpu one, a cpu cgroup is its own directory's only (its mirror)."""
+        return self._threads_file == "cgroup.threads" or source == ("v1", path)
 
     def _find_v1_paths(self, cgroup_id: int, path: str, cpu_root: Path) -> tuple[str, str]:
         """v1 cpu and cpuset paths of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""

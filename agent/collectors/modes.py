@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.bpf.probes.gaps import kernel_gaps
 from agent.collectors import Availability, CollectorFactory
 from agent.collectors.common.availability import bpf_support
 from agent.machine.facts import MachineFacts
@@ -18,7 +19,7 @@ CODE_MISSING = (
     "on-CPU samples and call sites by library and function (schedwatch_cpu_samples_total, "
     "schedwatch_sched_yield_calls_by_site_total, schedwatch_futex_waits_by_site_total)"
 )
-# What a mode cannot tell, beside BPF mode's series.
+# What a mode cannot tell, beside BPF mode's series (BPF mode's own gaps depend on the kernel: kernel_gaps).
 MISSING = {
     BPF: (),
     PERF: (
@@ -91,11 +92,12 @@ def perf_availability(facts: MachineFacts) -> Availability:
 def choose(requested: str, facts: MachineFacts, bpf_error: str | None = None) -> ModeChoice:
     """The mode for *requested* (auto, bpf, perf, procfs). *bpf_error*: BPF was tried and no program loaded."""
     if requested != "auto":
-        return ModeChoice(requested, "asked for with --mode", MISSING[requested], _fix_for(requested, facts))
+        missing = kernel_gaps(facts.release) if requested == BPF else MISSING[requested]
+        return ModeChoice(requested, "asked for with --mode", missing, _fix_for(requested, facts))
     bpf = Availability(False, f"the BPF programs failed to load: {bpf_error}") if bpf_error else None
     bpf = bpf or bpf_support(facts)
     if bpf.ok:
-        return ModeChoice(BPF, "the BPF programs can be loaded here")
+        return ModeChoice(BPF, "the BPF programs can be loaded here", kernel_gaps(facts.release))
     perf = perf_availability(facts)
     if perf.ok:
         return ModeChoice(PERF, f"BPF cannot run: {bpf.reason}", MISSING[PERF], _bpf_fix(bpf))

@@ -9,6 +9,8 @@ BPF syscall_families collector's job in bpf mode.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 from prometheus_client.core import Metric
 
 from agent import metrics
@@ -23,7 +25,7 @@ from agent.identity.workload import REMOVED, workload_for_cgroup
 from agent.log import get_logger
 from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
-from agent.model import CounterTable
+from agent.model import CounterTable, Labels
 
 NAME = "syscalls"
 FAMILIES_COLLECTOR = "syscall_families"  # agent.collectors.families.NAME: off, no family is counted in perf mode
@@ -78,6 +80,7 @@ class PerfSyscallsCollector:
         self._table = CounterTable(
             self._counters.width, context.settings.series_grace_seconds, keep_forever=frozenset({REMOVED.labels()})
         )
+        self._inexact: set[Labels] = set()  # workloads some of whose calls are counted in another's series
         self._watcher: CgroupWatcher | None = None
         try:
             self._watcher = CgroupWatcher(tree, self._counters.open_path, context.settings.max_cgroups)
@@ -91,16 +94,20 @@ class PerfSyscallsCollector:
     def collect(self) -> list[Metric]:
         """Read every counter once; new cgroups get theirs now."""
         snapshot = self._counters.read()
-        self._table.update(
-            {
-                cgroup_id: (workload_for_cgroup(path, self._identities).labels(), vector)
-                for cgroup_id, (path, vector) in snapshot.cgroups.items()
-            }
-        )
+        live: dict[Hashable, tuple[Labels, Sequence[int]]] = {
+            cgroup_id: (workload_for_cgroup(path, self._identities).labels(), vector)
+            for cgroup_id, (path, vector) in snapshot.cgroups.items()
+        }
+        self._table.update(live)
+        self._inexact.update(live[cgroup_id][0] for cgroup_id in snapshot.inexact if cgroup_id in live)
         yields = metrics.SCHED_YIELD_CALLS.family()
         futex = metrics.FUTEX_CALLS.family()
         by_family = metrics.SYSCALLS.family()
+        exact = metrics.PERF_COUNTS_EXACT.family()
+        shown: set[Labels] = set()
         for labels, row in self._table.rows():
+            shown.add(labels)
+            exact.add_metric(labels, 0 if labels in self._inexact else 1)
             yields.add_metric(labels, row[0])
             for index, op in enumerate(FUTEX_OPS):
                 futex.add_metric([*labels, op], row[1 + index])
@@ -116,9 +123,10 @@ class PerfSyscallsCollector:
         failures = metrics.PERF_COUNTER_OPEN_FAILURES.family()
         for reason, number in sorted(health.open_failures.items()):
             failures.add_metric([reason], number)
+        self._inexact &= shown  # a workload whose series expired starts exact if its labels come back
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(self._table))
-        return [yields, futex, *([by_family] if self._families else []), opened, uncounted, failures, tracked]
+        return [yields, futex, *([by_family] if self._families else []), exact, opened, uncounted, failures, tracked]
 
     def close(self) -> None:
         """Stop watching for new cgroups and close every counter."""

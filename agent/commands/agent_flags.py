@@ -1,48 +1,84 @@
-"""The configuration flags of each subcommand, by group (agent.config), and the settings from them.
+"""The agent's flags each subcommand takes, by group (agent.config), and the settings from them; one place adds them
+all to a command's parser, each group under its heading, listed by the command's --help-all
+(agent/commands/parser.py).
 
 Each command takes only the groups it reads: `run` and `check` every group of the agent's (`check` validates the
-serving flags as `run` would); `diagnose` the collection, runtime and logging flags (it loads the collectors itself)
-and the client flags of ``--from``; `verify` only --state-dir and --mode; `analyze` and `compare` none.
+serving flags as `run` would); `diagnose`, `top` and `profile` the collection, runtime and logging flags (they load
+the collectors themselves), and `diagnose` and `top` the client flags of ``--from``; `verify` only --state-dir and
+--mode; `analyze` and `compare` none. `run --help` shows the flags the table marks common (:attr:`Flag.common`).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agent import config, log
 from agent.collectors import registry
+from agent.commands.parser import CommandParser
+
+GROUP_TITLES = {
+    config.COLLECTION: "collection: what is counted and how",
+    config.RUNTIME: "runtime: the container runtimes asked for names",
+    config.EXPORT: "export: what /metrics carries",
+    config.SERVING: "serving: where and how /metrics is served",
+    config.LOGGING: "logging",
+    config.CLIENT: "client: how --from reaches a server behind TLS or basic auth",
+}
 
 
-def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+def add_flags(parser: CommandParser, groups: Sequence[str], common_shown: bool = False) -> None:
+    """Add the flags of *groups* (the collection group with one --collector.NAME per registered collector), each
+    group under its heading in --help-all; with *common_shown*, the flags the table marks common in a group --help
+    shows too."""
+    flags = config.flags_of(groups, list(registry()))
+    shown = [flag for flag in flags if flag.common] if common_shown else []
+    if shown:
+        section = parser.add_argument_group(
+            "the agent's most used flags",
+            "--collector.NAME / --no-collector.NAME turn one collector on or off (each is in --help-all)",
+        )
+        for flag in shown:
+            flag.add_to(section)
+    for group in config.GROUPS:
+        if group in groups:
+            section = parser.agent_group(GROUP_TITLES[group])
+            for flag in flags:
+                if flag.group == group and flag not in shown:
+                    flag.add_to(section)
+
+
+def add_agent_arguments(parser: CommandParser, common_shown: bool = False) -> None:
     """`schedwatch run`'s flags: collection, runtime, export, serving and logging."""
-    config.add_flags(parser, config.AGENT_GROUPS, list(registry()))
+    add_flags(parser, config.AGENT_GROUPS, common_shown)
 
 
-def add_collection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_collection_arguments(parser: CommandParser) -> None:
     """What is counted and how (one --collector.NAME per registered collector, --mode, --cgroup-root, map sizes,
     ...) and the runtimes asked for names: the flags of a command that loads the collectors."""
-    config.add_flags(parser, (config.COLLECTION, config.RUNTIME), list(registry()))
+    add_flags(parser, (config.COLLECTION, config.RUNTIME))
 
 
-def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+def add_logging_arguments(parser: CommandParser) -> None:
     """--log-level and --log-format."""
-    config.add_flags(parser, (config.LOGGING,))
+    add_flags(parser, (config.LOGGING,))
 
 
-def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+def add_client_arguments(parser: CommandParser) -> None:
     """How diagnose --from reaches a server behind TLS (CA, client certificate, server name) and basic auth."""
-    config.add_flags(parser, (config.CLIENT,))
+    add_flags(parser, (config.CLIENT,))
 
 
 VERIFY_FLAGS = ("--state-dir", "--mode")  # where kernel headers are kept, and where counts come from
 
 
-def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+def add_verify_arguments(parser: CommandParser) -> None:
     """--state-dir and --mode alone (verify loads the collectors of a mode for its runs), with their variables."""
+    section = parser.agent_group(GROUP_TITLES[config.COLLECTION])
     for flag in _verify_flags():
-        flag.add_to(parser)
+        flag.add_to(section)
 
 
 def verify_settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[Path, str]:

@@ -25,6 +25,7 @@ from agent.collectors.common.availability import tracefs_availability
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.commands.output import to_stdout
+from agent.commands.parser import CommandParser, Example
 from agent.identity.runtimes import socket_absent
 from agent.machine import kernel, taskstats
 from agent.machine.facts import BccFound, MachineFacts
@@ -373,13 +374,17 @@ def _collector_line(check: CollectorCheck, head: str, ok: str) -> str:
     return f"{head}CANNOT RUN: {check.reason} — fix: {check.fix}"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The agent's flags, plus the output format and --no-load."""
-    add_agent_arguments(parser)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument(
+def add_arguments(parser: CommandParser) -> None:
+    """--json and --no-load; the agent's flags (checked as `run` would) in --help-all."""
+    own = parser.add_argument_group("what to check and how to say it")
+    own.add_argument(
         "--no-load", action="store_true", help="only inspect the machine; do not compile and load the probes"
     )
+    own.add_argument(
+        "--json", dest="format", action="store_const", const="json", default="text", help="print the report as JSON"
+    )
+    own.add_argument("--format", choices=("text", "json"), help=argparse.SUPPRESS)  # the older spelling of --json
+    add_agent_arguments(parser)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -395,8 +400,15 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 COMMAND = Command(
     name="check",
-    help="report what this machine allows and which collectors can run",
-    description=__doc__,
+    help="what this machine allows and which collectors can run here",
+    description="Report what this machine allows (kernel, privileges, tracefs, headers, cgroups, runtimes) and "
+    "which collectors can run, with the fix for each that cannot; exit 1 when an enabled one cannot. Takes every "
+    "flag of run and checks it as run would. docs/security.md, docs/modes.md.",
     add_arguments=add_arguments,
     run=run,
+    examples=(
+        Example("sudo schedwatch check", "as root: compiles and loads each program once"),
+        Example("schedwatch check --no-load --json", "inspect only; JSON for a bug report"),
+        Example("sudo schedwatch check --mode perf", "could perf mode count here?"),
+    ),
 )

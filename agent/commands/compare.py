@@ -1,27 +1,43 @@
 """`schedwatch compare A B`: two environments (each a file, a directory of files, or a saved `schedwatch diagnose
---json` report) diagnosed side by side: what differs, why it explains the gap, then the cause and the fix.
-`--a FILE… --b FILE…` gives several files per side."""
+--json` report) diagnosed side by side: which one is slow, what differs, why it explains the gap, then the cause and
+the fix. `--a FILE… --b FILE…` gives several files per side; --cpus and --workers say what the files of the side
+with the cause do not."""
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
-from agent.commands import Command
-from agent.commands.output import fail, print_json, to_stdout, write_page
+from agent.commands import SAVED, Command
+from agent.commands.output import (
+    add_known_arguments,
+    add_output_arguments,
+    fail,
+    made_now,
+    print_json,
+    to_stdout,
+    told_of,
+    write_page,
+)
+from agent.commands.parser import CommandParser, Example
 
 NAME = "compare"
+SEPARATORS = "_-. "
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The two sides and the output wanted."""
-    parser.add_argument("sides", nargs="*", type=Path, metavar="A B", help="the slow and the fast environment")
-    parser.add_argument("--a", nargs="+", type=Path, default=[], metavar="FILE", help="files of environment A")
-    parser.add_argument("--b", nargs="+", type=Path, default=[], metavar="FILE", help="files of environment B")
-    parser.add_argument("--a-name", metavar="NAME", help="what to call A (default: its file or directory name)")
-    parser.add_argument("--b-name", metavar="NAME", help="what to call B")
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON (schedwatch.comparison/v1)")
-    parser.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML report to OUT")
+def add_arguments(parser: CommandParser) -> None:
+    """The two sides, what the user knows that the files do not say, and the output wanted."""
+    parser.add_argument(
+        "sides", nargs="*", type=Path, metavar="A B", help="the two environments: a file, a directory or - (stdin)"
+    )
+    sides = parser.add_argument_group("several files per side")
+    sides.add_argument("--a", nargs="+", type=Path, default=[], metavar="FILE", help="the files of environment A")
+    sides.add_argument("--b", nargs="+", type=Path, default=[], metavar="FILE", help="the files of environment B")
+    sides.add_argument("--a-name", metavar="NAME", help="what to call A (default: what its file names share)")
+    sides.add_argument("--b-name", metavar="NAME", help="what to call B")
+    add_known_arguments(parser, "the side with the cause")
+    add_output_arguments(parser, "the comparison")
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]] | str:
@@ -30,52 +46,91 @@ def _sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]] | str:
     if args.sides:
         if len(args.sides) != 2:
             return f"give two environments, A and B (got {len(args.sides)}); several files per side with --a/--b"
-        return [args.sides[0]], [args.sides[1]]
-    if not args.a or not args.b:
+        paths_a, paths_b = [args.sides[0]], [args.sides[1]]
+    elif not args.a or not args.b:
         return "give two environments: `schedwatch compare A B` or `--a FILE... --b FILE...`"
-    return list(args.a), list(args.b)
+    else:
+        paths_a, paths_b = list(args.a), list(args.b)
+    if [*paths_a, *paths_b].count(Path("-")) > 1:
+        return "standard input (-) can be read once: give it for one side, the other as files"
+    return paths_a, paths_b
 
 
-def _name(paths: list[Path], given: str | None, fallback: str) -> str:
-    if given:
-        return given
-    if len(paths) == 1:
-        return paths[0].stem or fallback
-    return fallback
+def _words(path: Path) -> list[str]:
+    """The words of a file's name without its suffix (a directory's whole name): gcp_perf_trace_s.txt -> gcp, perf,
+    trace, s."""
+    stem = "stdin" if path == Path("-") else (path.name if path.is_dir() else path.stem)
+    for separator in SEPARATORS[1:]:
+        stem = stem.replace(separator, SEPARATORS[0])
+    return [word for word in stem.split(SEPARATORS[0]) if word]
+
+
+def _tool_words() -> set[str]:
+    """The words of the formats' names (perf, trace, s, top, strace, c, ...): what a file's name says about the tool,
+    not about its environment."""
+    from agent.diagnosis.inputs.artifacts import FORMATS
+
+    return {word for fmt in FORMATS for word in re.split(r"[^a-z0-9]+", fmt.name.lower()) if word}
+
+
+def side_names(paths_a: list[Path], paths_b: list[Path]) -> tuple[str, str]:
+    """What to call each side: the words every file of that side has in its name and no file of the other side has,
+    less the words naming a tool (gcp_perf_trace_s.txt and gcp_top.txt against baremetal_perf_trace_s.txt: gcp and
+    baremetal); a side whose names share no such word is A (or B)."""
+    tools = _tool_words()
+
+    def name(own: list[Path], other: list[Path], fallback: str) -> str:
+        words = [_words(path) for path in own]
+        theirs = {word for path in other for word in _words(path)}
+        shared = [word for word in words[0] if all(word in others for others in words[1:]) and word not in theirs]
+        told = [word for word in shared if word.lower() not in tools] or shared
+        return "_".join(dict.fromkeys(told)) or fallback
+
+    return name(paths_a, paths_b, "A"), name(paths_b, paths_a, "B")
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Read both sides, diagnose each, compare, print (and write) the report."""
-    from agent.diagnosis.comparison import compare
+    from agent.diagnosis.comparison import compare_told
     from agent.diagnosis.inputs.artifacts import OfflineError, read_environment
     from agent.diagnosis.render.html_page import comparison_page
     from agent.diagnosis.render.json_report import comparison_to_json
     from agent.diagnosis.render.text import make_console, render_comparison_text
-    from agent.diagnosis.rules import diagnose
 
     sides = _sides(args)
     if isinstance(sides, str):
         return fail(NAME, sides)
     paths_a, paths_b = sides
-    name_a, name_b = _name(paths_a, args.a_name, "A"), _name(paths_b, args.b_name, "B")
+    found_a, found_b = side_names(paths_a, paths_b)
+    name_a, name_b = args.a_name or found_a, args.b_name or found_b
     if name_a == name_b:
         name_a, name_b = f"A ({name_a})", f"B ({name_b})"
     try:
         facts_a, facts_b = read_environment(paths_a), read_environment(paths_b)
     except OfflineError as error:
         return fail(NAME, str(error))
-    comparison = compare(name_a, name_b, diagnose(facts_a), diagnose(facts_b))
-    if args.html is not None and (problem := write_page(args.html, comparison_page(comparison))):
+    comparison = compare_told(name_a, name_b, facts_a, facts_b, told_of(args))
+    made = made_now(NAME)
+    if args.html is not None and (problem := write_page(args.html, comparison_page(comparison, made))):
         return fail(NAME, problem)
     if args.json:
-        return to_stdout(lambda: print_json(comparison_to_json(comparison)))
-    return to_stdout(lambda: render_comparison_text(comparison, make_console()))
+        return to_stdout(lambda: print_json(comparison_to_json(comparison, made)))
+    return to_stdout(lambda: render_comparison_text(comparison, make_console(), made=made))
 
 
 COMMAND = Command(
     name=NAME,
-    help="diagnose two environments side by side and explain what differs",
-    description=__doc__,
+    help="which of two machines is slow, why, and the fix",
+    description="Diagnose two environments side by side (each a file, a directory of files, or a saved diagnose "
+    "--json): which one is slow, what differs, why that explains the gap, the cause and the fix.",
     add_arguments=add_arguments,
     run=run,
+    examples=(
+        Example("schedwatch compare gcp/ baremetal/ --html compare.html", "two directories; a page to share"),
+        Example(
+            "schedwatch compare --a gcp_perf.txt gcp_top.txt --b bm_perf.txt --cpus 32 --workers 14",
+            "the fix with N",
+        ),
+    ),
+    section=SAVED,
 )

@@ -20,7 +20,8 @@ from agent.commands.agent_flags import (
     refuse_groups,
     settings_from,
 )
-from agent.commands.output import print_json, to_stdout
+from agent.commands.output import made_now, print_json, to_stdout
+from agent.commands.parser import CommandParser, Example
 from agent.commands.sources import collected_source, source_client
 from agent.commands.workload_flags import MAX_SECONDS, MIN_SECONDS, add_filter_arguments, duration, workload_filter
 from agent.diagnosis.findings import Diagnosis
@@ -42,28 +43,30 @@ FLEET_SCHEMA = "schedwatch.fleet/v1"
 FLEET_TOP = 20  # workloads listed in a fleet ranking
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: CommandParser) -> None:
     """What to diagnose, for how long, from where; the collection, runtime and logging flags (for the collectors
-    diagnose loads itself) and the client flags of --from (TLS, basic auth)."""
-    parser.add_argument(
+    diagnose loads itself) and the client flags of --from (TLS, basic auth) in --help-all."""
+    how = parser.add_argument_group("for how long, from where")
+    how.add_argument(
         "--duration",
         type=duration,
         default=None,
-        help=f"seconds to sample ({MIN_SECONDS}-{MAX_SECONDS}; default {DEFAULT_SECONDS}, or the range of the "
-        f"PromQL queries with a Prometheus: default {DEFAULT_FLEET_SECONDS})",
+        metavar="S",
+        help=f"seconds to sample ({MIN_SECONDS}-{MAX_SECONDS}; default {DEFAULT_SECONDS}; with a Prometheus, the "
+        f"queries' range: default {DEFAULT_FLEET_SECONDS})",
     )
-    add_filter_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/diagnosis.md)")
-    parser.add_argument(
+    how.add_argument(
         "--from",
         dest="source",
         default="",
         metavar="URL",
-        help="read a running agent (http://HOST:PORT or https://) or a Prometheus server "
-        "(prometheus+http://HOST:9090 or prometheus+https://) instead of loading the collectors here; behind TLS or "
-        "basic auth, with the client flags below",
+        help="read a running agent (http[s]://HOST:PORT) or a Prometheus (prometheus+http[s]://HOST:9090) instead "
+        "of loading the collectors here (TLS, basic auth: --help-all)",
     )
-    parser.add_argument("--node", default="", help="with a Prometheus: the node (instance label) to diagnose")
+    how.add_argument("--node", default="", help="with a Prometheus: the node (instance label) to diagnose")
+    add_filter_arguments(parser)
+    output = parser.add_argument_group("output (default: a tree on the terminal)")
+    output.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/schemas/)")
     add_collection_arguments(parser)
     add_logging_arguments(parser)
     add_client_arguments(parser)
@@ -100,12 +103,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def print_diagnosis(diagnosis: Diagnosis, as_json: bool) -> int:
     """The diagnosis as JSON, or as a tree on the terminal (plain text when piped); exit status 0."""
+    made = made_now("diagnose")
     if as_json:
-        return to_stdout(lambda: print_json(to_json(diagnosis)))
+        return to_stdout(lambda: print_json(to_json(diagnosis, made)))
     title = f"schedwatch diagnose: {', '.join(diagnosis.facts.sources)}"
     from agent.diagnosis.render.text import make_console, render_text
 
-    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title))
+    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title, made=made))
 
 
 def _fleet(args: argparse.Namespace, wanted: Filter, client: fetch.Client) -> int:
@@ -183,8 +187,15 @@ def fleet_text(ranking: dict[str, Any], url: str) -> str:
 
 COMMAND = Command(
     name="diagnose",
-    help="sample for a while and name the cause of CPU contention and its fix",
-    description=__doc__,
+    help="sample the workloads here: the cause of CPU contention, the fix",
+    description="Sample the workloads for a while and name what slows them, with the evidence and the fix: from "
+    "the collectors loaded here (as root), a running agent, or a Prometheus that scrapes the agents. "
+    "docs/diagnosis.md.",
     add_arguments=add_arguments,
+    examples=(
+        Example("sudo schedwatch diagnose", "10 s of every workload here"),
+        Example("sudo schedwatch diagnose --pod pipeline-0 --duration 30", "one pod, for 30 s"),
+        Example("schedwatch diagnose --from prometheus+http://prometheus:9090", "every node's workloads, ranked"),
+    ),
     run=run,
 )

@@ -1,7 +1,9 @@
-"""What analyze and compare share: the one-line error, JSON on stdout, and the HTML page written to a file."""
+"""What analyze and compare share: their output and "what you know" flags, the one-line error, JSON on stdout,
+and the HTML page written to a file."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -9,7 +11,53 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent import __version__
+from agent.diagnosis.inputs.told import MAX_CPUS, Told
+from agent.diagnosis.render.provenance import Made
+
 ERROR_STATUS = 2
+
+
+def _positive(maximum: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= maximum:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number from 1 to {maximum}")
+        return int(text)
+
+    return convert
+
+
+def add_known_arguments(parser: argparse.ArgumentParser, whose: str) -> None:
+    """--cpus and --workers: what the user knows of *whose* machine that the saved outputs may not say."""
+    group = parser.add_argument_group(
+        "what you know that the files may not say (the fix then gives its number)",
+    )
+    group.add_argument(
+        "--cpus",
+        type=_positive(MAX_CPUS),
+        metavar="N",
+        help=f"the CPUs {whose} may use (nproc there); wins over what the files show",
+    )
+    group.add_argument(
+        "--workers", type=_positive(MAX_CPUS), metavar="N", help="its pool's worker processes, e.g. Pool(14)"
+    )
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--json and --html OUT."""
+    group = parser.add_argument_group("output (default: a tree on the terminal)")
+    group.add_argument("--json", action="store_true", help=f"print {what} as JSON (docs/schemas/)")
+    group.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page to OUT")
+
+
+def told_of(args: argparse.Namespace) -> Told:
+    """What --cpus and --workers told."""
+    return Told(cpus=args.cpus, workers=args.workers)
+
+
+def made_now(command: str) -> Made:
+    """Which schedwatch made a report, when, with which command."""
+    return Made.now(__version__, command)
 
 
 def fail(command: str, message: str) -> int:

@@ -24,10 +24,11 @@ from agent.collectors.common.limits import probe_limits
 from agent.commands import Command
 from agent.commands.agent_flags import add_collection_arguments, add_logging_arguments, refuse_groups, settings_from
 from agent.commands.output import print_json
+from agent.commands.parser import CommandParser, Example
 from agent.commands.workload_flags import add_filter_arguments, duration, workload_filter
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
-from agent.diagnosis.render.text import workload_name
+from agent.diagnosis.render.shared import workload_name
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.procfs import ProcFS, printable
 from agent.symbols.symbolizer import Symbolizer
@@ -50,13 +51,19 @@ class ProfileRow:
     samples: int
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """How long, which workloads, JSON or folded; the collection flags (--sample-frequency, --cgroup-root, ...)."""
-    parser.add_argument(
-        "--duration", type=duration, default=DEFAULT_SECONDS, help=f"seconds to sample (default {DEFAULT_SECONDS})"
+def add_arguments(parser: CommandParser) -> None:
+    """How long, which workloads, JSON or folded; the collection flags (--sample-frequency, --cgroup-root, ...) in
+    --help-all."""
+    own = parser.add_argument_group("for how long, and how to print it")
+    own.add_argument(
+        "--duration",
+        type=duration,
+        default=DEFAULT_SECONDS,
+        metavar="S",
+        help=f"seconds to sample (default {DEFAULT_SECONDS})",
     )
+    own.add_argument("--json", action="store_true", help="print the samples as JSON (docs/profile.md)")
     add_filter_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the samples as JSON (docs/profile.md)")
     add_collection_arguments(parser)
     add_logging_arguments(parser)
     refuse_groups(parser, (config.SERVING,), "profile serves nothing; it is `schedwatch run`'s flag")
@@ -179,8 +186,15 @@ def to_json(rows: list[ProfileRow], seconds: int, frequency: int) -> dict[str, A
 
 COMMAND = Command(
     name="profile",
-    help="sample what runs on the CPUs: a workload's functions as folded stacks or JSON",
-    description=__doc__,
+    help="which functions run on the CPUs: folded stacks or JSON",
+    description="Sample what runs on the CPUs for a while and name each sample by workload, process, library and "
+    "function: folded stacks (one line per function and its count, what flame-graph tools read) or JSON. "
+    "docs/profile.md.",
     add_arguments=add_arguments,
     run=run,
+    examples=(
+        Example("sudo schedwatch profile --cgroup /pool --duration 10", "one cgroup's functions, 10 s"),
+        Example("sudo schedwatch profile --pid 4242 --json", "the workload holding pid 4242, as JSON"),
+        Example("sudo schedwatch profile | scripts/flamegraph_svg.py > cpu.svg", "a flame graph, from a checkout"),
+    ),
 )

@@ -12,13 +12,10 @@ from agent import __version__, assembly, config, log, memory
 from agent.collectors.common.limits import workload_map_size
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
-from agent.diagnosis.inputs.processes import census
-from agent.diagnosis.standing import StandingFindings, node_ticks
+from agent.commands.parser import CommandParser, Example
+from agent.diagnosis.standing import StandingFindings
 from agent.exporter import AgentCollector, build_registry
 from agent.identity.placement import KeySpace, ProcessKeys
-from agent.machine.clocksource import read_clocksource
-from agent.machine.cpus import online_cpu_count
-from agent.machine.procfs import ProcFS
 from agent.web import serve
 
 STOP_POLL_SECONDS = 0.2  # how soon the agent notices SIGTERM or SIGINT
@@ -54,12 +51,7 @@ def serve_metrics(settings: config.Settings) -> int:
         stop_signals: list[int] = []
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda received, _frame: stop_signals.append(received))
-        findings = StandingFindings(
-            online_cpu_count(),
-            count_workers=census.counter(ProcFS(), facts.cgroups.workload_tree),
-            node_ticks=node_ticks(ProcFS()),
-            clocksource=read_clocksource,
-        )
+        findings = agent.standing_findings()
         exporter = agent.exporter(findings)
         try:
             server = serve(
@@ -121,10 +113,20 @@ def _serve_until_stopped(
             trimmed_at = time.monotonic()
 
 
+def add_arguments(parser: CommandParser) -> None:
+    """The agent's flags: the common ones in --help, every one in --help-all."""
+    add_agent_arguments(parser, common_shown=True)
+
+
 COMMAND = Command(
     name="run",
-    help="load the probes and serve Prometheus metrics",
-    description=__doc__,
-    add_arguments=add_agent_arguments,
+    help="the agent: count in the kernel, serve Prometheus metrics",
+    description="Load every enabled collector that can run here and serve /metrics until SIGTERM or SIGINT.",
+    add_arguments=add_arguments,
     run=run,
+    examples=(
+        Example("sudo schedwatch run", f"serve http://{config.DEFAULT_LISTEN}/metrics"),
+        Example("sudo schedwatch run --listen 0.0.0.0:17953 --process-top-k 50", "per-process series too"),
+        Example("make run ARGS='--mode perf'", "from a checkout: installs what it needs first"),
+    ),
 )

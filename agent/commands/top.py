@@ -28,11 +28,13 @@ from agent.commands.agent_flags import (
     refuse_groups,
     settings_from,
 )
+from agent.commands.parser import CommandParser, Example
 from agent.commands.sources import collected_source, source_client
 from agent.commands.workload_flags import add_filter_arguments, workload_filter
 from agent.diagnosis.inputs.live.fleet import is_prometheus
 from agent.diagnosis.inputs.live.members import Filter, NoSuchProcess, filter_for_pid
 from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
+from agent.diagnosis.standing import StandingFindings
 from agent.machine.procfs import ProcFS
 from agent.top.table import BY_KEY, BY_NAME, Column, Row, Snapshot, nested, process_rows, rows, snapshot
 
@@ -55,30 +57,39 @@ def interval(text: str) -> float:
     return seconds
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Refresh, sort, filters (as diagnose), the source, and the flags of the collectors top loads itself."""
-    parser.add_argument(
+def add_arguments(parser: CommandParser) -> None:
+    """Refresh, sort, filters (as diagnose), the source; the flags of the collectors top loads itself in
+    --help-all."""
+    view = parser.add_argument_group("what it shows, how often")
+    view.add_argument(
         "--interval",
         type=interval,
         default=DEFAULT_INTERVAL,
+        metavar="S",
         help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g}; {MIN_INTERVAL:g}-{MAX_INTERVAL:g})",
     )
-    parser.add_argument("--sort", choices=sorted(BY_NAME), default="cpu", help="the column to sort by (default cpu)")
-    parser.add_argument("--once", action="store_true", help="print one table (over one interval) and exit")
-    parser.add_argument(
+    view.add_argument(
+        "--sort",
+        choices=sorted(BY_NAME),
+        default="cpu",
+        metavar="COLUMN",
+        help=f"the column to sort by: {', '.join(sorted(BY_NAME))} (default cpu)",
+    )
+    view.add_argument("--once", action="store_true", help="print one table (over one interval) and exit")
+    view.add_argument(
         "--processes",
         action="store_true",
-        help="show each workload's processes under it (the agent's per-process series: the --process-top-k most "
-        f"active processes of the node; loading the collectors here, the {PROCESSES_LOADED_HERE} most active)",
+        help=f"each workload's most active processes under it ({PROCESSES_LOADED_HERE} loading the collectors "
+        "here; an agent's --process-top-k)",
     )
-    add_filter_arguments(parser)
-    parser.add_argument(
+    view.add_argument(
         "--from",
         dest="source",
         default="",
         metavar="URL",
-        help="read a running agent (http://HOST:PORT or https://) instead of loading the collectors here",
+        help="read a running agent (http[s]://HOST:PORT) instead of loading the collectors here",
     )
+    add_filter_arguments(parser)
     add_collection_arguments(parser)
     add_logging_arguments(parser)
     add_client_arguments(parser)
@@ -100,7 +111,20 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
             settings, process_top_k=PROCESSES_LOADED_HERE, max_processes=config.Settings.max_processes
         )
     with assembly.open_agent(settings, quiet=True) as agent:
-        yield collected_source(agent).families
+        yield judging(collected_source(agent).families, agent.standing_findings(every=0.0))
+
+
+def judging(read: Read, findings: StandingFindings) -> Read:
+    """*read* with the FINDING column's series, as a running agent exports it: no agent judges the collectors
+    loaded here, so each reading is judged at once, over the time since the one before (the first has none)."""
+
+    def judged() -> tuple[float, list[Metric]]:
+        at, families = read()
+        findings.hand_over(families)
+        findings.evaluate_pending()
+        return at, [*families, findings.family()]
+
+    return judged
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -180,8 +204,15 @@ def _live(read: Read, table: _Table, by: Column, seconds: float, title: str) -> 
 
 COMMAND = Command(
     name="top",
-    help="a live table of each workload's CPU, waiting, blocking, yields and futex calls",
-    description=__doc__,
+    help="a live table of each workload's CPU, waits, yields and finding",
+    description="A live table of where each workload's thread-seconds go: CPU against its limit, system share, "
+    "waiting for a CPU, throttled, blocked, yields/s, futex/s, threads and the finding; keys sort by a column, q "
+    "quits. docs/top.md.",
     add_arguments=add_arguments,
     run=run,
+    examples=(
+        Example("sudo schedwatch top", "every workload here, every 2 s"),
+        Example("sudo schedwatch top --cgroup /kubepods --sort yields", "one subtree, by yields/s"),
+        Example("schedwatch top --from http://127.0.0.1:17953 --once", "one table from a running agent"),
+    ),
 )

@@ -27,6 +27,7 @@ from typing import Any
 from agent import log
 from agent.commands import Command
 from agent.commands.agent_flags import add_verify_arguments, verify_settings_from
+from agent.commands.parser import CommandParser, Example
 from agent.verification.fix import THREAD_VARIABLES, Recommendation, recommend
 from agent.verification.runner import Cgroups, Counters, Run, VerifyError, median_run, run_once
 from agent.verification.verdict import Verdict, fold, judge
@@ -51,24 +52,26 @@ class Report:
     verdict: Verdict
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: CommandParser) -> None:
     """How long, under which quota, how often, what output, and the command."""
-    parser.add_argument(
+    runs = parser.add_argument_group("the runs")
+    runs.add_argument(
         "--duration-limit",
         type=float,
         default=DEFAULT_LIMIT_SECONDS,
         metavar="S",
         help=f"stop each run after S seconds (default {DEFAULT_LIMIT_SECONDS:g})",
     )
-    parser.add_argument("--cpus", type=float, metavar="N", help="run both under a CPU quota of N CPUs")
-    parser.add_argument(
+    runs.add_argument("--cpus", type=float, metavar="N", help="run both under a CPU quota of N CPUs")
+    runs.add_argument(
         "--repeat",
         type=int,
         default=1,
         metavar="N",
-        help="run each side N times, alternating, and compare the runs of median wall time (a noisy machine)",
+        help="run each side N times, alternating; compare the median runs",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON (the command's output to stderr)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print the report as JSON (the command's output: stderr)")
     add_verify_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
 
@@ -223,8 +226,13 @@ def _seconds(value: float | None, unknown: str = "not counted") -> str:
 
 COMMAND = Command(
     name="verify",
-    help="run a command as it is and with the fix (thread pools, allocator), and compare",
-    description=__doc__.split("\n\n")[0] if __doc__ else None,
+    help="run a command as it is, then with the fix: is it faster?",
+    description="Run a command as it is, then with the fix its diagnosis recommends, each counted in a cgroup of its "
+    "own: does the fix help? Exit 0 yes, 1 no, 2 usage error, 3 not measured. docs/verify.md.",
     add_arguments=add_arguments,
     run=main,
+    examples=(
+        Example("sudo schedwatch verify -- python job.py", "as it is, then with the fix"),
+        Example("sudo schedwatch verify --cpus 2 --repeat 3 -- python job.py", "a 2-CPU quota, 3 runs each"),
+    ),
 )

@@ -31,11 +31,12 @@ def pid_number(text: str) -> int:
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """--namespace, --pod, --container, --cgroup and --pid: which workloads (diagnose, profile and top)."""
-    parser.add_argument("--namespace", default="", help="only workloads of this Kubernetes namespace")
-    parser.add_argument("--pod", default="", help="only workloads of this pod")
-    parser.add_argument("--container", default="", help="only this container (its name, or 12+ characters of its id)")
-    parser.add_argument("--cgroup", default="", help="only this cgroup path (and the cgroups below it)")
-    parser.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+    group = parser.add_argument_group("which workloads (default: every one)")
+    group.add_argument("--namespace", default="", metavar="NS", help="only those of this Kubernetes namespace")
+    group.add_argument("--pod", default="", metavar="NAME", help="only those of this pod")
+    group.add_argument("--container", default="", metavar="NAME", help="only this container (name, or 12+ of its id)")
+    group.add_argument("--cgroup", default="", metavar="PATH", help="only this cgroup (and the cgroups below it)")
+    group.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
 
 
 def workload_filter(args: argparse.Namespace) -> Filter:

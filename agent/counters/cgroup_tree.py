@@ -21,16 +21,10 @@ def perf_event_tree(layout: CgroupLayout) -> Path | None:
 
 
 def task_tree(layout: CgroupLayout) -> tuple[Path, str] | None:
-    """The hierarchy whose directories list each workload's threads, and the file listing them.
-
-    cgroup2 (cgroup.threads); on v1-only hosts systemd's named hierarchy, else the cpu controller's (tasks).
-    """
-    if layout.unified is not None:
-        return layout.unified, "cgroup.threads"
-    for name in ("name=systemd", "cpu", "cpuacct", "perf_event"):
-        if name in layout.v1:
-            return layout.v1[name], "tasks"
-    return None
+    """The hierarchy whose directories list each workload's threads (the workload hierarchy), and the file listing
+    them: cgroup.threads in cgroup2, tasks in v1."""
+    hierarchy = layout.workload_hierarchy
+    return None if hierarchy is None else (hierarchy.root, hierarchy.threads_file)
 
 
 def perf_counts_hierarchically(release: str) -> bool:

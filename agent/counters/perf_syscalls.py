@@ -7,6 +7,14 @@ get counters at the scrape that first sees them (or as they are made: agent.coun
 counted before is counted in their nearest counted ancestor (perf cgroup events count the cgroups below theirs).
 A removed cgroup's counters are read once more, then closed.
 
+Nothing can count a cgroup's calls from before its counters opened in that cgroup: when its tasks ran first (a
+cgroup made just before its workload started, faster than the watcher opened its counters on every CPU), or while
+the kernel refuses its counters, those calls are in its nearest counted ancestor. A cgroup in which a task is, or
+has run (cgroup2's cpu.stat), once all its counters are open, and the ancestor that may hold its calls, are
+reported as not exact (PerfSnapshot.inexact), so that their series say so. A refusal with ENOENT
+(the kernel has no perf_event state for a directory that exists: one being made or removed) is tried again at the
+next read; other refusals stand while the cgroup exists.
+
 File descriptors are bounded: CPUs x events per cgroup, for at most --max-cgroups cgroups and at most what
 RLIMIT_NOFILE leaves (raised to its hard limit at start); cgroups left without counters are counted.
 """
@@ -25,6 +33,7 @@ from agent.counters import perf_events
 from agent.counters.cgroup_tree import parent_path
 from agent.log import get_logger
 from agent.machine import syscall_families
+from agent.machine.cgroups.files import cgroup_directory, parse_flat_keyed, read_cgroup_file
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.cpus import online_cpus
 from agent.machine.fdlimit import raise_fd_limit
@@ -109,6 +118,7 @@ class _Cgroup:
     fds: list[list[int]]  # per CPU, one group: per counted event, the leader first
     exported: list[int]  # never goes backwards
     removed_below: list[int]
+    exact: bool = True  # False: some of its calls are in an ancestor's counts, or some of a descendant's in its own
 
 
 @dataclass(frozen=True)
@@ -123,10 +133,12 @@ class CounterHealth:
 @dataclass(frozen=True)
 class PerfSnapshot:
     """Per cgroup id: (path, counts of tasks in that very cgroup: yields, futex calls by FUTEX_OPS, and calls of each
-    of COUNTED_FAMILIES when counted)."""
+    of COUNTED_FAMILIES when counted); and the ids whose counts are not exactly their own tasks' (some of its calls
+    were counted in an ancestor before its counters opened, or it holds such calls of a descendant)."""
 
     cgroups: dict[int, tuple[str, list[int]]]
     health: CounterHealth
+    inexact: frozenset[int] = frozenset()
 
 
 class PerfSyscallCounters:
@@ -147,8 +159,10 @@ class PerfSyscallCounters:
         self.max_cgroups = max(1, min(max_cgroups, budget // per_cgroup))
         self._counted: dict[int, _Cgroup] = {}
         self._refused: set[int] = set()  # cgroups whose counters the kernel refused: not retried
+        self._retrying: set[int] = set()  # refused with ENOENT: tried again at each read (logged once)
         self._failures: dict[str, int] = {}
         self._uncounted = 0
+        self._began = False  # the first read opened the counters of every cgroup there was
         self._lock = threading.Lock()  # the scrape and the cgroup watcher both open counters
 
     @property
@@ -174,16 +188,53 @@ class PerfSyscallCounters:
                 return
             if cgroup_id in self._counted or cgroup_id in self._refused or len(self._counted) >= self.max_cgroups:
                 return
-            fds = self._open_cgroup(path)
-            if fds is None:
-                self._refused.add(cgroup_id)
-            else:
-                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * self.width, [0] * self.width)
+            self._open_one(cgroup_id, path)
+
+    def _open_one(self, cgroup_id: int, path: str) -> None:
+        """Open one cgroup's counters; mark it and its nearest counted ancestor inexact when a task of it had run
+        before the last of them opened (its calls until each CPU's opened are in that ancestor's counts), and that
+        ancestor while the kernel refuses them and a task is in it."""
+        fds, error = self._open_cgroup(path)
+        # Read once every counter is open: a cgroup that has run nothing by then is counted whole, from its start.
+        # One whose task ran while they opened one CPU after the other may be whole too: it is said to be not exact.
+        ran = self._began and self._ran(path)
+        if fds is not None:
+            self._retrying.discard(cgroup_id)
+            self._counted[cgroup_id] = _Cgroup(path, fds, [0] * self.width, [0] * self.width, exact=not ran)
+        elif error == errno.ENOENT:
+            self._retrying.add(cgroup_id)
+        else:
+            self._refused.add(cgroup_id)
+        if ran:
+            ancestor = self._counted_ancestor(path, {cgroup.path: key for key, cgroup in self._counted.items()})
+            if ancestor is not None:
+                self._counted[ancestor].exact = False
+
+    def _mark_holders(self, paths: dict[int, str]) -> None:
+        """Mark inexact the nearest counted ancestor of each cgroup left without counters (past the bound, or
+        refused) in which a task is or has run: its calls are counted there. An ancestor marked already is not
+        checked again."""
+        uncounted = [path for cgroup_id, path in paths.items() if cgroup_id not in self._counted]
+        if not uncounted or not self._began:
+            return
+        by_path = {cgroup.path: key for key, cgroup in self._counted.items()}
+        for path in uncounted:
+            ancestor = self._counted_ancestor(path, by_path)
+            if ancestor is not None and self._counted[ancestor].exact and self._ran(path):
+                self._counted[ancestor].exact = False
+
+    def _ran(self, path: str) -> bool:
+        """Whether a task is in the cgroup, or (cgroup2) has run in it: its cpu.stat's usage_usec above 0."""
+        directory = cgroup_directory(self._resolver.root or "", path)
+        if (read_cgroup_file(f"{directory}/cgroup.procs") or "").strip():
+            return True
+        return parse_flat_keyed(read_cgroup_file(f"{directory}/cpu.stat") or "").get("usage_usec", 0) > 0
 
     def _read(self) -> PerfSnapshot:
         paths = self._resolver.snapshot()
         gone = [cgroup_id for cgroup_id in self._counted if cgroup_id not in paths]
         self._refused &= set(paths)
+        self._retrying &= set(paths)
         self._open_new(paths)
         own = {cgroup_id: self._own(cgroup) for cgroup_id, cgroup in sorted(self._counted.items(), key=_by_path)}
         # A path removed and made again has a new id: the live one wins the path.
@@ -208,11 +259,14 @@ class PerfSyscallCounters:
             # Parents are read before their children: a parent's own count can only be short, never long.
             cgroup.exported = [max(a, b) for a, b in zip(cgroup.exported, exclusive[cgroup_id], strict=True)]
             counts[cgroup_id] = (cgroup.path, list(cgroup.exported))
+        self._mark_holders(paths)
+        inexact = frozenset(cgroup_id for cgroup_id, cgroup in self._counted.items() if not cgroup.exact)
         for cgroup_id in gone:
             self._close(self._counted.pop(cgroup_id))
         self._uncounted = sum(1 for cgroup_id in paths if cgroup_id not in self._counted)
+        self._began = True
         health = CounterHealth(len(self._counted) * self.counters_per_cgroup, self._uncounted, dict(self._failures))
-        return PerfSnapshot(counts, health)
+        return PerfSnapshot(counts, health, inexact)
 
     def close(self) -> None:
         """Close every counter."""
@@ -233,11 +287,7 @@ class PerfSyscallCounters:
         if len(new) > room:
             order.sort(key=lambda item: not self._populated(item[0]))  # stable: depth order within each
         for path, cgroup_id in order[:room]:
-            fds = self._open_cgroup(path)
-            if fds is None:
-                self._refused.add(cgroup_id)
-            else:
-                self._counted[cgroup_id] = _Cgroup(path, fds, [0] * self.width, [0] * self.width)
+            self._open_one(cgroup_id, path)
 
     def _populated(self, path: str) -> bool:
         try:
@@ -246,7 +296,8 @@ class PerfSyscallCounters:
         except OSError:
             return False
 
-    def _open_cgroup(self, path: str) -> list[list[int]] | None:
+    def _open_cgroup(self, path: str) -> tuple[list[list[int]] | None, int | None]:
+        """The cgroup's counters, per CPU a group; or None and the errno of the refusal (0: removed since the walk)."""
         root = self._resolver.root
         assert root is not None
         try:
@@ -254,7 +305,8 @@ class PerfSyscallCounters:
         except OSError as error:
             if error.errno != errno.ENOENT:  # removed since the walk: nothing to count
                 self._failed(path, error)
-            return None
+                return None, error.errno
+            return None, 0
         opened: list[list[int]] = []
         try:
             for cpu in self._cpus:
@@ -269,15 +321,26 @@ class PerfSyscallCounters:
             for fds in opened:
                 for fd in fds:
                     os.close(fd)
-            return None
+            return None, error.errno
         finally:
             os.close(directory)
-        return opened
+        return opened, None
 
     def _failed(self, path: str, error: OSError) -> None:
+        """Count and say a cgroup's refusal once (an ENOENT one is tried again at each read)."""
+        if error.errno == errno.ENOENT and _inode(f"{self._resolver.root}{path}") in self._retrying:
+            return
         name = errno.errorcode.get(error.errno or 0, str(error.errno))
         self._failures[name] = self._failures.get(name, 0) + 1
-        log.warning("perf_counters_refused", cgroup=path, error=str(error), consequence="counted in its parent")
+        ancestor = self._counted_ancestor(path, {cgroup.path: key for key, cgroup in self._counted.items()})
+        where = "nowhere" if ancestor is None else self._counted[ancestor].path
+        log.warning(
+            "perf_counters_refused",
+            cgroup=path,
+            error=str(error),
+            consequence=f"its calls are counted in {where} (marked not exact) while refused",
+            retry="at each scrape" if error.errno == errno.ENOENT else "no",
+        )
 
     def _own(self, cgroup: _Cgroup) -> list[int]:
         """The cgroup's counts, its descendants' included where counting is hierarchical."""
@@ -305,3 +368,10 @@ class PerfSyscallCounters:
 
 def _by_path(item: tuple[int, _Cgroup]) -> str:
     return item[1].path
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None

@@ -1,5 +1,6 @@
-"""Two environments side by side (``schedwatch compare``): each one's diagnosis, the facts that differ, and the
-sentences that say why the difference explains the gap. Reads facts and findings; decides no cause itself."""
+"""Two environments side by side (``schedwatch compare``): each one's diagnosis, which side is slow (and by how
+much, where the inputs tell), the facts that differ, and the sentences that say why the difference explains the gap.
+Reads facts and findings; decides no cause itself."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import Facts, ThreadView, WorkloadView
 from agent.diagnosis.findings import Cause, Diagnosis, Finding, Mechanism
+from agent.diagnosis.inputs.told import Told, with_told
+from agent.diagnosis.rules import diagnose
 from agent.diagnosis.rules.signals import spinning
 from agent.diagnosis.rules.thresholds import DEFAULT
 
@@ -43,9 +46,27 @@ class Difference:
         return self.a / self.b
 
 
+# Formats whose window is the wall time of the job they ran (`time CMD`, `perf stat CMD`), and the one other format
+# that sets a workload's window (pidstat's interval): with it on a side, that side's window may not be its wall time.
+WALL_TIME_KINDS = ("time", "perf stat")
+OTHER_WINDOW_KINDS = ("pidstat",)
+WOULD_TELL = "`time` (or `perf stat`) of the same job on both sides"
+
+
+@dataclass(frozen=True)
+class Slower:
+    """Which side is slow, by how much where both sides' inputs timed the same job, and how that is known."""
+
+    side: str | None  # a_name or b_name; None: the inputs do not tell
+    factor: float | None  # its wall time / the other's; None: not timed on both sides
+    basis: str  # how it is known, for a person
+    would_tell: str  # the inputs that would tell what is not known ("" when nothing is missing)
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """A and B, what differs, and why it explains the gap; *cause* is the finding that does (None: none found)."""
+    """A and B, which is slow, what differs, and why it explains the gap; *cause* is the finding that does (None:
+    none found)."""
 
     a_name: str
     b_name: str
@@ -55,6 +76,7 @@ class Comparison:
     explanation: tuple[str, ...]
     cause: Finding | None
     cause_side: str | None  # a_name or b_name
+    slower: Slower = Slower(None, None, "", "")
 
 
 def main_workload(facts: Facts) -> WorkloadView | None:
@@ -249,7 +271,45 @@ def explain(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis) -> tuple[tuple
     return tuple(sentences), None, None
 
 
+def wall_time(facts: Facts) -> float | None:
+    """The wall time of the job the inputs timed (`time`, `perf stat`), None when they did not (or when another
+    window may stand in its place)."""
+
+    def read_by(kinds: tuple[str, ...]) -> bool:
+        return any(source.startswith(f"{kind} ") for source in facts.sources for kind in kinds)
+
+    if not read_by(WALL_TIME_KINDS) or read_by(OTHER_WINDOW_KINDS):
+        return None
+    workload = main_workload(facts)
+    return None if workload is None else workload.seconds
+
+
+def slower(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis, cause_side: str | None) -> Slower:
+    """Which side is slow: the one whose timed job took longer, else the one with the cause."""
+    wall_a, wall_b = wall_time(a.facts), wall_time(b.facts)
+    if wall_a and wall_b and wall_a != wall_b:
+        side, factor = (a_name, wall_a / wall_b) if wall_a > wall_b else (b_name, wall_b / wall_a)
+        basis = f"its job's wall time: {max(wall_a, wall_b):g} s against {min(wall_a, wall_b):g} s"
+        return Slower(side, factor, basis, "")
+    if cause_side is not None:
+        return Slower(cause_side, None, "the cause is there", WOULD_TELL)
+    return Slower(None, None, "neither side shows a cause", WOULD_TELL)
+
+
 def compare(a_name: str, b_name: str, a: Diagnosis, b: Diagnosis) -> Comparison:
     """The comparison of two diagnosed environments."""
     sentences, cause, side = explain(a_name, b_name, a, b)
-    return Comparison(a_name, b_name, a, b, differences(a.facts, b.facts), sentences, cause, side)
+    return Comparison(
+        a_name, b_name, a, b, differences(a.facts, b.facts), sentences, cause, side, slower(a_name, b_name, a, b, side)
+    )
+
+
+def compare_told(a_name: str, b_name: str, a: Facts, b: Facts, told: Told) -> Comparison:
+    """Diagnose and compare two environments; what the user *told* (CPUs, pool workers) describes the side with the
+    cause (A when neither has one), which is diagnosed again with it."""
+    first = compare(a_name, b_name, diagnose(a), diagnose(b))
+    if not told:
+        return first
+    if first.cause_side == b_name:
+        return compare(a_name, b_name, first.a, diagnose(with_told(b, told)))
+    return compare(a_name, b_name, diagnose(with_told(a, told)), first.b)

@@ -59,6 +59,45 @@ class SoftirqCounts:
 
 
 @dataclass(frozen=True)
+class WaitHistogram:
+    """How long each of many waits (or runs) lasted, as a tool's log2 histogram: ``(from, to, count)`` rows, in
+    seconds; what was measured (run-queue wait, on-CPU or off-CPU time) is the field holding it."""
+
+    buckets: tuple[tuple[float, float, float], ...]
+    scope: str  # "machine", or "process" / "thread" when the tool measured one (runqlat -p, -P, -L)
+    window_seconds: float | None = None  # how long it measured, where the paste tells (an interval's banner)
+
+    @property
+    def count(self) -> float:
+        """How many waits."""
+        return sum(count for _low, _high, count in self.buckets)
+
+    def share_at_least(self, seconds: float) -> float | None:
+        """The share of the waits in buckets that start at *seconds* or later; None without waits."""
+        total = self.count
+        if total <= 0:
+            return None
+        return sum(count for low, _high, count in self.buckets if low >= seconds) / total
+
+    @property
+    def seconds(self) -> float:
+        """The time the waits add up to, each counted at its bucket's middle (a log2 bucket's error is below 1.5x)."""
+        return sum(count * (low + high) / 2 for low, high, count in self.buckets)
+
+
+@dataclass(frozen=True)
+class TaskDelay:
+    """One task (or tasks of one name) as a scheduler trace summarises it (``perf sched latency``/``timehist``)."""
+
+    name: str
+    pid: int | None  # None: several tasks of this name added up
+    runtime_seconds: float
+    switches: int | None  # times it was switched in (each a wait for a CPU, however short)
+    average_delay_seconds: float | None  # from waking to running, on average
+    max_delay_seconds: float | None
+
+
+@dataclass(frozen=True)
 class NodeView:
     """The node as a whole."""
 
@@ -74,6 +113,10 @@ class NodeView:
     pressure_stalled_seconds: dict[str, float] | None = None  # "full" totals
     reclaim: ReclaimCounts | None = None  # /proc/vmstat
     softirqs: SoftirqCounts | None = None  # /proc/softirqs
+    interrupts: SoftirqCounts | None = None  # /proc/interrupts: hardware interrupts per source (its name) and CPU
+    runqueue_waits: WaitHistogram | None = None  # every task's run-queue waits (runqlat, perf sched, bpftrace)
+    cpu_holders: tuple[tuple[str, float], ...] | None = None  # tasks and the CPU seconds they ran, busiest first
+    task_delays: tuple[TaskDelay, ...] | None = None  # each task's run time and waits (perf sched), busiest first
 
 
 @dataclass(frozen=True)
@@ -91,6 +134,37 @@ class CodeShare:
     count: float
     version: str | None = None  # the library's own version, where it says
     inclusive: float | None = None  # count with its callees' (perf report --children); None: not told
+
+
+@dataclass(frozen=True)
+class StackGroup:
+    """Stacks that stand in one kind of code (their leaf) under one owner, as the stack classifier sorted them.
+
+    *leaf*: ``yield`` (sched_yield), ``spin`` (a spin or pause loop in user space), ``lock`` (a mutex or lock wait
+    on a futex), ``futex`` (a condition, semaphore or join: waiting for a signal), ``allocator-lock`` (inside an
+    allocator's lock), ``io``, ``sleep``, ``page-fault``, ``reclaim``, ``idle`` or ``running``. *owner*: ``pool``
+    (a thread-pool library's code, diagnosis.pools), ``allocator`` (diagnosis.allocators), ``program`` (the
+    program's own code), ``runtime`` (an interpreter or the C++ runtime), ``kernel``, ``unknown`` (no symbol);
+    *library* and *function*: the owning frame; *implementation*: the pool's or allocator's row.
+    """
+
+    leaf: str
+    owner: str
+    library: str
+    function: str | None
+    implementation: str | None
+    weight: float  # stacks (a dump: one per thread) or samples or calls, as StackEvidence.unit says
+    threads: int | None = None  # distinct threads among them, where the source tells
+
+
+@dataclass(frozen=True)
+class StackEvidence:
+    """Every stack a source gave, sorted by the stack classifier into groups (busiest first)."""
+
+    unit: str  # "threads" (a dump: one moment), "samples" (a profile), "calls" (a traced call), "off-CPU seconds"
+    total: float  # the weight of every stack
+    threads: int | None  # distinct threads the stacks came from, where told
+    groups: tuple[StackGroup, ...]
 
 
 @dataclass(frozen=True)
@@ -200,6 +274,10 @@ class WorkloadView:
     cpu_samples_total: float | None = None  # every on-CPU sample of the window (a profile may list only its top)
     yield_sites: tuple[CodeShare, ...] | None = None
     futex_sites: tuple[CodeShare, ...] | None = None
+    stacks: StackEvidence | None = None  # its stacks by leaf and owner (the stack classifier)
+    runqueue_waits: WaitHistogram | None = None  # its own run-queue waits, each (runqlat -p, -P, perf sched)
+    oncpu_slices: WaitHistogram | None = None  # how long it ran each time it got a CPU (cpudist)
+    offcpu_slices: WaitHistogram | None = None  # how long it was off a CPU each time (cpudist -O)
 
     def rate(self, count: float | None) -> float | None:
         """*count* per second of the window; None when either is unknown."""

@@ -8,7 +8,7 @@ from enum import Enum
 
 from agent.diagnosis.facts import Facts, Workload
 
-SCHEMA = "schedwatch.diagnosis/v1"  # the JSON contract's name and version (docs/diagnosis.md)
+SCHEMA = "schedwatch.diagnosis/v2"  # the JSON contract's name and version (docs/schemas/)
 
 
 class Cause(str, Enum):
@@ -25,6 +25,7 @@ class Cause(str, Enum):
     NOISY_NEIGHBOUR = "noisy-neighbour"
     HYPERVISOR_STEAL = "hypervisor-steal"
     MEMORY_PRESSURE = "memory-pressure"
+    ALLOCATOR_CONTENTION = "allocator-contention"  # threads queue on the memory allocator's own lock
     UNEXPLAINED = "unexplained"  # the facts were there, and none of the causes above explains the time
 
 
@@ -49,6 +50,8 @@ class Mechanism(str, Enum):
     RECLAIM = "reclaim"  # its memory limit forces the kernel to reclaim its pages, which it then reads back
     OOM_KILLS = "oom-kills"  # its tasks are killed for want of memory
     SYSTEM_TIME = "system-time"  # much time in the kernel that no known cause explains
+    ALLOCATOR_LOCK = "allocator-lock"  # threads wait in the allocator's lock (an arena's, a central free list's)
+    OTHER_LOAD = "other-load"  # its threads wait long for CPUs that other tasks hold, while it uses little of them
 
 
 class Confidence(str, Enum):
@@ -77,6 +80,7 @@ class Fix:
     steps: tuple[str, ...]
     variables: dict[str, str] = field(default_factory=dict)  # environment variables to set: name -> value
     threads_per_process: int | None = None
+    missing: tuple[str, ...] = ()  # what would give the number the fix lacks (each: the fact, and how to get it)
 
 
 @dataclass(frozen=True)

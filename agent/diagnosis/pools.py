@@ -25,6 +25,7 @@ class PoolImplementation:
     tuning: tuple[str, ...] = ()  # how its idle threads wait (spin or sleep)
     name_version: re.Pattern[str] | None = None  # group 1 (and on): the version, in the lowercased basename
     content_version: re.Pattern[bytes] | None = None  # group 1: the version, in the file's .rodata
+    functions: re.Pattern[str] | None = None  # its functions, for stacks whose frames do not name the file
 
 
 SONAME_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
@@ -51,10 +52,19 @@ IMPLEMENTATIONS: tuple[PoolImplementation, ...] = (
         # libopenblasp-r0.3.21.so; numpy 1.26's wheel: libopenblas64_p-r0-0cf96a72.3.23.dev.so (auditwheel's hash)
         name_version=re.compile(r"-r(\d+)(?:-[0-9a-f]{8})?\.(\d+\.\d+(?:\.[0-9a-z]+)?)\.so$"),
         content_version=re.compile(rb"OpenBLAS (\d+\.\d+\.\d+(?:\.[0-9a-z]+)*)"),
+        functions=re.compile(
+            r"^blas_thread_server$|^exec_blas|^inner_thread$|^blas_thread_|^[sdczq](?:gemm|symm|syrk|syr2k|trmm|trsm|"
+            r"gemv|ger|getrf)_thread|^gotoblas_"
+        ),
     ),
     # MKL's threading layer is OpenMP by default: OMP_NUM_THREADS when its own is unset.
     PoolImplementation(
-        "blas", "mkl", ("libmkl_rt",), ("MKL_NUM_THREADS", OMP_NUM_THREADS), name_version=SONAME_VERSION
+        "blas",
+        "mkl",
+        ("libmkl_rt",),
+        ("MKL_NUM_THREADS", OMP_NUM_THREADS),
+        name_version=SONAME_VERSION,
+        functions=re.compile(r"^mkl_serv_|^MKL_"),
     ),
     PoolImplementation(
         "blas", "blis", ("libblis",), ("BLIS_NUM_THREADS", OMP_NUM_THREADS), name_version=SONAME_VERSION
@@ -66,14 +76,24 @@ IMPLEMENTATIONS: tuple[PoolImplementation, ...] = (
         (OMP_NUM_THREADS,),
         tuning=("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"),
         name_version=SONAME_VERSION,
+        functions=re.compile(r"^gomp_|^GOMP_"),
     ),
+    # LLVM's and Intel's runtimes share their code's names (__kmp_*): a frame without its file is read as LLVM's.
     PoolImplementation(
-        "openmp", "llvm", ("libomp",), (OMP_NUM_THREADS,), tuning=OPENMP_TUNING, name_version=SONAME_VERSION
+        "openmp",
+        "llvm",
+        ("libomp",),
+        (OMP_NUM_THREADS,),
+        tuning=OPENMP_TUNING,
+        name_version=SONAME_VERSION,
+        functions=re.compile(r"^__kmp|^__kmpc_"),
     ),
     PoolImplementation(
         "openmp", "intel", ("libiomp5",), (OMP_NUM_THREADS,), tuning=OPENMP_TUNING, name_version=SONAME_VERSION
     ),
-    PoolImplementation("tbb", "tbb", ("libtbb", "libtbb12"), (), name_version=SONAME_VERSION),  # sized by affinity
+    PoolImplementation(  # sized by affinity
+        "tbb", "tbb", ("libtbb", "libtbb12"), (), name_version=SONAME_VERSION, functions=re.compile(r"^tbb::")
+    ),
     PoolImplementation("torch", "torch", ("libtorch_cpu",), (OMP_NUM_THREADS,), name_version=SONAME_VERSION),
     # Pools no mapped file names: numexpr is a Python extension with a generic file name, vecLib is Apple's (macOS
     # only). Their variables are still read, and set by `verify`.
@@ -105,6 +125,14 @@ def implementation_of(basename: str) -> PoolImplementation | None:
             if name.startswith(prefix) and name[len(prefix) : len(prefix) + 1] in (".", "-", "_"):
                 return row
     return None
+
+
+def implementation_of_frame(library: str, function: str | None) -> PoolImplementation | None:
+    """The row whose code a stack frame is: by its file (*library*), else by its *function*'s name, or None."""
+    found = implementation_of(library)
+    if found is not None or function is None:
+        return found
+    return next((row for row in IMPLEMENTATIONS if row.functions is not None and row.functions.search(function)), None)
 
 
 def variables_of(implementation: str) -> tuple[str, ...]:

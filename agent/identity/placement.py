@@ -33,8 +33,6 @@ PF_EXITING = 0x4  # task flag: do_exit() has begun
 PID_MASK = 0xFFFFFFFF
 EXIT_SPAN = 1 << 31  # exit times are boot-clock microseconds modulo this: 36 minutes, far more than a scrape interval
 SAME_EXIT_US = 100_000  # each program moves a dying process's entry within microseconds of the other
-# v1 hierarchies to place a process by, best first: systemd's own tree names services and scopes exactly.
-V1_PREFERENCE = ("name=systemd", "cpu", "cpuacct", "memory", "pids")
 # The inode of the initial cgroup namespace (PROC_CGROUP_INIT_INO): only there are the paths the kernel announces
 # for moves the same as the agent's /proc/PID/cgroup reads.
 CGROUP_NS_INIT_INO = 0xEFFFFFFB
@@ -167,7 +165,8 @@ class ProcessKeys:
         self._boot_clock_us = boot_clock_us
         self._ticks = os.sysconf("SC_CLK_TCK")
         self._tick_us = 1_000_000 // self._ticks
-        self._hierarchies = ("",) if layout.unified is not None else (*V1_PREFERENCE, *sorted(layout.v1))
+        # The workload hierarchy first (the one every collector and `diagnose` read a workload's directories in).
+        self._hierarchies = layout.placing_order
         self.place_hierarchy = self._placing_hierarchy_id()
         if initial_cgroup_namespace is None:
             initial_cgroup_namespace = _in_initial_cgroup_namespace()

@@ -129,7 +129,8 @@ class HeldFiles:
 
 
 def _close_all(descriptors: dict[str, int]) -> None:
-    for fd in descriptors.values():
+    # A copy: an agent stopped while a scrape still runs (its client gave up) may hold a new file meanwhile.
+    for fd in list(descriptors.values()):
         with contextlib.suppress(OSError):
             os.close(fd)
     descriptors.clear()

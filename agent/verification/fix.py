@@ -32,6 +32,7 @@ def recommend(first: Run, facts: WorkloadFacts | None, cpus: float, quota: float
     """The thread variables to set: from a diagnosis of the first run, else CPUs / pool workers, else 1."""
     if facts is not None:
         diagnosis = rules.diagnose(_facts_of(first, facts, cpus, quota))
+        uncounted = None  # a pool finding whose fix could not count the workers: its formula
         for finding in diagnosis.findings:
             variables = dict(finding.fix.variables)
             if finding.cause is Cause.THREAD_POOL_OVERSUBSCRIPTION and variables:
@@ -41,6 +42,8 @@ def recommend(first: Run, facts: WorkloadFacts | None, cpus: float, quota: float
                     f"the diagnosis of the first run: {finding.fix.summary}",
                     f"{finding.cause.value}/{finding.mechanism.value}",
                 )
+            if finding.cause is Cause.THREAD_POOL_OVERSUBSCRIPTION and uncounted is None:
+                uncounted = finding
         for finding in diagnosis.findings:
             if finding.cause is Cause.ALLOCATOR_CHURN and finding.fix.variables:
                 return Recommendation(
@@ -53,7 +56,15 @@ def recommend(first: Run, facts: WorkloadFacts | None, cpus: float, quota: float
             threads = max(1, math.floor(cpus / workers))
             return Recommendation(
                 dict.fromkeys(THREAD_VARIABLES, str(threads)),
-                f"no pool finding in the first run; {cpus:g} CPUs / {workers} pool workers = {threads} per process",
+                f"{'no workers counted by' if uncounted else 'no pool finding in'} the first run's diagnosis; "
+                f"{cpus:g} CPUs / {workers} pool workers = {threads} per process",
+                _names(diagnosis),
+            )
+        if uncounted is not None:
+            return Recommendation(
+                dict.fromkeys(THREAD_VARIABLES, "1"),
+                f"the diagnosis of the first run found an oversubscribed pool but no workers to size it by "
+                f"({uncounted.fix.summary}): 1 thread per process, the fewest, tried",
                 _names(diagnosis),
             )
         return Recommendation(

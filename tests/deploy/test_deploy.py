@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import subprocess
@@ -15,6 +14,8 @@ import yaml
 
 from agent import config, metrics
 from agent.collectors import registry
+from agent.commands import agent_flags
+from agent.commands.parser import CommandParser
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = REPO / "deploy" / "prometheus"
@@ -123,8 +124,8 @@ def agent_container(documents: list[dict[str, Any]]) -> dict[str, Any]:
 
 def parse_agent_args(args: list[str]) -> config.Settings:
     assert args[0] == "run"
-    parser = argparse.ArgumentParser(exit_on_error=False)
-    config.add_arguments(parser, list(registry()))
+    parser = CommandParser(exit_on_error=False)
+    agent_flags.add_agent_arguments(parser)
     return config.from_args(parser.parse_args(args[1:]), list(registry()))
 
 
@@ -258,8 +259,8 @@ def test_tls_auth_overlay_lets_diagnose_in_the_pod_read_the_agent(monkeypatch: p
     agent = parse_agent_args(container["args"])
     for name, value in container_environment(documents).items():
         monkeypatch.setenv(name, value)
-    parser = argparse.ArgumentParser(exit_on_error=False)
-    config.add_flags(parser, (config.CLIENT,))
+    parser = CommandParser(exit_on_error=False)
+    agent_flags.add_client_arguments(parser)
     client = config.client_from_args(parser.parse_args([]))
     tls_mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")
     assert client.tls_ca_file == Path(tls_mount["mountPath"]) / "ca.crt"  # the PodMonitor's CA, same Secret
@@ -295,8 +296,8 @@ def test_manifest_args_are_flags_the_agent_accepts(manifest: str, container: str
     pod = spec["template"]["spec"] if "template" in spec else spec
     args = next(c for c in pod["containers"] if c["name"] == container)["args"]
     assert args[0] == "run"
-    parser = argparse.ArgumentParser(exit_on_error=False)
-    config.add_arguments(parser, list(registry()))
+    parser = CommandParser(exit_on_error=False)
+    agent_flags.add_agent_arguments(parser)
     parsed = parser.parse_args(args[1:])
     settings = config.from_args(parsed, list(registry()))
     assert settings.listen_host == "0.0.0.0"

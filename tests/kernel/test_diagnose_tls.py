@@ -286,7 +286,7 @@ def test_a_prometheus_behind_mutual_tls_and_basic_auth_ranks_the_tls_agent(
     group = cgroups.make("tls-fleet")
     path = cgroups.relative(group)
     series = f'schedwatch_sched_yield_calls_total{{cgroup="{path}"}}'
-    first = Workload(yielder, group, 1, 1)  # the series exists (at 1) before the storm, as increase() needs
+    first = Workload(yielder, group, 1, 1)  # the series exists (at 1) before the storm
     storm = None
     try:
         wait_for(tls_prometheus, f"count_over_time({series}[1m])", 3)
@@ -315,9 +315,9 @@ def test_a_prometheus_behind_mutual_tls_and_basic_auth_ranks_the_tls_agent(
     assert_valid(ranking)
     (row,) = ranking["workloads"]
     assert (row["instance"], row["workload"]["cgroup"]) == (instance, path)
-    # As in test_diagnose_live's fleet test: increase() extrapolates at most a 1 s scrape interval past the >= 5 s
-    # the series covers, and not back before its first sample at 1: N..1.25 N.
-    assert total <= row["sched_yield_per_second"] * 120 <= total * 1.25
+    # As in test_diagnose_live's fleet test: exactly the storm's yields (and the first 1 when its first sample is
+    # in the range), over the time the workload's series cover.
+    assert row["sched_yield_per_second"] * row["seconds"] == pytest.approx(total, abs=1.5), row
 
 
 def wait_for(server: TlsPrometheus, expr: str, value: float, timeout: float = 60.0) -> None:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ import pytest
 
 from agent.machine.cgroups.layout import read_layout
 from tests.kernel.conftest import GRACE_SECONDS
-from tests.kernel.test_cgroup_cpu import quota_cgroup, throttling
+from tests.kernel.test_cgroup_cpu import PERIOD_US, QUOTA_US, quota_cgroup, throttling
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
 from tests.support.agent import REPO, AgentProcess, require_root
 from tests.support.scrape import Scrape, cgroup_value
@@ -158,6 +159,44 @@ def test_perf_mode_counts_futex_calls_by_operation(
         workload.release()
 
 
+EXACT = "schedwatch_perf_counts_exact"
+
+
+def test_perf_mode_says_which_series_hold_the_calls_of_a_cgroup_counted_late(
+    perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
+) -> None:
+    """A cgroup made and used before the agent could open its counters (here the agent is stopped meanwhile; in the
+    issue's 6.1 VM the kernel refused them with ENOENT): its 54,321 yields are counted in its parent, exactly, and
+    both series say they are not exact; a cgroup counted from its start says it is."""
+    parent, parent_path = new_cgroup(perf_agent, cgroups, "perf-late")
+    prompt, prompt_path = new_cgroup(perf_agent, cgroups, "perf-prompt")
+    child = parent / "late"
+    os.kill(perf_agent.process.pid, signal.SIGSTOP)
+    try:
+        child.mkdir()
+        late = Workload(yielder, child, 54_321, 1)  # reports (and holds) once its yields are made
+    finally:
+        os.kill(perf_agent.process.pid, signal.SIGCONT)
+    on_time = Workload(yielder, prompt, 12_345, 1)
+    try:
+        scrape = perf_agent.scrape()
+        child_path = f"{parent_path}/late"
+        assert cgroup_value(scrape, YIELDS, child_path) == 0, "its counters opened after its calls"
+        assert cgroup_value(scrape, YIELDS, parent_path) == 54_321 == late.truth["yields"]
+        assert cgroup_value(scrape, EXACT, child_path) == 0
+        assert cgroup_value(scrape, EXACT, parent_path) == 0
+        assert cgroup_value(scrape, YIELDS, prompt_path) == 12_345
+        assert cgroup_value(scrape, EXACT, prompt_path) == 1
+        Workload(yielder, child, 1_000, 1, hold=False)  # from now on the late cgroup's calls are its own
+        scrape = perf_agent.scrape()
+        assert cgroup_value(scrape, YIELDS, child_path) == 1_000
+        assert cgroup_value(scrape, YIELDS, parent_path) == 54_321
+    finally:
+        late.release()
+        on_time.release()
+        cgroups.remove(child)
+
+
 def test_perf_mode_counts_stay_in_their_cgroup_and_outlive_it(
     perf_agent: AgentProcess, cgroups: CgroupSandbox, yielder: Path
 ) -> None:
@@ -288,7 +327,7 @@ def test_threads_that_exit_between_scrapes_are_counted_from_their_exit_records(
 
 def test_throttling_is_exact_without_bpf(procfs_agent: AgentProcess, cgroups: CgroupSandbox, spinner: Path) -> None:
     v2, cpu, dirs = quota_cgroup(cgroups, "procfs-quota")
-    workload = Workload(spinner, dirs, 2, 1.5, -1)  # two busy threads against half a CPU
+    workload = Workload(spinner, dirs, 2, 1.5, -1)  # two busy threads against a tenth of a CPU
     try:
         before = throttling(cpu)
         scrape = procfs_agent.scrape()
@@ -298,7 +337,7 @@ def test_throttling_is_exact_without_bpf(procfs_agent: AgentProcess, cgroups: Cg
         names = ("cpu_periods_total", "cpu_throttled_periods_total", "cpu_throttled_seconds_total")
         for name, low, high in zip(names, before, after, strict=True):
             assert low <= cgroup_value(scrape, f"schedwatch_{name}", path) <= high, name
-        assert cgroup_value(scrape, "schedwatch_cpu_limit_cores", path) == 0.5
+        assert cgroup_value(scrape, "schedwatch_cpu_limit_cores", path) == QUOTA_US / PERIOD_US
     finally:
         workload.release()
 

@@ -108,7 +108,7 @@ def test_verify_says_it_needs_root_in_one_line(state: Path) -> None:
 def test_analyze_and_compare_need_no_privilege() -> None:
     analyzed = as_nobody("analyze", "--json", str(FIXTURES / "clock_strace_fc.txt"))
     assert analyzed.returncode == 0 and "Traceback" not in analyzed.stderr, analyzed.stderr
-    assert json.loads(analyzed.stdout)["schema"] == "schedwatch.diagnosis/v1"
+    assert json.loads(analyzed.stdout)["schema"] == "schedwatch.diagnosis/v2"
     assert_valid(json.loads(analyzed.stdout))
     compared = as_nobody("compare", str(FIXTURES / "clock_strace_fc.txt"), str(FIXTURES / "clock_top_b.txt"))
     assert compared.returncode == 0 and "Traceback" not in compared.stderr, compared.stderr

@@ -39,10 +39,11 @@ def test_churned_cgroups_lose_no_yield_and_leave_nothing_behind(
     assert not churn.scrape_failures, churn.scrape_failures
     settled = [sample for sample in churn.samples if sample.phase == "expired"]
     assert [sample.series_ours for sample in settled] == [0] * ROUNDS
-    # Memory comes back: after the last round no more than 10 % above the highest an earlier round left. The agent's
-    # first standing evaluation over a crowd of 200 flagged workloads (every 10 s: it lands in round 2 or 3) raises
-    # the heap's high-water mark once (CI: 79 -> 101.7 MB in round 2, then 100.7; another run 81, 82.5 -> 97.0 in
-    # round 3, then 97.1), which is no leak; a leak would climb round after round.
-    assert settled[-1].rss_kb <= max(sample.rss_kb for sample in settled[:-1]) * 1.10, [
-        sample.rss_kb for sample in settled
-    ]
+    # Memory comes back, grossly: after the last round under twice what the agent held before the first. The agent's
+    # first standing evaluation over a crowd of 200 flagged workloads raises the heap's high-water mark once, in
+    # whichever round it lands (CI: 79 -> 101.7 MB in round 2, then 100.7; another run 81, 82.5 -> 97.0 in round 3);
+    # which round depends on timing, so a 10 % bound against earlier rounds failed by chance. The trend, 10 % over
+    # an hour of 1,000 cgroups, is `make soak`'s (tests/load/soak.py); here a leak of memory per churned cgroup on
+    # the scale of the agent's own size still fails.
+    (baseline,) = [sample for sample in churn.samples if sample.phase == "baseline"]
+    assert settled[-1].rss_kb <= 2 * baseline.rss_kb, [baseline.rss_kb] + [sample.rss_kb for sample in settled]

@@ -21,7 +21,7 @@ import pytest
 
 from tests.load.sizes import record, size
 from tests.support.agent import REPO, AgentProcess, require_root
-from tests.support.containers import Podman, container_pid
+from tests.support.containers import Podman, container_pid, podman_setup
 from tests.support.scrape import Sample, Scrape
 from tests.support.workloads import build
 
@@ -38,7 +38,7 @@ class PodmanCli(Podman):
     container tier's session serves on /run/podman/podman.sock."""
 
     def __init__(self) -> None:
-        subprocess.run([str(REPO / "scripts" / "podman-setup.sh")], check=True, capture_output=True)
+        podman_setup()
         self.prefix = f"swload-{uuid.uuid4().hex[:6]}"
         self.binaries = REPO / "tests" / ".build"
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.workloads import BUILD, SOURCES, build
+from tests.support.workloads import BUILD, SOURCES, build, build_lock
 
 HERE = Path(__file__).resolve().parent
 PIP_INSTALL = (sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target")
@@ -61,12 +61,14 @@ def numpy_target(series: str) -> Path:
     """numpy of *series* ("1.26" or "2") and threadpoolctl, pip-installed once into tests/.build (~20 s)."""
     version = NUMPY_VERSIONS[series]
     target = BUILD / f"numpy-{version}"
-    if not target.exists():
-        partial = target.with_name(target.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        BUILD.mkdir(exist_ok=True)
-        subprocess.run([*PIP_INSTALL, str(partial), f"numpy=={version}", "threadpoolctl>=3"], check=True)
-        partial.rename(target)  # only a complete install is ever found
+    if target.exists():
+        return target
+    with build_lock():
+        if not target.exists():
+            partial = target.with_name(target.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            subprocess.run([*PIP_INSTALL, str(partial), f"numpy=={version}", "threadpoolctl>=3"], check=True)
+            partial.rename(target)  # only a complete install is ever found
     return target
 
 
@@ -109,16 +111,18 @@ def data_file(mib: int) -> Path:
     written once and synced: a dirty page stays in the page cache, charged to the writer's cgroup, whatever the
     reader's posix_fadvise(DONTNEED) asks, and a reader would then find the file cached instead of charging it."""
     target = BUILD / f"data-{mib}m.bin"
-    if not target.exists() or target.stat().st_size != mib << 20:
-        BUILD.mkdir(exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        block = bytes(range(256)) * 4096  # 1 MiB
-        with partial.open("wb") as out:
-            for index in range(mib):
-                out.write(block[index % 256 :] + block[: index % 256])
-            out.flush()
-            os.fsync(out.fileno())
-        partial.rename(target)
+    if target.exists() and target.stat().st_size == mib << 20:
+        return target
+    with build_lock():
+        if not target.exists() or target.stat().st_size != mib << 20:
+            partial = target.with_name(target.name + ".partial")
+            block = bytes(range(256)) * 4096  # 1 MiB
+            with partial.open("wb") as out:
+                for index in range(mib):
+                    out.write(block[index % 256 :] + block[: index % 256])
+                out.flush()
+                os.fsync(out.fileno())
+            partial.rename(target)
     return target
 
 

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 from tests.support.scrape import Scrape, scrape
+from tests.support.slowdown import slowdown
 
 REPO = Path(__file__).resolve().parents[2]
+PORT_TAKEN = "cannot listen on 127.0.0.1:{port}: Address already in use"
 
 
 def free_port() -> int:
@@ -35,10 +37,17 @@ class AgentProcess:
         prefix: tuple[str, ...] = (),
         port: int | None = None,
     ) -> None:
-        self.port = free_port() if port is None else port
-        self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.log_path = log_path
         self._log = log_path.open("w")
+        self._chosen_port = port is None
+        self._start = (flags, env, prefix)
+        self._listen(free_port() if port is None else port)
+
+    def _listen(self, port: int) -> None:
+        """Start the agent on *port*."""
+        flags, env, prefix = self._start
+        self.port = port
+        self.url = f"http://127.0.0.1:{self.port}/metrics"
         command = [
             *prefix,
             sys.executable,
@@ -49,6 +58,9 @@ class AgentProcess:
             f"127.0.0.1:{self.port}",
             "--log-format",
             "json",
+            # A scrape that a loaded machine makes slow is no test's subject (test_web sets its own timeout): the
+            # default 10 s cut the session agent's answers at load 25 (RemoteDisconnected).
+            *(() if any(flag.startswith("--web.timeout") for flag in flags) else slow_machine_flags()),
             *flags,
         ]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
@@ -64,16 +76,23 @@ class AgentProcess:
             log_path,
         )
         agent._log = log_path.open("a")
+        agent._chosen_port = False
         return agent
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log."""
+    def wait_ready(self, timeout: float = 240.0) -> None:
+        """Block until /metrics answers; if it dies or never answers, stop it and raise with its log. The agent
+        compiles each program first: 20 s for one on this 2-CPU machine when others' VMs and tests load it."""
+        timeout *= slowdown()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if self._chosen_port and PORT_TAKEN.format(port=self.port) in self.log():
+                    # Something else (another test process) took the free port before the agent bound it.
+                    self._listen(free_port())
+                    continue
                 raise RuntimeError(f"agent exited with {self.process.returncode}:\n{self.log()}")
             try:
-                scrape(self.url, timeout=2)
+                scrape(self.url, timeout=30)
                 return
             except OSError:
                 time.sleep(0.2)
@@ -93,6 +112,7 @@ class AgentProcess:
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, wait, and return the exit code."""
+        timeout *= slowdown()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -102,6 +122,12 @@ class AgentProcess:
                 self.process.wait()
         self._log.close()
         return self.process.returncode
+
+
+def slow_machine_flags() -> list[str]:
+    """A web timeout for test agents longer than the default 10 s: 120 s, the longest allowed (300 s) on an emulated
+    machine (slowdown > 1), where a scrape takes longer still."""
+    return ["--web.timeout", "300" if slowdown() > 1 else "120"]
 
 
 def kubelet_docker_agent(work: Path, docker_socket: Path, *extra: str) -> AgentProcess:

@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tests.support.workloads import build_lock
+
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "docker.io/library/debian:bookworm-slim"
 RUN_DIR = Path("/run/schedwatch-test")
@@ -51,11 +53,18 @@ def wait_for_socket(path: Path, process: subprocess.Popen[bytes], timeout: float
     raise RuntimeError(f"nothing listens on {path}")
 
 
+def podman_setup() -> None:
+    """scripts/podman-setup.sh, by one test process at a time (on a fresh machine it installs packages and builds
+    the base image)."""
+    with build_lock("podman-setup"):
+        subprocess.run([str(REPO / "scripts" / "podman-setup.sh")], check=True, capture_output=True)
+
+
 class Podman:
     """Podman set up by scripts/podman-setup.sh, its API served on a socket of the test run's own."""
 
     def __init__(self) -> None:
-        subprocess.run([str(REPO / "scripts" / "podman-setup.sh")], check=True, capture_output=True)
+        podman_setup()
         # Podman's usual API socket, so that the agent's defaults (and the DaemonSet's) find it.
         self.socket = Path("/run/podman/podman.sock")
         self.socket.parent.mkdir(parents=True, exist_ok=True)

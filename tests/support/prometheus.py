@@ -42,18 +42,28 @@ class Prometheus:
             config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         log = workdir / "prometheus.log"
-        self._log = log.open("w")
-        self.process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for_http(f"{self.url}/-/ready", self.process, log)
+        for attempt in range(3):
+            self._log = log.open("w")
+            self.process = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={workdir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                wait_for_http(f"{self.url}/-/ready", self.process, log)
+                return
+            except RuntimeError:
+                self._log.close()
+                if attempt == 2 or "address already in use" not in log.read_text():
+                    raise
+            # Another test process took the free port before Prometheus bound it.
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
 
     def api(self, path: str, **params: str) -> Any:
         """GET /api/v1/<path> and return its data; errors raise."""

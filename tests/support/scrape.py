@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.slowdown import slowdown
+
 Sample = tuple[str, frozenset[tuple[str, str]]]
 
 
@@ -35,8 +37,9 @@ class Scrape:
         return {lbls: v for (n, lbls), v in self.samples.items() if n == name and wanted <= lbls}
 
 
-def scrape(url: str, timeout: float = 10.0) -> Scrape:
+def scrape(url: str, timeout: float = 60.0) -> Scrape:
     """GET *url* and parse it."""
+    timeout *= slowdown()
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return Scrape(response.read().decode())
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +20,49 @@ SOURCES = Path(__file__).resolve().parents[1] / "workloads"
 BUILD = Path(__file__).resolve().parents[1] / ".build"
 
 
+@contextlib.contextmanager
+def build_lock(what: str = "build") -> Iterator[None]:
+    """Held while *what* is made (in tests/.build, or for the machine): the test processes of a parallel run share
+    them, and one makes each while the others wait."""
+    BUILD.mkdir(exist_ok=True)
+    with (BUILD / f".{what}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build(name: str, *extra_flags: str) -> Path:
-    """Compile tests/workloads/<name>.c (if changed) and return the binary."""
+    """Compile tests/workloads/<name>.c (if changed) and return the binary (written whole, then renamed into
+    place: a binary another test process runs is never half-written)."""
     source = SOURCES / f"{name}.c"
     binary = BUILD / name
     newest = max(p.stat().st_mtime for p in SOURCES.glob("*.[ch]"))
-    if not binary.exists() or binary.stat().st_mtime < newest:
-        BUILD.mkdir(exist_ok=True)
-        compiler = shutil.which("gcc") or shutil.which("cc")
-        if compiler is None:
-            raise RuntimeError("no C compiler: apt-get install gcc")
-        subprocess.run(
-            [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(binary), str(source), *extra_flags], check=True
-        )
+    if binary.exists() and binary.stat().st_mtime >= newest:
+        return binary
+    with build_lock():
+        if not binary.exists() or binary.stat().st_mtime < newest:
+            compiler = shutil.which("gcc") or shutil.which("cc")
+            if compiler is None:
+                raise RuntimeError("no C compiler: apt-get install gcc")
+            partial = binary.with_name(binary.name + ".partial")
+            subprocess.run(
+                [compiler, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(partial), str(source), *extra_flags],
+                check=True,
+            )
+            partial.rename(binary)
     return binary
 
 
 class CgroupSandbox:
-    """cgroup directories made for one test session (cgroup2, and v1 ones on hybrid hosts), removed at the end."""
+    """cgroup directories made for one test session, removed at the end: in cgroup2 (and v1 ones on hybrid hosts);
+    on a host without cgroup2, in the v1 hierarchy the agent places processes by (``make_v1`` adds the same path in
+    the others, as Docker's cgroupfs driver does)."""
 
     def __init__(self) -> None:
         layout = read_layout()
-        if layout.unified is None:
-            raise RuntimeError("no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified")
-        self.root = layout.unified
-        self.v1 = layout.v1
+        if layout.workload_tree is None:
+            raise RuntimeError("no cgroup hierarchy mounted: mount cgroup2 at /sys/fs/cgroup")
+        self.root = layout.workload_tree
+        self.v1 = {name: path for name, path in layout.v1.items() if path != self.root}
         self.name = f"schedwatch-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.base = self.root / self.name
         self.base.mkdir()

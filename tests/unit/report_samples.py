@@ -4,7 +4,7 @@ HTML, a terminal escape, a link."""
 
 from __future__ import annotations
 
-from agent.diagnosis.comparison import Comparison, Difference
+from agent.diagnosis.comparison import WOULD_TELL, Comparison, Difference, Slower
 from agent.diagnosis.facts import (
     CpuShares,
     Facts,
@@ -27,7 +27,9 @@ from agent.diagnosis.findings import (
     Observation,
     Unchecked,
 )
+from agent.diagnosis.render.provenance import Made
 
+MADE = Made("0.1.0", "2026-12-07T04:31:05Z", "analyze")  # a fixed provenance, so that goldens do not move
 HOSTILE_CONTAINER = "[bold red]pwn[/] <script>alert(1)</script>"
 HOSTILE_COMM = "\x1b[31mred</td><img src=https://evil.example/x.png>"
 SICK = Workload(container_id="0123456789abcdef", container=HOSTILE_CONTAINER, cgroup="/docker/0123456789abcdef")
@@ -152,4 +154,5 @@ def sample_comparison() -> Comparison:
         explanation=("In cloud VM 2 threads spin; in laptop none.",),
         cause=sick.findings[0],
         cause_side="cloud <b>VM</b>",
+        slower=Slower("cloud <b>VM</b>", None, "the cause is there", WOULD_TELL),
     )

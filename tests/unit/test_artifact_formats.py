@@ -65,7 +65,7 @@ def test_each_text_is_claimed_by_one_row_only(tmp_path: Path) -> None:
     """So the table's order decides nothing: each fixture (and a saved report) is one row's report or error."""
     texts = {path.name: path.read_text(encoding="utf-8") for folder in FIXTURE_DIRS for path in folder.glob("*.txt")}
     texts["report.json"] = saved_report(tmp_path).read_text()
-    assert len(texts) == 149 + 4 + 1
+    assert len(texts) == 173 + 4 + 1
     for name, text in texts.items():
         reports = [row.name for row in formats.FORMATS if row.looks_like(text)]
         errors = [row.name for row in formats.FORMATS if row.looks_like_error(text)]

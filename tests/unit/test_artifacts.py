@@ -21,20 +21,27 @@ from agent.diagnosis.inputs.artifacts import (
     cgroup_cpu,
     clocksource,
     folded,
+    gdb_threads,
+    histograms,
     load,
     mpstat,
+    perf_lock,
     perf_report,
+    perf_sched,
     perf_script,
     perf_stat,
     perf_trace,
     pidstat,
     pressure,
+    proc_interrupts,
     proc_sched,
     proc_softirqs,
     proc_stat,
     proc_status,
     proc_vmstat,
     pyspy_dump,
+    pyspy_top,
+    read_environment,
     strace,
     time_output,
     top,
@@ -71,7 +78,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "artifacts"
 PARSERS = (
     perf_trace, strace, top, pidstat, mpstat, vmstat, time_output, perf_stat, clocksource, perf_report, backtrace,
     proc_status, pressure, cgroup_cpu, folded, proc_sched, perf_script, bcc_stacks, bpftrace_maps, pyspy_dump,
-    proc_stat, proc_softirqs, proc_vmstat,
+    proc_stat, proc_softirqs, proc_vmstat, histograms, gdb_threads, perf_sched, perf_lock, pyspy_top, proc_interrupts,
 )  # fmt: skip
 
 
@@ -667,39 +674,72 @@ def test_each_parser_refuses_the_other_formats() -> None:
                     parser.parse(read(name))
 
 
-def test_cut_and_broken_reports_are_malformed_with_their_line() -> None:
+def damaged_lines(report: object) -> list[int]:
+    return [item.line for item in report.damage]  # type: ignore[attr-defined]
+
+
+def test_cut_and_broken_rows_cost_the_row_not_the_report() -> None:
+    """A row cut short or garbled is skipped and named (its line); the rest of the report is read."""
     seed = read("gcp_perf_trace_s.txt")
     cut = seed[: seed.index("sched_yield 5119771") + len("sched_yield 5119771 63387.192")]
-    with pytest.raises(Malformed) as broken:
-        perf_trace.parse(cut)
-    assert broken.value.line == 21 and broken.value.fmt == "perf trace -s"
-    with pytest.raises(Malformed) as broken:
-        perf_trace.parse(seed.replace("futex 2944 269333.572", "futex 2944 269333.5x2"))
-    assert broken.value.line == 26 and "total" in broken.value.reason
+    summary = perf_trace.parse(cut)
+    assert damaged_lines(summary) == [21] and "cut short" in summary.damage[0].what
+    assert summary.thread(2847) is not None and summary.thread(2847).syscall("futex") is not None  # type: ignore[union-attr]
+    summary = perf_trace.parse(seed.replace("futex 2944 269333.572", "futex 2944 269333.5x2"))
+    assert damaged_lines(summary) == [26] and "total" in summary.damage[0].what and len(summary.threads) == 20
+    assert summary.thread(2848).syscall("futex") is None and summary.thread(2848).syscall("sched_yield")  # type: ignore[union-attr]
     lines = read("sick_strace_fc.txt").splitlines()
-    with pytest.raises(Malformed) as broken:
-        strace.parse("\n".join(lines[:-1]))  # cut after the dashes that precede the total
-    assert broken.value.line == len(lines) - 1
-    with pytest.raises(Malformed) as broken:
-        strace.parse(read("sick_strace_fc.txt").replace("112764", "112k64"))
-    assert broken.value.line == 4 and "calls" in broken.value.reason
-    with pytest.raises(Malformed) as broken:
-        top.parse(read("gcp_top.txt").replace("380.5", "3-80.5"))
-    assert broken.value.line == 7
-    with pytest.raises(Malformed) as broken:
-        vmstat.parse(read("sick_vmstat.txt") + "12  0      0 17117596\n")
-    assert broken.value.line == 8
-    with pytest.raises(Malformed) as broken:
+    report = strace.parse("\n".join(lines[:-1]))  # cut after the dashes that precede the total
+    assert damaged_lines(report) == [len(lines) - 1] and report.main.total is None and len(report.main.syscalls) > 5
+    report = strace.parse(read("sick_strace_fc.txt").replace("112764", "112k64"))
+    assert damaged_lines(report) == [4] and "calls" in report.damage[0].what
+    assert all(row.name != "sched_yield" for row in report.main.syscalls) and report.main.total is not None
+    screen = top.parse(read("gcp_top.txt").replace("380.5", "3-80.5"))
+    assert (
+        damaged_lines(screen) == [7]
+        and len(screen.snapshots[-1].rows) == len(top.parse(read("gcp_top.txt")).snapshots[-1].rows) - 1
+    )
+    report = vmstat.parse(read("sick_vmstat.txt") + "12  0      0 17117596\n")
+    assert damaged_lines(report) == [8] and len(report.rows) == 5
+    with pytest.raises(Malformed) as broken:  # a header broken is the whole table's: nothing can be read under it
         vmstat.parse(read("sick_vmstat.txt").replace("wa st\n", "wa\n", 1))
     assert broken.value.line == 2 and "17 columns" in broken.value.reason
-    with pytest.raises(Malformed) as broken:
-        pidstat.parse(
-            read("sick_pidstat_t.txt").replace(
-                "01:15:01        0     27751         -    7.00", "01:15:01        0     27751"
-            )
+    cut_row = pidstat.parse(
+        read("sick_pidstat_t.txt").replace(
+            "01:15:01        0     27751         -    7.00", "01:15:01        0     27751"
         )
-    assert broken.value.line == 9
-    assert str(broken.value).startswith("pidstat output, line 9: ")
+    )
+    assert (
+        damaged_lines(cut_row) == [9] and len(cut_row.rows) == len(pidstat.parse(read("sick_pidstat_t.txt")).rows) - 1
+    )
+    facts = read_environment([FIXTURES / "sick_pidstat_t.txt"])
+    assert not any("damaged lines" in note for note in facts.notes)
+
+
+def test_the_damage_is_named_in_the_report(tmp_path: Path) -> None:
+    seed = read("gcp_perf_trace_s.txt")
+    cut = tmp_path / "cut.txt"
+    cut.write_text(seed[: seed.index("sched_yield 5119771") + len("sched_yield 5119771 63387.192")])
+    (note,) = [note for note in read_environment([cut]).notes if "damaged lines" in note]
+    assert note.startswith("cut.txt: damaged lines: line 21: the last row cut short")
+
+
+def test_several_summaries_in_one_file_are_each_read(tmp_path: Path) -> None:
+    seed, other = read("gcp_perf_trace_s.txt"), read("sick_perf_trace_s.txt")
+    twice = perf_trace.parse(seed + "\n" + seed)  # one run's summary appended twice: its threads, counts doubled
+    once = perf_trace.parse(seed)
+    assert twice.summaries == 2 and len(twice.threads) == len(once.threads)
+    assert twice.thread(2847).syscall("sched_yield").calls == 2 * once.thread(2847).syscall("sched_yield").calls  # type: ignore[union-attr]
+    two = perf_trace.parse(seed + "\n" + other)  # two runs: the threads of both
+    assert len(two.threads) == len(once.threads) + len(perf_trace.parse(other).threads)
+    saved = tmp_path / "twice.txt"
+    saved.write_text(seed + "\n" + seed)
+    facts = read_environment([saved])
+    assert (
+        facts.workloads[0].sched_yield_calls
+        == 2 * read_environment([FIXTURES / "gcp_perf_trace_s.txt"]).workloads[0].sched_yield_calls
+    )  # type: ignore[operator]
+    assert any("2 summaries in one file, each read and merged" in note for note in facts.notes)
 
 
 def test_headers_without_rows_are_malformed_where_the_tool_always_prints_rows() -> None:
@@ -842,6 +882,14 @@ def test_clocksource_files_of_sysfs() -> None:
 
 
 EXPECTED_FORMAT = {
+    "_bpftrace_hist_": "latency histograms",
+    "_bcc_hist_": "latency histograms",
+    "_gdb_threads_": "gdb info threads",
+    "_gdb_info_threads_": "gdb info threads",
+    "_perf_sched_": "perf sched",
+    "_perf_lock_": "perf lock",
+    "_pyspy_top_": "py-spy top",
+    "_proc_interrupts": "/proc/interrupts",
     "_perf_script_": "perf script",
     "_bcc_": "bcc stacks",
     "_bpftrace_": "bpftrace maps",
@@ -892,6 +940,12 @@ PARSED_TYPE = {
     "/proc/stat": ProcStat,
     "/proc/softirqs": ProcSoftirqs,
     "/proc/vmstat": ProcVmstat,
+    "latency histograms": histograms.Histograms,
+    "gdb info threads": gdb_threads.GdbThreads,
+    "perf sched": perf_sched.SchedReport,
+    "perf lock": perf_lock.PerfLock,
+    "py-spy top": pyspy_top.PySpyTop,
+    "/proc/interrupts": proc_interrupts.ProcInterrupts,
 }
 
 
@@ -904,7 +958,7 @@ def fixtures() -> list[Path]:
 
 
 def test_every_fixture_is_recognised_by_content_even_renamed(tmp_path: Path) -> None:
-    assert len(fixtures()) == 149
+    assert len(fixtures()) == 173
     for index, path in enumerate(fixtures()):
         renamed = tmp_path / f"paste-{index}.log"  # the name says nothing
         renamed.write_bytes(path.read_bytes())

@@ -146,10 +146,12 @@ def test_hot_code_kinds_of_the_functions_at_the_top() -> None:
     assert kind("gomp_team_barrier_wait_end", "user") == "user-spin" and kind("cpuidle_enter_state") == "idle"
 
 
-def test_hot_code_below_the_bar_says_nothing() -> None:
+def test_the_tail_of_a_profile_names_no_code_and_asks_for_its_top() -> None:
     # the tail of a profile: its rows are 0.09-0.15 % of the samples each, whatever kind they are
     diagnosis = diagnose(read_environment([FIXTURES / "public_perf_report_openblas1193_tail_comma.txt"]))
-    assert diagnosis.observations == () and diagnosis.findings == ()
+    (tail,) = diagnosis.observations
+    assert tail.topic == "profile-tail-collect-next" and diagnosis.findings == ()
+    assert tail.evidence[0].value == 1.33 and "head -60" in tail.look_next[0]
 
 
 # --- /proc and cgroup files -------------------------------------------------------------------------------------
@@ -243,7 +245,9 @@ def test_a_saved_report_keeps_the_samples_and_sites(tmp_path: Path) -> None:
         assert again.facts.workloads[0].cpu_samples == diagnosis.facts.workloads[0].cpu_samples
         assert again.facts.workloads[0].cpu_samples_total == diagnosis.facts.workloads[0].cpu_samples_total
         assert again.facts.workloads[0].yield_sites == diagnosis.facts.workloads[0].yield_sites
-        assert [o.topic for o in again.observations] == [o.topic for o in diagnosis.observations] != []
+        assert again.facts.workloads[0].stacks == diagnosis.facts.workloads[0].stacks
+        said = [*(o.topic for o in diagnosis.observations), *(f.cause.value for f in diagnosis.findings)]
+        assert [*(o.topic for o in again.observations), *(f.cause.value for f in again.findings)] == said != []
 
 
 def test_folded_stacks_of_py_spy_with_an_elided_frame() -> None:
@@ -347,3 +351,16 @@ def test_the_entry_code_and_the_scheduler_are_never_named_by_their_inclusive_sha
     rows = (*rows[:2], CodeShare("[kernel]", "do_futex", "kernel", 5.0, inclusive=45.0), rows[3])
     (observation,) = code.observations(WorkloadView(ref=Workload(), cpu_samples=rows, cpu_samples_total=100.0))
     assert observation.topic == "hot-code-futex" and observation.evidence[0].value == 45.0
+
+
+def test_a_call_graph_of_perf_report_goes_through_the_stack_classifier() -> None:
+    """perf report -g: each row's first chain (printed from the root down here: reversed), the row its leaf."""
+    report = perf_report.parse(read("public_perf_report_liburing218_comm_callgraph_cut.txt"))
+    graphed = [row for row in report.rows if row.callers]
+    assert graphed and graphed[0].callers == ("do_syscall_64", "entry_SYSCALL_64_after_hwframe")
+    stacks = read_environment([FIXTURES / "public_perf_report_liburing218_comm_callgraph_cut.txt"]).workloads[0].stacks
+    assert (
+        stacks is not None
+        and stacks.unit == "profile rows"
+        and stacks.total == pytest.approx(sum(row.percent for row in report.rows))
+    )

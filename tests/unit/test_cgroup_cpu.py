@@ -11,6 +11,7 @@ from agent.identity.resolver import IdentityResolver
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
+from agent.machine.procfs import ProcFS
 
 
 class Clock:
@@ -100,3 +101,57 @@ def test_a_cgroup_whose_cpu_time_cannot_be_read_is_read_whole_every_scrape(tmp_p
     clock.now += 15
     families = {family.name: family for family in collector.collect()}
     assert [s.value for s in families["schedwatch_threads"].samples if s.labels["cgroup"] == "/work"] == [2]
+
+
+def v1_host(root: Path) -> CgroupLayout:
+    """A v1-only host as CentOS 7 lays it out: systemd's named tree, with a service in it that has no cpu cgroup
+    of its own (no CPU accounting: it runs in its slice's), and a container mirrored in every hierarchy."""
+    hierarchies = {"name=systemd": root / "systemd", "cpu": root / "cpu,cpuacct", "cpuacct": root / "cpu,cpuacct"}
+    for path in ("", "/system.slice", "/system.slice/web.service", "/docker/abc"):
+        (hierarchies["name=systemd"] / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for path in ("", "/system.slice", "/docker/abc"):
+        (hierarchies["cpu"] / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    tasks = {"": "1\n", "/system.slice": "40\n", "/system.slice/web.service": "50\n51\n52\n", "/docker/abc": "60\n61\n"}
+    for path, tids in tasks.items():
+        directory = hierarchies["name=systemd"] / path.lstrip("/")
+        (directory / "tasks").write_text(tids)
+        (directory / "cgroup.procs").write_text(tids.split()[0] + "\n")
+    quota = {"": "-1", "/system.slice": "150000", "/docker/abc": "50000"}
+    for path, value in quota.items():
+        directory = hierarchies["cpu"] / path.lstrip("/")
+        (directory / "tasks").write_text("")
+        (directory / "cgroup.procs").write_text("")
+        (directory / "cpu.cfs_quota_us").write_text(f"{value}\n")
+        (directory / "cpu.cfs_period_us").write_text("100000\n")
+        (directory / "cpu.stat").write_text("nr_periods 10\nnr_throttled 4\nthrottled_time 7000000\n")
+        (directory / "cpuacct.usage").write_text("3000000000\n")
+        (directory / "cpuacct.stat").write_text("user 200\nsystem 100\n")
+    # /proc of the service's first process: in the slice's cpu cgroup, its own directory in systemd's tree.
+    proc = root / "proc" / "50"
+    proc.mkdir(parents=True)
+    (proc / "cgroup").write_text("2:cpu,cpuacct:/system.slice\n1:name=systemd:/system.slice/web.service\n0::/\n")
+    return CgroupLayout(unified=None, v1=hierarchies)
+
+
+def test_on_a_v1_host_threads_are_counted_in_systemds_tree_and_cpu_counters_only_in_their_own(tmp_path: Path) -> None:
+    """The workloads are systemd's directories (where the BPF collectors place processes); a service without a cpu
+    cgroup of its own has its threads and its slice's limit, but not its slice's throttling and CPU time."""
+    layout = v1_host(tmp_path)
+    facts = MachineFacts("3.10.0", True, {}, False, None, None, "", layout, None, None)
+    context = CollectorContext(Settings(), facts, None, None, IdentityResolver([]))  # type: ignore[arg-type]
+    collector = CgroupCpuCollector(context)
+    collector._proc = ProcFS(tmp_path / "proc")
+    families = {family.name: family for family in collector.collect()}
+
+    def by_workload(name: str) -> dict[str, float]:
+        return {s.labels["cgroup"]: s.value for s in families[name].samples if s.labels.get("mode") != "system"}
+
+    threads = by_workload("schedwatch_threads")
+    assert threads["/system.slice/web.service"] == 3
+    assert threads["/system.slice"] == 1
+    assert by_workload("schedwatch_cpu_limit_cores")["/system.slice/web.service"] == 1.5  # its slice's quota binds it
+    throttled = by_workload("schedwatch_cpu_throttled_periods")
+    usage = by_workload("schedwatch_cpu_usage_seconds")
+    assert "/system.slice/web.service" not in throttled and "/system.slice/web.service" not in usage
+    assert throttled["/system.slice"] == 4 and usage["/system.slice"] == 2.0  # 3 s: 2 user, 1 system
+    assert throttled["/docker/abc"] == 4 and by_workload("schedwatch_cpu_limit_cores")["/docker/abc"] == 0.5

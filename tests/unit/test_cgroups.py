@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent.machine.cgroups.layout import layout_under, parse_mountinfo, read_layout
+from agent.machine.cgroups.layout import UNIFIED, CgroupLayout, Hierarchy, layout_under, parse_mountinfo, read_layout
 from agent.machine.cgroups.paths import CgroupPathResolver
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -154,6 +154,30 @@ def test_v1_only_layout_of_the_development_vm_without_cgroup2() -> None:
     assert (layout.mode, layout.unified) == ("v1", None)
     assert layout.v1["cpu"] == Path("/sys/fs/cgroup/cpu")
     assert layout.v1["name=systemd"] == Path("/sys/fs/cgroup/systemd")
+
+
+def test_the_workload_hierarchy_of_each_layout() -> None:
+    """cgroup2 wherever it is mounted; on v1 hosts systemd's named tree (where BPF keys place processes, and the
+    tree the collectors and diagnose read a workload's directories in), else the cpu controller's."""
+    hybrid = parse_mountinfo((FIXTURES / "mountinfo-hybrid-firecracker.txt").read_text())
+    assert hybrid.workload_hierarchy == Hierarchy(UNIFIED, Path("/sys/fs/cgroup/unified"))
+    assert hybrid.workload_hierarchy.threads_file == "cgroup.threads"
+    assert hybrid.placing_order == (UNIFIED,)
+    v2 = parse_mountinfo((FIXTURES / "mountinfo-v2-systemd.txt").read_text())
+    assert v2.workload_tree == Path("/sys/fs/cgroup")
+    v1 = parse_mountinfo((FIXTURES / "mountinfo-v1-only-firecracker.txt").read_text())
+    assert v1.workload_hierarchy == Hierarchy("name=systemd", Path("/sys/fs/cgroup/systemd"))
+    assert v1.workload_hierarchy.threads_file == "tasks"
+    assert v1.placing_order[:4] == ("name=systemd", "cpu", "cpuacct", "memory")
+    no_systemd = CgroupLayout(None, {name: path for name, path in v1.v1.items() if name != "name=systemd"})
+    assert no_systemd.workload_hierarchy == Hierarchy("cpu", Path("/sys/fs/cgroup/cpu"))
+    assert CgroupLayout(None).workload_hierarchy is None
+
+
+def test_centos7_mount_options_name_no_hierarchy_but_their_own() -> None:
+    layout = parse_mountinfo((FIXTURES / "mountinfo-v1-centos7.txt").read_text())
+    assert sorted(layout.v1) == ["blkio", "cpu", "cpuacct", "name=systemd", "net_cls"], "not xattr, nor the agent"
+    assert layout.workload_tree == Path("/sys/fs/cgroup/systemd")
 
 
 def test_layout_under_a_v1_host_mount(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ import pytest
 from agent import cli, config
 from agent.collectors import registry
 from agent.commands import agent_flags
+from agent.commands import registry as registry_of_commands
+from agent.commands.parser import CommandParser
 from tests.support.agent import REPO, free_port
 
 COLLECTORS = list(registry())
@@ -35,17 +37,23 @@ READS = {
     "check": names_of(config.AGENT_GROUPS),  # checks them as run would; the web line reports the serving flags
     # loads the collectors (collection, runtime, logging); reaches --from with the client's
     "diagnose": names_of((config.COLLECTION, config.RUNTIME, config.LOGGING, config.CLIENT)),
+    "top": names_of((config.COLLECTION, config.RUNTIME, config.LOGGING, config.CLIENT)),  # as diagnose
+    "profile": names_of((config.COLLECTION, config.RUNTIME, config.LOGGING)),  # loads them; no --from
     "verify": {"--state-dir", "--mode"},  # its kernel headers, and where its runs' counts come from
     "analyze": set(),  # saved files only
     "compare": set(),
 }
 
 
+def test_every_registered_command_says_what_it_reads() -> None:
+    assert set(READS) == {command.name for command in registry_of_commands()}
+
+
 def usage_options(command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """The options `schedwatch COMMAND --help` lists in its usage line."""
+    """The options `schedwatch COMMAND --help-all` lists in its usage line."""
     monkeypatch.setenv("COLUMNS", "10000")  # one usage line, no option split across lines
     with pytest.raises(SystemExit) as exited:
-        cli.main([command, "--help"])
+        cli.main([command, "--help-all"])
     assert exited.value.code == 0
     usage = capsys.readouterr().out.split("\n\n")[0]
     return set(re.findall(r"(?<![\w-])--[a-z][\w.-]*", usage))
@@ -192,7 +200,7 @@ def test_check_reports_the_serving_flags_as_run_would_use_them(tmp_path: Path) -
 
 
 def test_verify_reads_the_state_dir_and_mode_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    parser = config.ArgumentParser(prog="schedwatch verify")
+    parser = CommandParser(prog="schedwatch verify")
     agent_flags.add_verify_arguments(parser)
     assert agent_flags.verify_settings_from(parser.parse_args([]), parser) == (Path("/run/schedwatch"), "auto")
     monkeypatch.setenv("SCHEDWATCH_STATE_DIR", "/var/lib/schedwatch")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -14,6 +13,8 @@ import pytest
 
 from agent import config
 from agent.cli import main
+from agent.commands import agent_flags, registry
+from agent.commands.parser import CommandParser
 from tests.support.agent import REPO
 
 COLLECTORS = ["syscalls", "sched", "cgroup_cpu"]
@@ -51,13 +52,12 @@ def test_environment_supplies_defaults_and_is_validated_too() -> None:
 
 
 def test_settings_from_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    import argparse
 
     from agent import config
 
     monkeypatch.setenv("SCHEDWATCH_PROCESS_TOP_K", "0")
-    parser = argparse.ArgumentParser()
-    config.add_arguments(parser, ["syscalls"])
+    parser = CommandParser()
+    agent_flags.add_agent_arguments(parser)
     settings = config.from_args(parser.parse_args(["--listen", "[::1]:9", "--no-collector.syscalls"]), ["syscalls"])
     assert (settings.listen_host, settings.listen_port) == ("::1", 9)
     assert settings.collectors == frozenset()
@@ -72,8 +72,8 @@ def test_version() -> None:
 
 
 def test_comma_separated_flags_are_stripped_and_may_be_empty() -> None:
-    parser = argparse.ArgumentParser()
-    config.add_arguments(parser, ["syscalls"])
+    parser = CommandParser()
+    agent_flags.add_agent_arguments(parser)
     args = parser.parse_args(["--runtime.cri-sockets", " /a.sock , ,/b.sock ", "--runtime.docker-sockets", ""])
     settings = config.from_args(args, ["syscalls"])
     assert settings.cri_sockets == (Path("/a.sock"), Path("/b.sock"))
@@ -82,8 +82,8 @@ def test_comma_separated_flags_are_stripped_and_may_be_empty() -> None:
 
 def settings(*flags: str) -> config.Settings:
     """Settings from *flags* and the current environment, as `schedwatch run` builds them; ConfigError if bad."""
-    parser = config.ArgumentParser(prog="schedwatch run")
-    config.add_arguments(parser, COLLECTORS)
+    parser = CommandParser(prog="schedwatch run")
+    agent_flags.add_agent_arguments(parser)
     return config.from_args(parser.parse_args(list(flags)), COLLECTORS)
 
 
@@ -321,17 +321,17 @@ def the_rule(flag_name: str) -> str:
     return "SCHEDWATCH_" + re.sub(r"[.-]", "_", flag_name[2:].upper())
 
 
-def command_parser(name: str) -> config.ArgumentParser:
+def command_parser(name: str) -> CommandParser:
     """`schedwatch NAME`'s own parser, built as agent.cli builds it."""
     from agent.commands import registry
 
     (command,) = [command for command in registry() if command.name == name]
-    parser = config.ArgumentParser(prog=f"schedwatch {name}")
+    parser = CommandParser(prog=f"schedwatch {name}")
     command.add_arguments(parser)
     return parser
 
 
-COMMANDS = ("run", "check", "diagnose", "verify", "analyze", "compare")
+COMMANDS = tuple(command.name for command in registry())
 EVERY_FLAG = config.flags_of(config.GROUPS, COLLECTORS)
 
 # A valid text for each flag's variable that is not its default (switches and choices are derived).

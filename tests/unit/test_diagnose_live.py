@@ -24,6 +24,7 @@ from agent.diagnosis.inputs.live.series import NotSchedwatch, read_families
 from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
 from agent.diagnosis.inputs.live.window import Window, cpus_allowed, workload_view
 from agent.diagnosis.rules import diagnose
+from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.procfs import ProcFS
 from tests.support.agent import free_port
 
@@ -139,6 +140,17 @@ def test_a_pid_is_turned_into_its_cgroup() -> None:
     wanted = filter_for_pid(procfs, Filter(pid=os.getpid()))
     assert wanted.pid == os.getpid()
     assert wanted.cgroup == mine or wanted.container
+
+
+def test_a_pid_on_a_v1_host_is_placed_by_its_systemd_path_not_the_cgroup2_line(tmp_path: Path) -> None:
+    """A v1-only host still lists the unmounted cgroup2 hierarchy ("0::/"): --pid names the process's systemd path."""
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "cgroup").write_text(
+        "2:cpu,cpuacct:/system.slice\n1:name=systemd:/system.slice/web.service\n0::/\n"
+    )
+    order = CgroupLayout(None, {"name=systemd": Path("/sys/fs/cgroup/systemd"), "cpu": Path("/c")}).placing_order
+    assert cgroup_of(ProcFS(tmp_path), 4242, order) == "/system.slice/web.service"
+    assert cgroup_of(ProcFS(tmp_path), 4242, ("",)) == "/"
 
 
 class _Serve(http.server.BaseHTTPRequestHandler):

@@ -45,6 +45,7 @@ def test_the_allow_list_is_the_issues() -> None:
         "MALLOC_CONF",
         "JE_MALLOC_CONF",
         "TCMALLOC_RELEASE_RATE",
+        "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES",
         "MIMALLOC_PURGE_DELAY",
         "MIMALLOC_ARENA_EAGER_COMMIT",
     }

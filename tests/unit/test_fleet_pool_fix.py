@@ -24,17 +24,18 @@ def from_prometheus(workers: int | None) -> WorkloadView:
 
 
 def test_counted_workers_size_the_fix() -> None:
-    fix = pool_fix(from_prometheus(4), 2.0, 1, None, spin=False)
+    fix = pool_fix(from_prometheus(4), 2.0, None, None, spin=False)
     assert fix.threads_per_process == 1
     assert "so that 4 workers x 1 thread fit 2 CPUs" in fix.steps[0]
 
 
 def test_uncounted_workers_give_the_formula_not_one_worker() -> None:
-    fix = pool_fix(from_prometheus(None), 2.0, 1, None, spin=False)
+    fix = pool_fix(from_prometheus(None), 2.0, None, None, spin=False)
     assert fix.threads_per_process is None
     assert fix.variables == {}
-    assert "N = the CPUs it may use / its pool workers" in fix.summary
+    assert "N = 2 CPUs / its pool workers, at least 1" in fix.summary
     assert "1 worker x" not in " ".join(fix.steps)
+    assert any(step.startswith("For N: its pool workers were not counted here") for step in fix.steps), fix.steps
 
 
 @pytest.fixture

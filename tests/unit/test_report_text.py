@@ -7,13 +7,14 @@ import dataclasses
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from agent.diagnosis.render.numbers import number
 from agent.diagnosis.render.text import make_console, printable, render_comparison_text, render_text
-from tests.unit.report_samples import healthy_diagnosis, sample_comparison, sample_diagnosis
+from tests.unit.report_samples import MADE, healthy_diagnosis, sample_comparison, sample_diagnosis
 
 GOLDEN = Path(__file__).parent / "fixtures" / "reports"
 WIDTH = 100
@@ -35,25 +36,32 @@ def golden(name: str, text: str) -> None:
     assert text == path.read_text(encoding="utf-8")
 
 
+def with_made(draw: Any) -> Any:
+    """*draw* with the samples' fixed provenance (which schedwatch, when)."""
+    return lambda report, console: draw(report, console, made=MADE)
+
+
 def test_diagnosis_tree_golden() -> None:
-    golden("sample_diagnosis.txt", plain(render_text, sample_diagnosis()))
+    golden("sample_diagnosis.txt", plain(with_made(render_text), sample_diagnosis()))
 
 
 def test_healthy_tree_golden() -> None:
-    golden("healthy_diagnosis.txt", plain(render_text, healthy_diagnosis()))
+    golden("healthy_diagnosis.txt", plain(with_made(render_text), healthy_diagnosis()))
 
 
 def test_comparison_golden() -> None:
-    golden("sample_comparison.txt", plain(render_comparison_text, sample_comparison()))
+    golden("sample_comparison.txt", plain(with_made(render_comparison_text), sample_comparison()))
 
 
 def test_the_sick_workload_is_drawn_first_and_the_tree_goes_top_down() -> None:
     text = plain(render_text, sample_diagnosis())
     order = [
-        "node",
-        "[bold red]pwn[/]",
+        "inputs: ",
         "finding: thread-pool-oversubscription / yield-storm",
         "fix: Limit",
+        "evidence",
+        "node: ",
+        "[bold red]pwn[/] <script>alert(1)</script>  1 finding",
         "/system.slice/sshd.service",
         "could not check futex-contention",
         "observations",

@@ -414,6 +414,33 @@ def test_a_neighbour_is_named_from_half_of_the_wait_for_others(held: float, name
     assert finding.confidence is (Confidence.HIGH if named else Confidence.MEDIUM)
 
 
+# 0.3 ms of work every 50 ms beside another workload's hog on its CPU (tests/kernel/test_neighbour_light.py)
+LIGHT_VICTIM = {
+    "cpus_allowed": 1.0,
+    "cpu_used_cores": 0.006,
+    "threads": 1,
+    "syscall_calls_by_family": {"sleep": 20.0},
+    "blocked_by_kind": {"sleep": 0.95},
+    "runqueue_wait_seconds": 0.032,
+    "waiting_by_holder": {"other": 0.03, "kernel": 0.002},
+    "neighbours": (("/batch-hog", 0.03),),
+}
+
+
+def test_a_light_victim_waiting_as_long_as_it_runs_is_named_with_its_neighbour() -> None:
+    """0.03 s/s waited for others is under the 0.1 a busy workload must wait, but five times what the victim ran:
+    judged against what it ran, it is named (issue 34); one that waits less than it runs is not."""
+    finding = only(diagnose(window(**LIGHT_VICTIM)))
+    assert (finding.cause, finding.mechanism) == (Cause.NOISY_NEIGHBOUR, Mechanism.CPU_HELD_BY_NEIGHBOUR)
+    assert "/batch-hog" in finding.fix.summary and finding.confidence is Confidence.HIGH
+    less = {**LIGHT_VICTIM, "cpu_used_cores": 0.05, "runqueue_wait_seconds": 0.032}
+    assert Cause.NOISY_NEIGHBOUR not in {f.cause for f in diagnose(window(**less)).findings}
+    speck = {**LIGHT_VICTIM, "cpu_used_cores": 0.001, "runqueue_wait_seconds": 0.004,
+             "waiting_by_holder": {"other": 0.003, "kernel": 0.001},
+             "neighbours": (("/batch-hog", 0.003),)}  # fmt: skip
+    assert Cause.NOISY_NEIGHBOUR not in {f.cause for f in diagnose(window(**speck)).findings}  # under the floor
+
+
 # --- hypervisor steal (facts recorded from public reports: this VM cannot be made to steal) -----------------------
 def test_steal_from_a_public_report_with_tasks_waiting() -> None:
     """coreos/bugs#73 (an EC2 m3.medium, 1 vCPU): top showed 54.3 % st, 35.5 % id, 10.3 % hi, 2 tasks running,

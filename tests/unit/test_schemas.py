@@ -40,7 +40,8 @@ ARTIFACTS = sorted(
     for path in folder.glob("*.txt")
     if not path.name.startswith("error_")  # each of those is one line of error, exit status 2 (test_artifacts.py)
 )
-RETIRED = {"schedwatch.verify/v1"}  # no longer emitted; its file stays for documents saved before v2
+RETIRED = {"schedwatch.verify/v1", "schedwatch.diagnosis/v1", "schedwatch.comparison/v1"}  # no longer emitted; kept
+# for documents saved before their v2
 EMITTED = {findings.SCHEMA, COMPARISON_SCHEMA, check.SCHEMA, diagnose.FLEET_SCHEMA, verify.SCHEMA, profile.SCHEMA}
 
 

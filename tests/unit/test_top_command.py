@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client.core import Metric
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,3 +28,32 @@ def test_bad_flags_are_one_usage_line(arguments: tuple[str, ...], says: str) -> 
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert says in result.stderr.splitlines()[-1], result.stderr
+
+
+def test_the_collectors_loaded_here_are_judged_so_the_finding_column_fills() -> None:
+    """Two recorded /metrics of a real agent, 2 s apart, read as top reads the collectors it loads itself (they
+    carry no schedwatch_finding: no agent judges them): unjudged, the yield storm's FINDING is empty ("-", the
+    defect); judged at each reading, as top now does, it is the pool's cause, as the agent's rules name it."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from agent.commands.top import judging
+    from agent.diagnosis.standing import StandingFindings
+    from agent.top.table import rows, snapshot
+
+    fixtures = Path(__file__).parent / "fixtures" / "metrics"
+    texts = [(fixtures / name).read_text() for name in ("agent-before.txt", "agent-after.txt")]
+    storm = "/schedwatch-test-16764-9699bd/yield-d20f46"  # the recording's yield storm (test_diagnose_live.YIELD)
+
+    def reader() -> Callable[[], tuple[float, list[Metric]]]:
+        readings = iter(
+            (at, list(text_string_to_metric_families(text))) for at, text in zip((100.0, 102.0), texts, strict=True)
+        )
+        return lambda: next(readings)
+
+    def finding(read: Callable[[], tuple[float, list[Metric]]]) -> str | None:
+        before, after = (snapshot(families, at) for at, families in (read(), read()))
+        (row,) = [row for row in rows(before, after) if row.ref.cgroup == storm]
+        return row.finding
+
+    assert finding(reader()) is None
+    assert finding(judging(reader(), StandingFindings(node_cpus=2, every=0.0))) == "thread-pool-oversubscription"

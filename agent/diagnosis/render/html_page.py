@@ -1,68 +1,89 @@
 """A diagnosis (or a comparison of two) as one self-contained HTML page to paste into a ticket.
 
+The page leads with the answer: which schedwatch made it, when and from which inputs; which side is slow (a
+comparison); each finding once, with its fix and the values to paste. The details follow as sections folded
+(``<details>``) under a table of contents: the evidence, what differs, each workload's processes and threads, what
+the sources cannot tell. Columns empty in every row are left out, threads with nothing counted are folded, and each
+chart has an axis shared by what it compares (A and B of one fact; every thread of both sides).
+
 Nothing is fetched: the style is inline, the charts are inline SVG, and the diagnosis itself is embedded as JSON
 (``<script type="application/json" id="schedwatch-data">``, never executed: the document ``--json`` prints) for
 whoever wants the numbers. Every text is escaped, so a tenant's cgroup, container, command or thread name cannot
 add markup, a script or a link, and its invisible characters are shown as escapes (``\\x1b``, ``\\u202e``) as the
-text report shows them.
-The renderer knows nothing of the rules: it draws what the diagnosis holds.
+text report shows them. The renderer knows nothing of the rules: it draws what the diagnosis holds.
 
-``diagnosis_page(diagnosis, title)`` and ``comparison_page(comparison)`` return the page as a string.
+``diagnosis_page(diagnosis, title, made)`` and ``comparison_page(comparison, made)`` return the page as a string;
+a new part of a report is one more :class:`Section`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from html import escape
+from dataclasses import dataclass
 from typing import Any
 
 from agent.diagnosis.comparison import Comparison
-from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
+from agent.diagnosis.facts import NodeView, ThreadView, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
+from agent.diagnosis.render.answer import cause_title, inputs_of, ready_lines, shared_notes, slow_line
 from agent.diagnosis.render.budget import budget_lines
+from agent.diagnosis.render.charts import difference_chart, drawn, thread_chart, thread_seconds
 from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.render.json_report import comparison_to_json, to_json
+from agent.diagnosis.render.markup import shown as _e
 from agent.diagnosis.render.numbers import number, plural, with_unit
-from agent.diagnosis.render.text import (
-    UNNAMED,
+from agent.diagnosis.render.provenance import Made
+from agent.diagnosis.render.shared import (
     cpu_states,
     difference_cells,
+    idle,
     named_workloads,
+    rank_findings,
     rank_processes,
     rank_threads,
     rank_workloads,
     summary,
+    where,
     workload_name,
 )
-from agent.identity.labels import visible
 
-CHART_THREADS = 24  # threads drawn in a chart; the rest are counted
 TABLE_ROWS = 40  # processes and threads listed per workload
 
 STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;color:#1d232b;
-background:#fff;line-height:1.45}
-h1{font-size:1.5em;margin:0 0 4px} h2{font-size:1.2em;margin:28px 0 8px;border-bottom:1px solid #d6dbe1}
-h3{font-size:1.05em;margin:18px 0 6px} .dim{color:#66707c} .sources{font-size:.9em}
-.badge{display:inline-block;border-radius:4px;padding:1px 8px;font-size:.85em;font-weight:600}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:20px auto;max-width:1100px;color:#1d232b;
+background:#fff;line-height:1.4}
+h1{font-size:1.45em;margin:0} h2{font-size:1.15em;margin:0;display:inline} h3{font-size:1em;margin:12px 0 4px}
+.dim{color:#66707c} .made{margin:2px 0 10px;font-size:.88em} p{margin:5px 0}
+.badge{display:inline-block;border-radius:4px;padding:1px 8px;font-size:.9em;font-weight:600}
 .bad{background:#fde3e1;color:#a3170c} .good{background:#dff3e4;color:#17692f} .warn{background:#fff1cf;color:#7a5200}
-.card{border:1px solid #d6dbe1;border-left:5px solid #c62f22;border-radius:6px;padding:10px 16px;margin:12px 0}
-.card.obs{border-left-color:#d49a00} .card.unchecked{border-left-color:#8a94a0} .card.why{border-left-color:#2a6fdb}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:.92em} th,td{padding:3px 10px;text-align:left;
+.answer{border:1px solid #d6dbe1;border-left:5px solid #c62f22;border-radius:6px;padding:8px 16px;margin:8px 0}
+.answer.good{border-left-color:#2f9e50;background:none;color:inherit} .lead{font-size:1.1em}
+.card{border-top:1px solid #eceff2;padding:6px 0;margin:4px 0} .card:first-child{border-top:none}
+.card.obs h3,.card.unchecked h3{margin-top:4px}
+table{border-collapse:collapse;margin:4px 0 8px;font-size:.92em} th,td{padding:2px 10px;text-align:left;
 border-bottom:1px solid #eceff2} td.n{text-align:right;font-variant-numeric:tabular-nums}
-.fix{background:#eef8f0;border-radius:6px;padding:8px 14px} code,.mono{font-family:ui-monospace,Menlo,monospace}
-svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232b} ul{margin:4px 0 8px}
+.fix{background:#eef8f0;border-radius:6px;padding:6px 14px;margin:6px 0} .fix ol{margin:4px 0}
+pre{background:#f6f8fa;border-radius:4px;padding:6px 10px;margin:4px 0;white-space:pre-wrap;font-size:.9em}
+code,.mono,pre{font-family:ui-monospace,Menlo,monospace}
+nav{font-size:.92em;margin:10px 0} details{border-top:1px solid #d6dbe1;padding:6px 0}
+summary{cursor:pointer;padding:2px 0} details>summary>h2{font-size:1.1em}
+svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232b} svg .axis{fill:#66707c}
+ul,ol{margin:4px 0 6px}
 """
 
 BADGES = {"bad": "bad", "unsure": "warn", "good": "good"}
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"  # the page may fetch nothing
-COLOURS = {"sched_yield": "#c62f22", "futex": "#2a6fdb", "other": "#9aa4ae", "a": "#c62f22", "b": "#2a6fdb"}
 
 
-def _e(value: object) -> str:
-    """Text as HTML that shows it: markup escaped, invisible characters (an ESC, a bidi override) as escapes."""
-    return escape(visible(str(value)), quote=True)
+@dataclass(frozen=True)
+class Section:
+    """A folded part of the page below the answer, listed in its table of contents."""
+
+    key: str  # its anchor
+    title: str
+    body: str  # HTML
+    open: bool = False
 
 
 def _data(document: Any) -> str:
@@ -86,6 +107,26 @@ def _page(title: str, body: Sequence[str], data: Any) -> str:
     )
 
 
+def _folded(sections: Iterable[Section]) -> list[str]:
+    """The table of contents, then each section folded (open where it says so)."""
+    shown = [section for section in sections if section.body]
+    if not shown:
+        return []
+    links = " · ".join(f'<a href="#{section.key}">{_e(section.title)}</a>' for section in shown)
+    parts = [f"<nav><b>Contents:</b> {links}</nav>"]
+    for section in shown:
+        opened = " open" if section.open else ""
+        parts.append(
+            f'<details id="{section.key}"{opened}><summary><h2>{_e(section.title)}</h2></summary>{section.body}'
+            "</details>"
+        )
+    return parts
+
+
+def _made(made: Made | None) -> str:
+    return f'<p class="dim made">{_e(made.line)}</p>' if made is not None else ""
+
+
 def _evidence(items: Iterable[Evidence]) -> str:
     rows = "".join(
         f"<tr><td>{_e(item.fact)}</td><td class=n><b>{_e(with_unit(item.value, item.unit))}</b></td>"
@@ -101,19 +142,25 @@ def _list(items: Iterable[str], ordered: bool = False) -> str:
     return f"<{tag}>{inner}</{tag}>" if inner else ""
 
 
-def _workload_line(ref: Workload) -> str:
-    name = workload_name(ref)
-    return name if name == UNNAMED else f"workload: {name}"
+def _fix(finding: Finding) -> str:
+    fix = finding.fix
+    ready = "\n".join(f"{_e(kind)}: {_e(line)}" for kind, line in ready_lines(fix))
+    return (
+        f'<div class="fix"><b>Fix:</b> {_e(fix.summary)}'
+        + (f"<pre>{ready}</pre>" if ready else "")
+        + _list(fix.steps, ordered=True)
+        + "</div>"
+    )
 
 
-def _finding(finding: Finding, where: str | None = None) -> str:
-    place = f" in <b>{_e(where)}</b>" if where else ""
+def _finding(finding: Finding, place: str, evidence_open: bool) -> str:
+    """The finding, whole, once: the cause and where, why, the fix with the values to paste, then its evidence."""
     parts = [
         '<div class="card finding">',
-        f'<h3><span class="badge bad">{_e(finding.cause.value)} / {_e(finding.mechanism.value)}</span>{place} '
-        f'<span class="dim">confidence {_e(finding.confidence.value)}</span></h3>',
+        f'<p class="lead"><span class="badge bad">{_e(cause_title(finding))}</span>'
+        + (f" in <b>{_e(place)}</b> " if place else " ")
+        + f'<span class="dim">confidence {_e(finding.confidence.value)}</span></p>',
         f"<p>{_e(finding.explanation)}</p>",
-        f"<p class=dim>{_e(_workload_line(finding.workload))}</p>",
     ]
     if finding.processes:
         parts.append(
@@ -121,12 +168,14 @@ def _finding(finding: Finding, where: str | None = None) -> str:
         )
     if finding.libraries:
         parts.append(f"<p>libraries: {_e(', '.join(finding.libraries))}</p>")
-    parts.append(_evidence(finding.evidence))
-    parts.append(
-        f'<div class="fix"><b>Fix:</b> {_e(finding.fix.summary)}{_list(finding.fix.steps, ordered=True)}</div>'
-    )
+    parts.append(_fix(finding))
+    evidence = _evidence(finding.evidence)
     if finding.collect_next:
-        parts.append(f"<p><b>To be surer, collect:</b></p>{_list(finding.collect_next)}")
+        evidence += f"<p><b>To be surer, collect:</b></p>{_list(finding.collect_next)}"
+    if evidence:
+        opened = " open" if evidence_open else ""
+        count = plural(len(finding.evidence), "fact")
+        parts.append(f"<details{opened}><summary>evidence ({count})</summary>{evidence}</details>")
     parts.append("</div>")
     return "".join(parts)
 
@@ -148,67 +197,35 @@ def _observation(observation: Observation) -> str:
     )
 
 
+def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
+    """Known facts as one line of "name value" pairs; unknown ones ("") left out."""
+    shown = [f"{_e(name)} <b>{_e(value)}</b>" for name, value in pairs if value]
+    return f"<p>{' · '.join(shown)}</p>" if shown else ""
+
+
 def _node(node: NodeView) -> str:
-    cells = [
+    pairs = [
         ("CPUs", "unknown" if node.cpus is None else str(node.cpus)),
-        ("load average", "unknown" if node.load_average is None else " ".join(f"{v:.2f}" for v in node.load_average)),
-        ("runnable tasks", "unknown" if node.run_queue is None else number(node.run_queue)),
+        ("load average", "" if node.load_average is None else " ".join(f"{v:.2f}" for v in node.load_average)),
+        ("runnable tasks", "" if node.run_queue is None else number(node.run_queue)),
         (
             "context switches",
-            "unknown" if node.context_switches_per_second is None else f"{number(node.context_switches_per_second)}/s",
+            "" if node.context_switches_per_second is None else f"{number(node.context_switches_per_second)}/s",
         ),
     ]
     if node.cpu is not None:
         since = " since boot" if node.cpu.since_boot else ""
-        cells.extend((f"CPU {name}{since}", f"{value:.1f} %") for name, _short, value in cpu_states(node.cpu))
-    rows = "".join(f"<tr><td>{_e(name)}</td><td class=n>{_e(value)}</td></tr>" for name, value in cells)
-    return f"<h2>Node</h2><table>{rows}</table>"
-
-
-def _thread_split(thread: ThreadView) -> tuple[float, float, float]:
-    yields = thread.sched_yield_seconds or 0.0
-    futex = thread.futex_seconds or 0.0
-    other = max((thread.syscall_seconds or 0.0) - yields - futex, 0.0)
-    return yields, futex, other
-
-
-def thread_chart(threads: Sequence[ThreadView], title: str) -> str:
-    """Inline SVG: time in sched_yield, futex and other system calls, one bar per thread (most first)."""
-    ranked = sorted(threads, key=lambda thread: sum(_thread_split(thread)), reverse=True)[:CHART_THREADS]
-    if not ranked or sum(sum(_thread_split(thread)) for thread in ranked) <= 0:
-        return ""
-    longest = max(sum(_thread_split(thread)) for thread in ranked)
-    left, width, bar, gap = 150, 520, 14, 4
-    height = 34 + len(ranked) * (bar + gap)
-    parts = [
-        f'<svg role="img" width="{left + width + 90}" height="{height}">',
-        f"<title>{_e(title)}</title>",
-    ]
-    legend_x = left
-    for name in ("sched_yield", "futex", "other"):
-        parts.append(f'<rect x="{legend_x}" y="4" width="10" height="10" fill="{COLOURS[name]}"/>')
-        parts.append(f'<text x="{legend_x + 14}" y="13">{_e(name)} (s)</text>')
-        legend_x += 110
-    for index, thread in enumerate(ranked):
-        y = 24 + index * (bar + gap)
-        label = f"{thread.comm or '?'} {thread.tid if thread.tid is not None else ''}".strip()
-        parts.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{_e(label[:24])}</text>')
-        x = float(left)
-        for name, seconds in zip(("sched_yield", "futex", "other"), _thread_split(thread), strict=True):
-            span = width * seconds / longest
-            if span > 0:
-                parts.append(f'<rect x="{x:.1f}" y="{y}" width="{span:.1f}" height="{bar}" fill="{COLOURS[name]}"/>')
-            x += span
-        parts.append(f'<text x="{x + 4:.1f}" y="{y + 11}">{_e(number(sum(_thread_split(thread))))} s</text>')
-    parts.append("</svg>")
-    more = len(threads) - len(ranked)
-    note = f'<p class="dim">{more:,} more threads not drawn</p>' if more > 0 else ""
-    return f"<h3>{_e(title)}</h3>" + "".join(parts) + note
+        states = " ".join(f"{value:.1f} {short}" for _name, short, value in cpu_states(node.cpu) if value)
+        pairs.append((f"CPU time{since}", states or "all 0"))
+    return "<h3>Node</h3>" + _pairs(pairs)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    head = "".join(f"<th>{_e(header)}</th>" for header in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    """A table without the columns that are empty in every row."""
+    rows = [list(row) for row in rows]
+    kept = [index for index in range(len(headers)) if any(row[index] for row in rows)]
+    head = "".join(f"<th>{_e(headers[index])}</th>" for index in kept)
+    body = "".join("<tr>" + "".join(f"<td>{_e(row[index])}</td>" for index in kept) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -216,32 +233,66 @@ def _known(value: float | None, suffix: str = "") -> str:
     return "" if value is None else f"{number(value)}{suffix}"
 
 
+THREAD_HEADERS = ("tid", "command", "sched_yield", "in sched_yield", "futex", "in futex", "longest futex", "%CPU")
+
+
+def _thread_row(t: ThreadView) -> tuple[str, ...]:
+    return (
+        "" if t.tid is None else str(t.tid),
+        t.comm or "?",
+        _known(None if t.sched_yield_calls is None else float(t.sched_yield_calls)),
+        _known(t.sched_yield_seconds, " s"),
+        _known(None if t.futex_calls is None else float(t.futex_calls)),
+        _known(t.futex_seconds, " s"),
+        _known(t.futex_max_seconds, " s"),
+        "" if t.cpu_percent is None else f"{t.cpu_percent:.1f}",
+    )
+
+
 def _thread_table(threads: Sequence[ThreadView]) -> str:
     ranked = rank_threads(threads)
-    more = len(ranked) - TABLE_ROWS
+    busy = [thread for thread in ranked if not idle(thread)]
+    quiet = [thread for thread in ranked if idle(thread)]
+    more = len(busy) - TABLE_ROWS
+    parts = []
+    if busy:
+        rows = _table(THREAD_HEADERS, (_thread_row(t) for t in busy[:TABLE_ROWS]))
+        parts.append(f"<details><summary>threads: the numbers ({len(busy):,})</summary>{rows}</details>")
+    if more > 0:
+        parts.append(f'<p class="dim">{more:,} more threads not listed</p>')
+    if quiet:
+        names = ", ".join(f"{t.comm or '?'} {t.tid if t.tid is not None else '?'}" for t in quiet[:TABLE_ROWS])
+        more_quiet = f" and {len(quiet) - TABLE_ROWS:,} more" if len(quiet) > TABLE_ROWS else ""
+        parts.append(
+            f"<details><summary>{len(quiet):,} threads with nothing counted</summary>"
+            f'<p class="dim">{_e(names)}{more_quiet}</p></details>'
+        )
+    return "".join(parts)
+
+
+def _processes(workload: WorkloadView) -> str:
+    ranked = rank_processes(workload.processes or ())
     rows = (
         (
-            "" if t.tid is None else str(t.tid),
-            t.comm or "?",
-            _known(None if t.sched_yield_calls is None else float(t.sched_yield_calls)),
-            _known(t.sched_yield_seconds, " s"),
-            _known(None if t.futex_calls is None else float(t.futex_calls)),
-            _known(t.futex_seconds, " s"),
-            _known(t.futex_max_seconds, " s"),
-            "" if t.cpu_percent is None else f"{t.cpu_percent:.1f}",
+            str(p.pid),
+            p.command or p.comm or "?",
+            "" if p.threads is None else str(p.threads),
+            "" if p.cpu_percent is None else f"{p.cpu_percent:.1f}",
+            "" if p.system_percent is None else f"{p.system_percent:.1f}",
+            ", ".join(p.libraries),
         )
-        for t in ranked[:TABLE_ROWS]
+        for p in ranked[:TABLE_ROWS]
     )
-    headers = ("tid", "command", "sched_yield", "in sched_yield", "futex", "in futex", "longest futex", "%CPU")
-    note = f'<p class="dim">{more:,} more threads not listed</p>' if more > 0 else ""
-    return "<h3>Threads</h3>" + _table(headers, rows) + note
+    more = len(ranked) - TABLE_ROWS
+    note = f'<p class="dim">{more:,} more processes not listed</p>' if more > 0 else ""
+    return "<h3>Processes</h3>" + _table(("pid", "command", "threads", "%CPU", "%sys", "libraries"), rows) + note
 
 
-def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
-    name = workload_name(workload.ref)
+def _workload(workload: WorkloadView, diagnosis: Diagnosis, axis_end: float | None) -> str:
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
+    causes = ", ".join(finding.cause.value for finding in findings)
     badge = (
-        f'<span class="badge bad">{plural(len(findings), "finding")}</span>'
+        f'<span class="badge bad">{_e(causes)}: above</span>'
         if findings
         else '<span class="badge good">no finding</span>'
     )
@@ -256,7 +307,7 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
         ("time in futex calls", _known(workload.futex_wait_seconds, " s")),
         ("waited for a CPU", _known(workload.runqueue_wait_seconds, " s")),
     ]
-    parts = [f"<h2>{_e(name)} {badge}</h2>", _table(("fact", "value"), [(k, v) for k, v in facts if v])]
+    parts = [f"<h3>{_e(workload_name(workload.ref))} {badge}</h3>", _pairs(facts)]
     budget = budget_lines(workload) if workload.ref in named_workloads(diagnosis) else ()
     if budget:
         parts.append(f"<h3>Time budget (thread-seconds)</h3>{_list(budget)}")
@@ -272,106 +323,110 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis) -> str:
             f"in {len(library.pids)} process(es)</p>"
         )
     if workload.thread_views:
-        parts.append(thread_chart(workload.thread_views, "Time in system calls per thread"))
+        parts.append(thread_chart(workload.thread_views, "Time in system calls per thread", axis_end))
         parts.append(_thread_table(workload.thread_views))
     if workload.processes:
-        ranked = rank_processes(workload.processes)
-        parts.append("<h3>Processes</h3>")
-        parts.append(
-            _table(
-                ("pid", "command", "threads", "%CPU", "%sys", "libraries"),
-                (
-                    (
-                        str(p.pid),
-                        p.command or p.comm or "?",
-                        "" if p.threads is None else str(p.threads),
-                        "" if p.cpu_percent is None else f"{p.cpu_percent:.1f}",
-                        "" if p.system_percent is None else f"{p.system_percent:.1f}",
-                        ", ".join(p.libraries),
-                    )
-                    for p in ranked[:TABLE_ROWS]
-                ),
-            )
-        )
-    for finding in findings:
-        parts.append(_finding(finding))
+        parts.append(_processes(workload))
     parts.extend(_unchecked(u) for u in diagnosis.unchecked if u.workload == workload.ref)
     return "".join(parts)
 
 
-def diagnosis_body(diagnosis: Diagnosis, title: str) -> list[str]:
-    """The page's sections for one diagnosis (also used for each side of a comparison)."""
-    verdict, tone = summary(diagnosis)
-    badge = f'<span class="badge {BADGES[tone]}">{_e(verdict)}</span>'
-    body = [f"<h1>{_e(title)} {badge}</h1>"]
-    if diagnosis.facts.sources:
-        body.append(f'<p class="dim sources">from: {_e("; ".join(diagnosis.facts.sources))}</p>')
-    body.append(_node(diagnosis.facts.node))
+def _details(diagnosis: Diagnosis, axis_end: float | None = None) -> str:
+    """The node, each workload (most contended first), the rules that could not decide elsewhere."""
     known = {workload.ref for workload in diagnosis.facts.workloads}
-    body.extend(_workload(workload, diagnosis) for workload in rank_workloads(diagnosis))
-    body.extend(_finding(f) for f in diagnosis.findings if f.workload not in known)
-    body.extend(_unchecked(u) for u in diagnosis.unchecked if u.workload not in known)
-    if diagnosis.observations:
-        body.append("<h2>Observations (not a thread-contention cause)</h2>")
-        body.extend(_observation(observation) for observation in diagnosis.observations)
-    if diagnosis.facts.notes:
-        body.append(f"<h2>What these sources cannot tell</h2>{_list(diagnosis.facts.notes)}")
-    return body
-
-
-def diagnosis_page(diagnosis: Diagnosis, title: str = "schedwatch diagnosis") -> str:
-    """One self-contained page for *diagnosis*."""
-    return _page(title, diagnosis_body(diagnosis, title), to_json(diagnosis))
-
-
-def difference_chart(comparison: Comparison) -> str:
-    """Inline SVG: each difference known on both sides as two bars, A and B, scaled to the larger."""
-    rows = [d for d in comparison.differences if d.a is not None and d.b is not None and max(d.a, d.b) > 0]
-    if not rows:
-        return ""
-    left, width, bar = 330, 380, 11
-    step = 2 * bar + 12
-    height = 30 + len(rows) * step
-    parts = [
-        f'<svg role="img" width="{left + width + 140}" height="{height}">',
-        f"<title>{_e(comparison.a_name)} vs {_e(comparison.b_name)}</title>",
-        f'<rect x="{left}" y="4" width="10" height="10" fill="{COLOURS["a"]}"/>',
-        f'<text x="{left + 14}" y="13">{_e(comparison.a_name[:40])}</text>',
-        f'<rect x="{left + 200}" y="4" width="10" height="10" fill="{COLOURS["b"]}"/>',
-        f'<text x="{left + 214}" y="13">{_e(comparison.b_name[:40])}</text>',
-    ]
-    for index, difference in enumerate(rows):
-        y = 24 + index * step
-        assert difference.a is not None and difference.b is not None
-        largest = max(difference.a, difference.b)
-        parts.append(f'<text x="{left - 8}" y="{y + bar + 4}" text-anchor="end">{_e(difference.fact)}</text>')
-        for offset, (side, value) in enumerate((("a", difference.a), ("b", difference.b))):
-            span = width * value / largest
-            top = y + offset * bar
-            parts.append(f'<rect x="{left}" y="{top}" width="{span:.1f}" height="{bar - 1}" fill="{COLOURS[side]}"/>')
-            parts.append(
-                f'<text x="{left + span + 4:.1f}" y="{top + bar - 2}">{_e(with_unit(value, difference.unit))}</text>'
-            )
-    parts.append("</svg>")
+    parts = [_node(diagnosis.facts.node)]
+    parts.extend(_workload(workload, diagnosis, axis_end) for workload in rank_workloads(diagnosis))
+    parts.extend(_unchecked(u) for u in diagnosis.unchecked if u.workload not in known)
     return "".join(parts)
 
 
-def comparison_page(comparison: Comparison) -> str:
-    """One self-contained page: why A and B differ, the cause and fix, the differences, then each side."""
+def _observations(diagnosis: Diagnosis) -> str:
+    return "".join(_observation(observation) for observation in diagnosis.observations)
+
+
+def _all_threads(diagnosis: Diagnosis) -> list[ThreadView]:
+    return [thread for workload in diagnosis.facts.workloads for thread in workload.thread_views or ()]
+
+
+def diagnosis_body(diagnosis: Diagnosis, title: str, made: Made | None = None) -> list[str]:
+    """The page's parts for one diagnosis: the head, the answer (each finding, its fix), then the folded details."""
+    verdict, tone = summary(diagnosis)
+    body = [f'<h1>{_e(title)} <span class="badge {BADGES[tone]}">{_e(verdict)}</span></h1>', _made(made)]
+    cards = [_finding(f, where(f.workload), evidence_open=True) for f in rank_findings(diagnosis)]
+    inputs = f'<p class="dim"><b>Inputs:</b> {_e(inputs_of(diagnosis))}</p>'
+    body.append(f'<section class="answer{"" if cards else " good"}">{"".join(cards)}{inputs}</section>')
+    flagged = {finding.workload for finding in diagnosis.findings}
+    sections = [
+        Section(
+            "details",
+            "Node and workloads",
+            _details(diagnosis),
+            open=bool(flagged) or len(diagnosis.facts.workloads) < 2,
+        ),
+        Section("observations", "Observations (not a thread-contention cause)", _observations(diagnosis), open=True),
+        Section("notes", "What these sources cannot tell", _list(diagnosis.facts.notes)),
+    ]
+    body.extend(_folded(sections))
+    return body
+
+
+def diagnosis_page(diagnosis: Diagnosis, title: str = "schedwatch diagnosis", made: Made | None = None) -> str:
+    """One self-contained page for *diagnosis*."""
+    return _page(title, diagnosis_body(diagnosis, title, made), to_json(diagnosis, made))
+
+
+def _differences(comparison: Comparison) -> str:
+    """The chart of the facts both sides know (with A / B), then a table of those only one side knows."""
+    alone = [d for d in comparison.differences if not drawn(d) and (d.a or d.b)]
+    table = ""
+    if alone:
+        rows = ((d.fact, *difference_cells(d)[:2]) for d in alone)
+        table = "<h3>Known on one side only</h3>" + _table(("fact", comparison.a_name, comparison.b_name), rows)
+    return difference_chart(comparison) + table
+
+
+def comparison_page(comparison: Comparison, made: Made | None = None) -> str:
+    """One self-contained page: which side is slow, the cause and its fix, the inputs; then, folded, why they
+    differ, what differs, each side's details and what the sources cannot tell."""
     title = f"schedwatch compare: {comparison.a_name} vs {comparison.b_name}"
-    body = [f"<h1>{_e(title)}</h1>", '<div class="card why"><h3>Why they differ</h3>']
-    body.extend(f"<p>{_e(sentence)}</p>" for sentence in comparison.explanation)
-    body.append("</div>")
+    tone = "bad" if comparison.cause is not None else "good"
+    answer = [f'<p class="lead"><b>{_e(slow_line(comparison))}</b></p>']
     if comparison.cause is not None:
-        body.append(_finding(comparison.cause, comparison.cause_side))
-    body.append("<h2>What differs</h2>")
-    body.append(difference_chart(comparison))
-    body.append(
-        _table(
-            ("fact", comparison.a_name, comparison.b_name, "A / B"),
-            ((d.fact, *difference_cells(d)) for d in comparison.differences),
-        )
+        answer.append(_finding(comparison.cause, comparison.cause_side or "?", evidence_open=False))
+    inputs = "".join(
+        f"<br>{_e(name)}: {_e(inputs_of(side))}"
+        for name, side in ((comparison.a_name, comparison.a), (comparison.b_name, comparison.b))
     )
-    body.extend(diagnosis_body(comparison.a, f"A: {comparison.a_name}"))
-    body.extend(diagnosis_body(comparison.b, f"B: {comparison.b_name}"))
-    return _page(title, body, comparison_to_json(comparison))
+    answer.append(f'<p class="dim"><b>Inputs:</b>{inputs}</p>')
+    body = [
+        f"<h1>{_e(title)}</h1>",
+        _made(made),
+        f'<section class="answer{"" if tone == "bad" else " good"}">{"".join(answer)}</section>',
+    ]
+    others = [
+        _finding(f, ", ".join(part for part in (name, where(f.workload)) if part), evidence_open=True)
+        for name, side in ((comparison.a_name, comparison.a), (comparison.b_name, comparison.b))
+        for f in rank_findings(side)
+        if f is not comparison.cause
+    ]
+    why = "".join(f"<p>{_e(sentence)}</p>" for sentence in comparison.explanation) + "".join(others)
+    axis_end = thread_seconds([*_all_threads(comparison.a), *_all_threads(comparison.b)])
+    sections = [
+        Section("why", "Why they differ", why, open=True),
+        Section("differs", "What differs", _differences(comparison), open=True),
+        Section("side-a", f"{comparison.a_name}: node, processes, threads", _details(comparison.a, axis_end)),
+        Section("side-b", f"{comparison.b_name}: node, processes, threads", _details(comparison.b, axis_end)),
+        Section(
+            "observations",
+            "Observations (not a thread-contention cause)",
+            "".join(
+                f"<h3>{_e(name)}</h3>{_observations(side)}"
+                for name, side in ((comparison.a_name, comparison.a), (comparison.b_name, comparison.b))
+                if side.observations
+            ),
+            open=True,
+        ),
+        Section("notes", "What these sources cannot tell", _list(shared_notes(comparison))),
+    ]
+    body.extend(_folded(sections))
+    return _page(title, body, comparison_to_json(comparison, made))

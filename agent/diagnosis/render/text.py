@@ -1,10 +1,12 @@
 """A diagnosis (or a comparison of two) drawn as a top-down tree on a terminal with rich.
 
-``render_text(diagnosis, console)`` draws the node, then the workloads ranked (most contended first) with their
-threads, processes, pools and libraries, each workload's findings with the evidence and the fix, the rules that
-could not decide and what to collect next, the observations, and what the sources could not tell.
-``render_comparison_text(comparison, console)`` draws A and B side by side the same way. :func:`make_console`
-gives a console that writes colour on a terminal and plain text when piped or when ``NO_COLOR`` is set.
+The answer first, each finding once: ``render_text(diagnosis, console)`` draws which schedwatch made the report and
+from which inputs, then each finding (the cause, its fix with the values to paste, its evidence), then the details:
+the node, the workloads ranked (most contended first) with their processes and threads (those with nothing counted
+folded into one line), pools and libraries, the rules that could not decide, the observations, and what the sources
+could not tell. ``render_comparison_text(comparison, console)`` leads with which side is slow, the cause and the fix,
+the inputs and why the two differ, then the table of differences and each side's details. :func:`make_console` gives
+a console that writes colour on a terminal and plain text when piped or when ``NO_COLOR`` is set.
 
 Every name a tenant controls (cgroup, container, command, thread) is put in as plain text, never as rich markup.
 The renderer knows nothing of the rules: it draws what the diagnosis holds.
@@ -13,7 +15,7 @@ The renderer knows nothing of the rules: it draws what the diagnosis holds.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import IO
 
 from rich.console import Console
@@ -21,26 +23,32 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from agent.diagnosis.comparison import Comparison, Difference
-from agent.diagnosis.facts import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
+from agent.diagnosis.comparison import Comparison
+from agent.diagnosis.facts import NodeView, ProcessView, ThreadView, WorkloadView
 from agent.diagnosis.findings import Diagnosis, Evidence, Finding, Observation, Unchecked
+from agent.diagnosis.render.answer import cause_title, inputs_of, ready_lines, shared_notes, slow_line
 from agent.diagnosis.render.budget import budget_lines
 from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.render.numbers import number, plural, with_unit
+from agent.diagnosis.render.provenance import Made
+from agent.diagnosis.render.shared import (
+    cpu_states,
+    difference_cells,
+    idle,
+    named_workloads,
+    rank_findings,
+    rank_processes,
+    rank_threads,
+    rank_workloads,
+    summary,
+    where,
+    workload_name,
+)
 from agent.identity.labels import visible
 
 SHOWN = 8  # threads and processes drawn per workload; the rest are counted
-UNNAMED = "unnamed workload (the artifacts name no container or cgroup)"
-CPU_STATES = (  # CpuShares field, top's abbreviation
-    ("user", "us"),
-    ("system", "sy"),
-    ("nice", "ni"),
-    ("idle", "id"),
-    ("iowait", "wa"),
-    ("irq", "hi"),
-    ("softirq", "si"),
-    ("steal", "st"),
-)
+READY = ("Docker", "shell")  # the fix's lines to paste the terminal shows (the page shows each kind)
+TONES = {"bad": "bold red", "unsure": "bold yellow", "good": "bold green"}
 
 
 def printable(text: str) -> str:
@@ -67,43 +75,7 @@ def make_console(file: IO[str] | None = None, width: int | None = None) -> Conso
     )
 
 
-def workload_name(ref: Workload | None) -> str:
-    """The workload as a person names it; artifacts that do not name it say so."""
-    if ref is None or ref == Workload():
-        return UNNAMED
-    return ref.name
-
-
-def cpu_states(shares: CpuShares) -> list[tuple[str, str, float]]:
-    """The known states of *shares*, each as (name, top's abbreviation, percent), in top's order."""
-    return [(name, short, value) for name, short in CPU_STATES if (value := getattr(shares, name)) is not None]
-
-
-def rank_threads(threads: Iterable[ThreadView]) -> list[ThreadView]:
-    """*threads*, most time in system calls first (sched_yield time when that is all there is), then most CPU."""
-    return sorted(
-        threads,
-        key=lambda thread: (thread.syscall_seconds or thread.sched_yield_seconds or 0.0, thread.cpu_percent or 0.0),
-        reverse=True,
-    )
-
-
-def rank_processes(processes: Iterable[ProcessView]) -> list[ProcessView]:
-    """*processes*, most CPU first."""
-    return sorted(processes, key=lambda process: process.cpu_percent or 0.0, reverse=True)
-
-
-def difference_cells(difference: Difference) -> tuple[str, str, str]:
-    """A's value, B's value ("?" when unknown) and the ratio A / B ("" when there is none), as printed."""
-    return (
-        "?" if difference.a is None else with_unit(difference.a, difference.unit),
-        "?" if difference.b is None else with_unit(difference.b, difference.unit),
-        "" if difference.ratio is None else f"{difference.ratio:,.1f}x",
-    )
-
-
 def _node(node: NodeView, tree: Tree) -> None:
-    branch = tree.add(_text("node", style="bold"))
     parts = [f"CPUs {node.cpus}" if node.cpus is not None else "CPUs unknown"]
     if node.load_average is not None:
         parts.append("load average " + " ".join(f"{value:.2f}" for value in node.load_average))
@@ -111,12 +83,12 @@ def _node(node: NodeView, tree: Tree) -> None:
         parts.append(f"runnable tasks {number(node.run_queue)}")
     if node.context_switches_per_second is not None:
         parts.append(f"context switches {number(node.context_switches_per_second)}/s")
-    branch.add(_text(" · ".join(parts)))
     if node.cpu is not None:
-        shown = "  ".join(f"{value:.1f} {short}" for _name, short, value in cpu_states(node.cpu))
-        branch.add(_text(f"CPU time{' since boot' if node.cpu.since_boot else ''}: {shown}"))
-    else:
-        branch.add(_text("CPU time: unknown", style="dim"))
+        shown = " ".join(f"{value:.1f} {short}" for _name, short, value in cpu_states(node.cpu) if value)
+        parts.append(f"CPU time{' since boot' if node.cpu.since_boot else ''}: {shown or 'all 0'}")
+    line = _text("node: ", style="bold")
+    line.append(printable(" · ".join(parts)))
+    tree.add(line)
 
 
 def _workload_summary(workload: WorkloadView) -> str:
@@ -146,14 +118,14 @@ def _workload_summary(workload: WorkloadView) -> str:
 
 def _thread_line(thread: ThreadView) -> Text:
     parts: list[str] = []
-    if thread.sched_yield_calls is not None:
-        seconds = f" ({number(thread.sched_yield_seconds)} s)" if thread.sched_yield_seconds is not None else ""
+    if thread.sched_yield_calls:
+        seconds = f" ({number(thread.sched_yield_seconds)} s)" if thread.sched_yield_seconds else ""
         parts.append(f"sched_yield {number(thread.sched_yield_calls)}{seconds}")
-    if thread.futex_calls is not None:
+    if thread.futex_calls:
         extra = []
-        if thread.futex_seconds is not None:
+        if thread.futex_seconds:
             extra.append(f"{number(thread.futex_seconds)} s")
-        if thread.futex_max_seconds is not None:
+        if thread.futex_max_seconds:
             extra.append(f"longest {number(thread.futex_max_seconds)} s")
         parts.append(f"futex {number(thread.futex_calls)}" + (f" ({', '.join(extra)})" if extra else ""))
     if thread.cpu_percent is not None:
@@ -168,12 +140,15 @@ def _thread_line(thread: ThreadView) -> Text:
 
 def _threads(threads: tuple[ThreadView, ...], tree: Tree) -> None:
     ranked = rank_threads(threads)
-    more = len(ranked) - SHOWN
-    title = f"threads ({len(ranked):,}; by time in system calls, then CPU" + (
-        f"; {more:,} more not drawn)" if more > 0 else ")"
-    )
+    busy = [thread for thread in ranked if not idle(thread)]
+    quiet = len(ranked) - len(busy)
+    more = len(busy) - SHOWN
+    folded = [f"{more:,} more not drawn"] if more > 0 else []
+    if quiet:
+        folded.append(f"{quiet:,} with nothing counted")
+    title = f"threads ({len(ranked):,}; by time in system calls, then CPU" + "".join(f"; {f}" for f in folded) + ")"
     branch = tree.add(_text(title, style="bold"))
-    for thread in ranked[:SHOWN]:
+    for thread in busy[:SHOWN]:
         branch.add(_thread_line(thread))
 
 
@@ -222,9 +197,12 @@ def _evidence(items: Iterable[Evidence], tree: Tree) -> None:
         tree.add(line)
 
 
-def _finding(finding: Finding, tree: Tree) -> None:
+def _finding(finding: Finding, tree: Tree, place: str) -> None:
+    """The finding, whole, once: the cause and where, why, the fix with the values to paste, then the evidence."""
     title = _text("finding: ", style="bold red")
-    title.append(printable(f"{finding.cause.value} / {finding.mechanism.value}"), style="bold red")
+    title.append(printable(cause_title(finding)), style="bold red")
+    if place:
+        title.append(printable(f" in {place}"))
     title.append(f"  confidence {finding.confidence.value}")
     branch = tree.add(title)
     branch.add(_text(finding.explanation))
@@ -232,10 +210,13 @@ def _finding(finding: Finding, tree: Tree) -> None:
         branch.add(_text("processes: " + ", ".join(str(pid) for pid in finding.processes)))
     if finding.libraries:
         branch.add(_text("libraries: " + ", ".join(finding.libraries)))
-    _evidence(finding.evidence, branch.add(_text("evidence", style="bold")))
     fix = branch.add(_text("fix: " + finding.fix.summary, style="bold green"))
+    for kind, line in ready_lines(finding.fix):
+        if kind in READY:
+            fix.add(_text(f"{kind}: {line}", style="green"))
     for number_, step in enumerate(finding.fix.steps, 1):
         fix.add(_text(f"{number_}. {step}"))
+    _evidence(finding.evidence, branch.add(_text("evidence", style="bold")))
     if finding.collect_next:
         collect = branch.add(_text("to be surer, collect", style="bold"))
         for item in finding.collect_next:
@@ -261,30 +242,6 @@ def _observation(observation: Observation, tree: Tree) -> None:
             look.add(_text(item))
 
 
-def rank_workloads(diagnosis: Diagnosis) -> list[WorkloadView]:
-    """The workloads, those with a finding first, then by sched_yield calls, futex wait and CPU used."""
-    flagged = {finding.workload for finding in diagnosis.findings}
-    return sorted(
-        diagnosis.facts.workloads,
-        key=lambda w: (
-            w.ref in flagged,
-            w.sched_yield_calls or 0.0,
-            w.futex_wait_seconds or 0.0,
-            w.cpu_used_cores or 0.0,
-        ),
-        reverse=True,
-    )
-
-
-def named_workloads(diagnosis: Diagnosis) -> set[Workload | None]:
-    """The workloads a finding, an undecided rule or an observation names: those whose time budget is drawn."""
-    return (
-        {finding.workload for finding in diagnosis.findings}
-        | {unchecked.workload for unchecked in diagnosis.unchecked}
-        | {observation.workload for observation in diagnosis.observations}
-    )
-
-
 def _budget(workload: WorkloadView, tree: Tree) -> None:
     lines = budget_lines(workload)
     if not lines:
@@ -298,8 +255,11 @@ def _budget(workload: WorkloadView, tree: Tree) -> None:
 def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
     findings = [finding for finding in diagnosis.findings if finding.workload == workload.ref]
     title = _text(workload_name(workload.ref), style="bold")
-    verdict = plural(len(findings), "finding") if findings else "no finding"
-    title.append(f"  {verdict}", style="red" if findings else "green")
+    if findings:
+        causes = ", ".join(finding.cause.value for finding in findings)
+        title.append(printable(f"  {plural(len(findings), 'finding')} ({causes}: above)"), style="red")
+    else:
+        title.append("  no finding", style="green")
     branch = tree.add(title)
     branch.add(_text(_workload_summary(workload)))
     if workload.ref in named_workloads(diagnosis):
@@ -323,38 +283,17 @@ def _workload(workload: WorkloadView, diagnosis: Diagnosis, tree: Tree) -> None:
         _processes(workload.processes, branch)
     if workload.thread_views:
         _threads(workload.thread_views, branch)
-    for finding in findings:
-        _finding(finding, branch)
     for unchecked in diagnosis.unchecked:
         if unchecked.workload == workload.ref:
             _unchecked(unchecked, branch)
 
 
-def summary(diagnosis: Diagnosis) -> tuple[str, str]:
-    """The one-line verdict and its tone ("bad", "unsure", "good")."""
-    if diagnosis.findings:
-        return plural(len(diagnosis.findings), "finding"), "bad"
-    if diagnosis.unchecked:
-        rules = plural(len(diagnosis.unchecked), "rule")
-        return f"no finding, but {rules} could not decide: collect what they ask for", "unsure"
-    return "no finding: no thread-contention cause in these facts", "good"
-
-
-def diagnosis_tree(diagnosis: Diagnosis, title: str) -> Tree:
-    """The tree of one diagnosis (what :func:`render_text` prints)."""
-    heading = _text(title, style="bold")
-    verdict, tone = summary(diagnosis)
-    heading.append(f"  {verdict}", style={"bad": "bold red", "unsure": "bold yellow", "good": "bold green"}[tone])
-    tree = Tree(heading)
-    if diagnosis.facts.sources:
-        tree.add(_text("from: " + "; ".join(diagnosis.facts.sources), style="dim"))
+def _details(diagnosis: Diagnosis, tree: Tree) -> None:
+    """The node, each workload, the rules that could not decide elsewhere, and the observations."""
     _node(diagnosis.facts.node, tree)
     known = {workload.ref for workload in diagnosis.facts.workloads}
     for workload in rank_workloads(diagnosis):
         _workload(workload, diagnosis, tree)
-    stray = [finding for finding in diagnosis.findings if finding.workload not in known]
-    for finding in stray:
-        _finding(finding, tree.add(_text(workload_name(finding.workload), style="bold")))
     for unchecked in diagnosis.unchecked:
         if unchecked.workload not in known:
             _unchecked(unchecked, tree)
@@ -362,16 +301,40 @@ def diagnosis_tree(diagnosis: Diagnosis, title: str) -> Tree:
         branch = tree.add(_text("observations (not a thread-contention cause)", style="bold"))
         for observation in diagnosis.observations:
             _observation(observation, branch)
-    if diagnosis.facts.notes:
+
+
+def _notes(notes: Sequence[str], tree: Tree) -> None:
+    if notes:
         branch = tree.add(_text("what these sources cannot tell", style="bold dim"))
-        for note in diagnosis.facts.notes:
+        for note in notes:
             branch.add(_text(note, style="dim"))
+
+
+def _made(made: Made | None, tree: Tree) -> None:
+    if made is not None:
+        tree.add(_text(made.line, style="dim"))
+
+
+def diagnosis_tree(diagnosis: Diagnosis, title: str, made: Made | None = None) -> Tree:
+    """The tree of one diagnosis (what :func:`render_text` prints): provenance, the findings, then the details."""
+    heading = _text(title, style="bold")
+    verdict, tone = summary(diagnosis)
+    heading.append(f"  {verdict}", style=TONES[tone])
+    tree = Tree(heading)
+    _made(made, tree)
+    tree.add(_text("inputs: " + inputs_of(diagnosis), style="dim"))
+    for finding in rank_findings(diagnosis):
+        _finding(finding, tree, where(finding.workload))
+    _details(diagnosis, tree)
+    _notes(diagnosis.facts.notes, tree)
     return tree
 
 
-def render_text(diagnosis: Diagnosis, console: Console, title: str = "schedwatch diagnosis") -> None:
+def render_text(
+    diagnosis: Diagnosis, console: Console, title: str = "schedwatch diagnosis", made: Made | None = None
+) -> None:
     """Print *diagnosis* on *console* as a top-down tree (see :func:`make_console` for the console)."""
-    console.print(diagnosis_tree(diagnosis, title))
+    console.print(diagnosis_tree(diagnosis, title, made))
 
 
 def _difference_table(comparison: Comparison) -> Table:
@@ -381,25 +344,48 @@ def _difference_table(comparison: Comparison) -> Table:
     table.add_column(_text(comparison.b_name), justify="right", overflow="fold")
     table.add_column(_text("A / B"), justify="right")
     for difference in comparison.differences:
-        table.add_row(_text(difference.fact), *(_text(cell) for cell in difference_cells(difference)))
+        if difference.a or difference.b:  # a fact that is 0 (or unknown) on both sides tells them not apart
+            table.add_row(_text(difference.fact), *(_text(cell) for cell in difference_cells(difference)))
     return table
 
 
-def render_comparison_text(comparison: Comparison, console: Console) -> None:
-    """Print *comparison*: why A and B differ, the cause and the fix, the table of differences, then each side."""
+def _side(diagnosis: Diagnosis, name: str) -> Tree:
+    heading = _text(name, style="bold cyan")
+    verdict, tone = summary(diagnosis)
+    heading.append(f"  {verdict}", style=TONES[tone])
+    tree = Tree(heading)
+    _details(diagnosis, tree)
+    return tree
+
+
+def render_comparison_text(comparison: Comparison, console: Console, made: Made | None = None) -> None:
+    """Print *comparison*: which side is slow, the cause and its fix, the inputs, why they differ; then the table
+    of differences, each side's details, and what the sources cannot tell."""
     heading = _text("schedwatch compare: ", style="bold")
     heading.append(printable(comparison.a_name), style="bold cyan")
     heading.append(printable(" vs "), style="bold")
     heading.append(printable(comparison.b_name), style="bold cyan")
     tree = Tree(heading)
+    _made(made, tree)
+    tree.add(_text(slow_line(comparison), style="bold"))
+    if comparison.cause is not None:
+        _finding(comparison.cause, tree, comparison.cause_side or "?")
+    inputs = tree.add(_text("inputs", style="bold"))
+    for name, diagnosis in ((comparison.a_name, comparison.a), (comparison.b_name, comparison.b)):
+        inputs.add(_text(f"{name}: {inputs_of(diagnosis)}", style="dim"))
     why = tree.add(_text("why they differ", style="bold"))
     for sentence in comparison.explanation:
         why.add(_text(sentence))
-    if comparison.cause is not None:
-        side = _text("cause in ")
-        side.append(printable(comparison.cause_side or "?"), style="cyan")
-        _finding(comparison.cause, tree.add(side))
+    others = [f for side in (comparison.a, comparison.b) for f in rank_findings(side) if f is not comparison.cause]
+    for finding in others:
+        side = comparison.a_name if finding in comparison.a.findings else comparison.b_name
+        _finding(finding, tree, ", ".join(part for part in (side, where(finding.workload)) if part))
     console.print(tree)
     console.print(_difference_table(comparison))
-    console.print(diagnosis_tree(comparison.a, f"A: {comparison.a_name}"))
-    console.print(diagnosis_tree(comparison.b, f"B: {comparison.b_name}"))
+    console.print(_side(comparison.a, comparison.a_name))
+    console.print(_side(comparison.b, comparison.b_name))
+    notes = Tree(_text("what these sources cannot tell", style="bold dim"))
+    for note in shared_notes(comparison):
+        notes.add(_text(note, style="dim"))
+    if comparison.a.facts.notes or comparison.b.facts.notes:
+        console.print(notes)

@@ -27,6 +27,8 @@ from agent.diagnosis.rules import (
     polling,
     pool,
     runqueue,
+    runqueue_waits,
+    stacks,
     steal,
     throttling,
     unexplained,
@@ -51,6 +53,7 @@ def _other_causes(workload: WorkloadView, facts: Facts, limits: Thresholds, name
     if Cause.CPU_THROTTLING not in named:  # a throttled thread waits for its quota, whoever runs the CPU
         found.append(steal.check(workload, facts.node, limits))
     found.append(memory.check(workload, limits))
+    found.append(stacks.allocator_finding(workload, limits))
     return [finding for finding in found if finding is not None]
 
 
@@ -70,18 +73,22 @@ def _contention(workload: WorkloadView, facts: Facts, limits: Thresholds) -> lis
     derived = signals(workload, facts.node, limits)
     outcomes: list[Finding | Unchecked] = []
     pool_outcome = pool.check(workload, derived, limits)
+    if not isinstance(pool_outcome, Finding):  # the stacks may name the pool the counts could not
+        pool_outcome = stacks.pool_finding(workload, facts.node, limits) or pool_outcome
     if pool_outcome is not None:
         outcomes.append(pool_outcome)
     pool_found = isinstance(pool_outcome, Finding)
     throttled = throttling.check(workload, derived, limits)
     if not pool_found:
         outcome = futex.check(workload, derived, limits)
+        if not isinstance(outcome, Finding):
+            outcome = stacks.convoy_finding(workload, limits) or outcome
         if outcome is not None:
             outcomes.append(outcome)
         # A throttled thread is runnable while the quota holds it back: that wait is the throttling's. And while
         # the pool rule could not check (libraries unknown), the wait may be a pool's: say what to collect instead.
         if throttled is None and pool_outcome is None:
-            saturated = runqueue.check(workload, derived, limits)
+            saturated = runqueue.check(workload, derived, limits) or runqueue_waits.check(workload, facts.node, limits)
             if saturated is not None:
                 outcomes.append(saturated)
     if throttled is not None:
@@ -100,9 +107,11 @@ def diagnose(facts: Facts, limits: Thresholds = DEFAULT) -> Diagnosis:
         )
     )
     unchecked = tuple(outcome for outcome in outcomes if isinstance(outcome, Unchecked))
+    saturated = any(finding.cause is Cause.RUN_QUEUE_SATURATION for finding in findings)  # it says the waits
     observed = (
         node.observations(facts, findings, limits)
         + node_counters.observations(facts)
         + next_steps.observations(facts, findings)
+        + (() if saturated else runqueue_waits.observations(facts, limits))
     )
     return Diagnosis(facts, findings, unchecked, observed)

@@ -238,11 +238,97 @@ def _sites(workload: WorkloadView, sites: tuple[CodeShare, ...] | None, call: st
     return Observation(topic, summary, shown, look, workload=workload.ref)
 
 
+WAITING_LEAVES = {"lock": "a lock (mutex) wait", "allocator-lock": "an allocator's lock", "yield": "sched_yield",
+                  "spin": "a spin loop", "futex": "a condition or futex wait"}  # fmt: skip
+TAIL_SHARE = 0.1  # of the samples: rows that hold less are the tail of a profile, its top not pasted
+UNOWNED_THREADS = 2  # threads of a dump waiting so, for the paste's missing callers to be worth collecting
+
+
+def _unowned_waits(workload: WorkloadView) -> Observation | None:
+    """Threads of a dump waiting in a lock, a yield or a spin whose callers the paste does not show (gdb's ``info
+    threads``, stacks cut to one frame): who owns the wait is the next thing to collect."""
+    stacks = workload.stacks
+    if stacks is None or stacks.unit not in ("threads", "stacks"):
+        return None
+    groups = [group for group in stacks.groups if group.owner == "unknown" and group.leaf in WAITING_LEAVES]
+    weight = sum(group.weight for group in groups)
+    if weight < UNOWNED_THREADS:
+        return None
+    leaf = max(groups, key=lambda group: group.weight).leaf
+    summary = (
+        f"{weight:g} of {stacks.total:g} threads wait in {WAITING_LEAVES[leaf]}, and the paste does not show who "
+        "called it: which lock, and which thread holds it, is in their callers. In a hang it is a wait nobody ends."
+    )
+    return Observation(
+        "stacks-waiting-owner-unknown",
+        summary,
+        (evidence(f"threads in {WAITING_LEAVES[leaf]} without callers", weight, "threads", f"of {stacks.total:g}"),),
+        (
+            "gdb -p PID -batch -ex 'thread apply all bt' (every thread's callers: the lock's owner)",
+            "perf trace -s -p PID -- sleep 10 (futex calls and time per thread, if it is slow rather than stuck)",
+        ),
+        workload=workload.ref,
+    )
+
+
+def _listed_all(workload: WorkloadView) -> bool:
+    """Stacks of every sample (perf script, bcc, folded...), rather than a profile's rows (perf report, perf top)."""
+    return workload.stacks is not None and workload.stacks.unit != "profile rows"
+
+
+def _profile_tail(workload: WorkloadView) -> Observation | None:
+    """A profile pasted without its top: the rows hold a sliver of the samples, so nothing at the top can be named."""
+    samples, total = workload.cpu_samples, workload.cpu_samples_total
+    if not samples or not total or _listed_all(workload):
+        return None  # stacks formats count every sample they list
+    listed = sum(row.count for row in samples) / total
+    if listed >= TAIL_SHARE:
+        return None
+    return Observation(
+        "profile-tail-collect-next",
+        f"The rows pasted hold {100 * listed:.1f} % of the profile's samples, each a sliver: the top of the profile, "
+        "where the time goes, is not in the paste.",
+        (
+            evidence(
+                "samples in the rows pasted", 100 * listed, "%", f"the top of a profile: {100 * TAIL_SHARE:g} % or more"
+            ),
+        ),
+        (f"{RECORD} | head -60 (the top rows, with who calls them)",),
+        workload=workload.ref,
+    )
+
+
+def _unnamed_top(workload: WorkloadView) -> Observation | None:
+    """A profile whose top no kind of code explains (a program's own code, a spread load): the busiest function and
+    libraries, and the command that shows who calls them."""
+    samples, total = workload.cpu_samples, workload.cpu_samples_total
+    if not samples or not total or _listed_all(workload):
+        return None
+    top = max(samples, key=lambda row: row.count)
+    by_library: dict[str, float] = {}
+    for row in samples:
+        by_library[row.library] = by_library.get(row.library, 0.0) + row.count
+    libraries = sorted(by_library.items(), key=lambda item: -item[1])[:3]
+    shown = ", ".join(f"{name} {_pct(count / total)} %" for name, count in libraries)
+    return Observation(
+        "hot-code-collect-next",
+        f"No kind of code schedwatch knows holds {100 * KIND_SHARE:g} % of the samples: the busiest function is "
+        f"{top.function or '?'} ({top.library}, {_pct(top.count / total)} %); by library {shown}. Which code calls "
+        "it, and whether it is the program's own, the call graph tells.",
+        (evidence(f"samples in {top.function or '?'}", 100 * top.count / total, "%", "the busiest function"),),
+        (f"{RECORD} (who calls the busiest code)", "perf report --stdio --no-children --sort dso (time by library)"),
+        workload=workload.ref,
+    )
+
+
 def observations(workload: WorkloadView) -> tuple[Observation, ...]:
-    """What *workload*'s on-CPU samples and call sites show, each with what to collect next."""
+    """What *workload*'s on-CPU samples, call sites and stacks show, each with what to collect next."""
     found = [
-        _hot_code(workload),
+        hot := _hot_code(workload),
+        tail := (None if hot is not None else _profile_tail(workload)),
+        None if hot is not None or tail is not None else _unnamed_top(workload),
         _sites(workload, workload.yield_sites, "sched_yield"),
         _sites(workload, workload.futex_sites, "futex waits"),
+        _unowned_waits(workload),
     ]
     return tuple(observation for observation in found if observation is not None)

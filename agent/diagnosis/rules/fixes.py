@@ -11,7 +11,7 @@ from agent.diagnosis.findings import Fix
 
 
 def threads_per_process(cpus: float | None, workers: int) -> int | None:
-    """CPUs it may use shared among its pool workers, at least 1; None when the CPUs are unknown."""
+    """CPUs it may use shared among its *workers* (at least 1), at least 1; None when the CPUs are unknown."""
     if cpus is None:
         return None
     return max(1, math.floor(cpus / max(1, workers)))
@@ -37,33 +37,63 @@ def _already_set(processes: Iterable[ProcessView], names: tuple[str, ...]) -> li
     return [f"{name}={value} is set in pid {', '.join(map(str, pids[:5]))}" for (name, value), pids in seen.items()]
 
 
+# What would give each number a pool fix needs, said where it was not known (the fix then gives the formula).
+WORKERS_UNKNOWN = (
+    "its pool workers were not counted here: `schedwatch diagnose` on its node counts them while it runs (the "
+    "processes sharing one parent and command; `ps -o pid,ppid,comm --ppid PARENT` lists them); analyze and "
+    "compare take them as --workers N"
+)
+CPUS_UNKNOWN = (
+    "the CPUs it may use are not known here: its CPU limit (Kubernetes: resources.limits.cpu), else its cpuset, "
+    "else the node's CPUs (`nproc` inside it; a top with 1 pressed or mpstat -P ALL saved there shows them); "
+    "analyze and compare take them as --cpus N"
+)
+EXAMPLE = "e.g. 32 CPUs and 14 workers: N=2"
+
+
+def pool_formula(cpus: float | None, workers: int | None) -> str:
+    """'N = <CPUs> / <workers>, at least 1' with each number that is known filled in."""
+    cpus_text = "the CPUs it may use" if cpus is None else f"{cpus:g} CPUs"
+    workers_text = "its pool workers" if workers is None else f"{workers} worker{'s' if workers != 1 else ''}"
+    example = f" ({EXAMPLE})" if cpus is None and workers is None else ""
+    return f"N = {cpus_text} / {workers_text}, at least 1{example}"
+
+
 def pool_fix(
-    workload: WorkloadView, cpus: float | None, workers: int, libraries: tuple[LibraryView, ...] | None, spin: bool
+    workload: WorkloadView,
+    cpus: float | None,
+    workers: int | None,
+    libraries: tuple[LibraryView, ...] | None,
+    spin: bool,
 ) -> Fix:
-    """Cap each worker's pool so that workers x threads fit the CPUs it may use. A workload whose processes were
-    not read (series of another machine) has the workers its node counted, else no number: the formula."""
-    if workload.processes is None and not workload.pools:
-        workers = workload.pool_workers or 0
-    threads = threads_per_process(cpus, workers) if workers > 0 else None
+    """Cap each worker's pool so that workers x threads fit the CPUs it may use.
+
+    *workers* are the pool workers counted among its processes (None: not counted: its processes were not read, or
+    none was left to read); without them, the workers its node counted (schedwatch_pool_workers). A number that is
+    still unknown is never assumed: the fix gives the formula with what is known, and says what would give the rest.
+    """
+    if not workers:  # not counted (0 from a caller that cannot count them is not a count either)
+        workers = workload.pool_workers or None
+    threads = threads_per_process(cpus, workers) if workers is not None else None
     count = str(threads) if threads is not None else "N"
     names = pool_variables(libraries)
     implementations = {library.implementation for library in libraries or ()}
-    where = (
-        "in the environment of the workload (Kubernetes: env of the container; Docker: -e NAME=VALUE)"
-        if threads is not None
-        else "in the environment of the workload (Kubernetes: env of the container; Docker: -e NAME=VALUE), "
-        "where N = the CPUs it may use / its pool workers, at least 1 (e.g. 32 CPUs and 14 workers: N=2)"
-    )
+    where = "in the environment of the workload (Kubernetes: env of the container; Docker: -e NAME=VALUE)"
     set_them = "Set " + ", ".join(f"{name}={count}" for name in names) + " " + where
-    if threads is not None and cpus is not None:
+    if threads is not None and cpus is not None and workers is not None:
         plural = "s" if workers != 1 else ""
         set_them += (
             f", so that {workers} worker{plural} x {count} thread{'s' if threads != 1 else ''} fit {cpus:g} CPUs"
         )
-    steps = [
-        set_them + ".",
-        f"Or in Python, in the Pool initializer: threadpoolctl.threadpool_limits({count}) (pip install threadpoolctl).",
-    ]
+    else:
+        set_them += f", where {pool_formula(cpus, workers)}"
+    steps = [set_them + "."]
+    unknown = [text for text, missing in ((WORKERS_UNKNOWN, workers is None), (CPUS_UNKNOWN, cpus is None)) if missing]
+    if unknown:
+        steps.append("For N: " + "; ".join(unknown) + ".")
+    steps.append(
+        f"Or in Python, in the Pool initializer: threadpoolctl.threadpool_limits({count}) (pip install threadpoolctl)."
+    )
     if "torch" in implementations:
         steps.append(f"PyTorch: torch.set_num_threads({count}) in each worker.")
     if spin and implementations & pools.reading("OMP_WAIT_POLICY"):
@@ -75,31 +105,33 @@ def pool_fix(
     size = (
         f"{count} thread{'s' if threads != 1 else ''}"
         if threads is not None
-        else "N threads, N = the CPUs it may use / its pool workers, at least 1"
+        else f"N threads, {pool_formula(cpus, workers)}"
     )
     return Fix(
         summary=f"Limit each worker's thread pool to {size} ({', '.join(names)}).",
         steps=tuple(steps),
         variables=variables,
         threads_per_process=threads,
+        missing=tuple(unknown),
     )
 
 
 def runqueue_fix(cpus: float | None, wanted: float | None) -> Fix:
-    """More runnable threads than CPUs, no pool: fewer workers or more CPUs."""
-    cpus_text = "its CPUs" if cpus is None else f"{cpus:g} CPUs"
+    """More runnable threads than CPUs, no pool: fewer workers or more CPUs (as many workers as CPUs when those are
+    known; otherwise the rule, and what would give the CPUs)."""
+    cpus_text = "the CPUs it may use" if cpus is None else f"{cpus:g} CPUs"
     wanted_text = "more threads" if wanted is None else f"{wanted:.1f} threads on average"
     target = None if cpus is None else max(1, math.floor(cpus))
-    return Fix(
-        summary=(
-            f"{wanted_text} want {cpus_text}: run at most {target or 'one worker per CPU'} CPU-bound workers, "
-            "or give it more CPUs."
-        ),
-        steps=(
-            f"Lower the worker count (processes or threads doing CPU work) to {target or 'the CPUs it may use'}.",
-            "Or raise its CPU limit (Kubernetes: resources.limits.cpu) or move it to a node with more CPUs.",
-        ),
+    at_most = (
+        "at most one CPU-bound worker per CPU it may use" if target is None else f"at most {target} CPU-bound workers"
     )
+    steps = [
+        f"Lower the worker count (processes or threads doing CPU work) to {target or 'the CPUs it may use'}.",
+        "Or raise its CPU limit (Kubernetes: resources.limits.cpu) or move it to a node with more CPUs.",
+    ]
+    if target is None:
+        steps.append(f"For the count: {CPUS_UNKNOWN}.")
+    return Fix(summary=f"{wanted_text} want {cpus_text}: run {at_most}, or give it more CPUs.", steps=tuple(steps))
 
 
 def throttling_fix(limit: float | None, demand: float | None) -> Fix:

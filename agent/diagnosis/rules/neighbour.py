@@ -2,6 +2,8 @@
 
 Told by the wait for a CPU split by who held it (the sched program gives each wait to the task the CPU switched
 from): "other" most of it, a real share of the time it ran, and which workloads those were (the neighbours split).
+The wait is judged against the workload's own CPU: a tenth of a thread waiting on average, or, for a light workload,
+waiting for others at least as long as it ran.
 Waits behind its own threads are its own doing (a pool, saturation); waits behind an empty CPU are the quota's.
 """
 
@@ -50,7 +52,13 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
     other = holders.get("other", 0.0)
     waiting = other / workload.seconds
     ran = workload.cpu_used_cores
-    if waiting < limits.neighbour_wait_per_second or other / total < limits.neighbour_share:
+    if other / total < limits.neighbour_share:
+        return None
+    # Judged against what the workload ran and wanted: a light, latency-sensitive workload that waits for others as
+    # long as it runs is delayed as much, relatively, as a busy one waiting a tenth of a second each second.
+    light = ran is not None and ran > 0 and waiting >= limits.neighbour_wait_floor
+    relative = light and ran is not None and waiting / ran >= limits.neighbour_wait_relative
+    if waiting < limits.neighbour_wait_per_second and not relative:
         return None
     if ran is not None and ran > 0 and waiting / ran < limits.neighbour_wait_to_cpu:
         return None
@@ -59,7 +67,7 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
             "threads waiting for CPUs held by other workloads, on average",
             waiting,
             "threads",
-            f"bar {limits.neighbour_wait_per_second:g}",
+            f"bar {limits.neighbour_wait_per_second:g}, or as long as it ran (from {limits.neighbour_wait_floor:g})",
         ),
         evidence(
             "share of its wait for a CPU held by other workloads",

@@ -9,9 +9,10 @@ a vDSO or interrupts, none of them thread contention. So the observation names w
 from __future__ import annotations
 
 from agent.diagnosis.facts import Facts, WorkloadView
-from agent.diagnosis.findings import Finding, Observation
+from agent.diagnosis.findings import Cause, Finding, Observation
 from agent.diagnosis.rules import code, node
 from agent.diagnosis.rules.common import KERNEL_TIME_MECHANISMS, evidence
+from agent.diagnosis.rules.thresholds import DEFAULT
 
 EXPLAINS_KERNEL_TIME = KERNEL_TIME_MECHANISMS  # findings that already explain time in the kernel
 KERNEL_SHARE = 0.4  # of the workload's CPU time; a program that computes spends well under a tenth in the kernel
@@ -75,6 +76,60 @@ NO_VDSO = frozenset({"hpet", "acpi_pm", "jiffies", "refined-jiffies", "pit"})
 CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
 
 
+YIELD_CALL_SHARE = 0.5  # of its time in system calls, in sched_yield: its threads spin on the call
+
+
+def _yield_calls(workload: WorkloadView, findings: tuple[Finding, ...]) -> Observation | None:
+    """Most of a workload's system-call time in sched_yield, with too few calls or threads for the pool rule to judge
+    (a saved strace -c of a server): threads spinning on the call; whose, collect next."""
+    times, yields = workload.syscall_seconds, workload.sched_yield_calls
+    if not times or not yields or any(finding.workload == workload.ref for finding in findings):
+        return None
+    total = sum(times.values())
+    share = times.get("sched_yield", 0.0) / total if total > 0 else 0.0
+    if share < YIELD_CALL_SHARE or yields >= DEFAULT.yields_per_thread:
+        return None  # the pool rule judges (or says what to collect for) as many yields as that
+    return Observation(
+        "yield-calls-collect-next",
+        f"{100 * share:.0f} % of its time in system calls is sched_yield ({yields:,.0f} calls): threads spin on it "
+        "(a thread pool's idle threads, a spin lock, a runtime's scheduler), which these sources cannot tell apart.",
+        (evidence("system-call time in sched_yield", 100 * share, "%", f"bar {100 * YIELD_CALL_SHARE:g} %"),),
+        (
+            "perf trace -s -p PID -- sleep 10 (which threads yield, and how often)",
+            "perf record -g -p PID -- sleep 10; perf report --stdio --no-children -S sched_yield -G (who calls it)",
+        ),
+        workload=workload.ref,
+    )
+
+
+USER_SPIN_CPUS = 1.5  # CPUs busy at once, almost all in user space: computing, or spinning
+USER_SPIN_SHARE = 0.1  # ... with at most this share in the kernel
+
+
+def _busy_in_user_space(workload: WorkloadView, findings: tuple[Finding, ...]) -> Observation | None:
+    """Several CPUs busy almost only in user space, with no finding (a saved perf stat or time): work, or a pool's
+    threads spinning in user space (libomp's, newer OpenBLAS's), which CPU time alone cannot tell apart."""
+    used, share = workload.cpu_used_cores, workload.system_share
+    if used is None or share is None or used < USER_SPIN_CPUS or share > USER_SPIN_SHARE or used > MAX_CPUS:
+        return None
+    if any(finding.workload == workload.ref for finding in findings) or workload.cpu_samples:
+        return None
+    if workload.runqueue_wait_seconds is not None or workload.stacks is not None:
+        return None  # measured live (or with stacks): the rules and the code observations say more than CPU time
+    return Observation(
+        "user-cpu-collect-next",
+        f"It kept {used:.1f} CPUs busy, {100 * (1 - share):.0f} % of it in user space: computing, or threads "
+        "spinning while they wait (an OpenMP or BLAS pool's idle threads look like work in CPU time).",
+        (evidence("CPUs used (CPU time / wall time)", used, "CPUs", f"{USER_SPIN_CPUS:g} or more, in user space"),),
+        (
+            "perf record -g -p PID -- sleep 10; perf report --stdio --no-children --sort dso,sym (work, or a pool's "
+            "spin loop: gomp_barrier_wait_end, __kmp_wait, blas_thread_server)",
+            "the run once with OMP_WAIT_POLICY=passive (idle OpenMP threads sleep): faster or as fast",
+        ),
+        workload=workload.ref,
+    )
+
+
 def _clocksource(facts: Facts) -> Observation | None:
     node = facts.node
     current = node.clocksource
@@ -133,6 +188,14 @@ def _clock_calls(facts: Facts, workload: WorkloadView) -> Observation | None:
     )
 
 
+# Code observations a finding read from the same stacks already says (each thing said once).
+SAID_BY = {
+    Cause.THREAD_POOL_OVERSUBSCRIPTION: frozenset({"yield-site", "hot-code-sched-yield", "hot-code-user-spin"}),
+    Cause.ALLOCATOR_CONTENTION: frozenset({"hot-code-user-spin", "futex-site"}),
+    Cause.FUTEX_CONTENTION: frozenset({"futex-site"}),
+}
+
+
 def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observation, ...]:
     """The node's clock source; for each workload whose kernel time no finding explains, what its CPU time shows;
     for each, what its hottest code and call sites show (rules/code.py); each with what to collect."""
@@ -151,5 +214,10 @@ def observations(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Observati
             found.append(kernel)
         if not explained and (clock := _clock_calls(facts, workload)) is not None:
             found.append(clock)
-        found.extend(code.observations(workload))
+        for extra in (_yield_calls(workload, findings), _busy_in_user_space(workload, findings)):
+            if extra is not None:
+                found.append(extra)
+        said = {topic for finding in findings if finding.workload == workload.ref
+                for topic in SAID_BY.get(finding.cause, ())}  # fmt: skip
+        found.extend(observation for observation in code.observations(workload) if observation.topic not in said)
     return tuple(found)

@@ -34,12 +34,10 @@ EXPLANATIONS = {
 }
 
 
-def _workers(workload: WorkloadView, signals: Signals) -> int:
-    """Pool workers: the largest pool of processes with a pool library, else those processes, else 1."""
-    pool_pids = {process.pid for process in signals.pool_processes}
-    sizes = [len(set(pool.pids) & pool_pids) if pool_pids else pool.size for pool in workload.pools or ()]
-    best = max(sizes, default=0)
-    return max(best, len(signals.pool_processes), 1)
+def _workers(signals: Signals) -> int | None:
+    """Pool workers: the processes with a pool library that are workers of a pool (a pool's parent maps the library
+    too, but hands the work out), else every process with a pool library; None when none was read (not counted)."""
+    return len(signals.workers) or None
 
 
 def _thread_evidence(signals: Signals) -> list[Evidence]:
@@ -219,7 +217,7 @@ def check(workload: WorkloadView, signals: Signals, limits: Thresholds) -> Findi
         confidence = Confidence.MEDIUM
     else:
         confidence = Confidence.HIGH
-    workers = _workers(workload, signals)
+    workers = _workers(signals)
     return Finding(
         cause=Cause.THREAD_POOL_OVERSUBSCRIPTION,
         mechanism=mechanism,

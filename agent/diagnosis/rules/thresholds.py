@@ -21,9 +21,12 @@ class Thresholds:
     # calls each but spent 0.9-3.4 s in them over 4 s; the seed's bare-metal hand-off thread 4.0 s, its main 0.13 s.
     yields_per_thread: int = 100_000
     yield_seconds_per_thread: float = 0.5
-    # At least this many spinning threads make a pool storm (one thread handing work over is not one).
+    # At least this many spinning threads make a pool storm: the seed's bare-metal hand-off was 1 thread, its GCP
+    # storm 16 (one thread handing work over is not one).
     storm_threads: int = 2
     # Threads waiting for a CPU: seconds of run-queue wait per second, per CPU the workload may use.
+    # Measured (docs/diagnosis-rules.md): numpy pools 2.8-3.2 s/s per CPU, 4 hogs 1.2, the fixed pool 1.0, a lock
+    # convoy 0.07, a sleeper 0.
     runqueue_wait_per_cpu: float = 0.25
     # Saturation: threads wanting a CPU on average (CPU used + run-queue wait per second) per CPU it may use. 4 CPU
     # hogs on 2 CPUs want 4 CPUs (2.0 per CPU) however busy the node; the fixed 4-worker numpy pool, whose workers
@@ -34,6 +37,8 @@ class Thresholds:
     # themselves; 4 hogs on a full node still held 58 %.
     busy_share: float = 0.5
     # Futex hand-offs of a pool: futex calls per second per CPU.
+    # The scenario pools made 94-388 futex waits a second in all (numpy 2.x, the fixed pool), a lock convoy 934: a
+    # pool handing off work for every region makes thousands per CPU.
     futex_handoffs_per_cpu: float = 1_000.0
     # A lock convoy: futex waits per second, wakes per wait, share of its threads blocked on average (a convoy of
     # 4 threads measured 930-960 waits/s and 2.8 of 5 threads blocked; a healthy 4-worker pool 390 waits/s and 2.3
@@ -43,9 +48,14 @@ class Thresholds:
     convoy_blocked_share: float = 0.4
     convoy_blocked_threads: float = 0.5  # when the thread count is unknown
     # Throttling: share of CFS periods throttled, and at least this many periods seen.
+    # (The public k0s#4954 pod: 496 of 1,197 periods throttled, 41 %; netdata#12595's examples: 2 of 7 periods.)
     throttled_share: float = 0.2
     throttled_min_periods: int = 10
     # Node observations (percent of the node's CPU time).
+    # System time: the recorded sick pool's top showed 24.8 % sy, the shared machine alone 12 % (sick_mpstat.txt).
+    # Steal: an idle VM lent 7-10 % of its time to its host (no finding), an EC2 m3.medium 54 % (coreos/bugs#73).
+    # Soft interrupts and I/O wait: not measured here; the operators' usual bars (10 % and 20 %), for observations
+    # that only say where to look, never a cause.
     system_percent: float = 20.0
     steal_percent: float = 10.0
     softirq_percent: float = 10.0
@@ -81,6 +91,12 @@ class Thresholds:
     neighbour_wait_per_second: float = 0.1  # threads waiting for other workloads, on average
     neighbour_share: float = 0.5  # of its whole wait for a CPU
     neighbour_wait_to_cpu: float = 0.25  # waited for others at least this share of the time it ran
+    # A light, latency-sensitive workload (0.5 ms of work every 20 ms, 2 % of a CPU) beside another workload's hog on
+    # its CPU waits for it about as long as, or longer than, it runs, yet far under 0.1 s/s (tests/kernel/
+    # test_neighbour_light.py asserts what the kernel counted); with the hog on the other CPU it waits ~0. So: waiting
+    # for others at least as long as it ran, and at least this much (below it, a few scheduler ticks).
+    neighbour_wait_relative: float = 1.0
+    neighbour_wait_floor: float = 0.005
     # The fix names a neighbour only when it held at least this share of the wait for other workloads: then no other
     # neighbour, exported or not (one whose series is unknown for the window), held as much. The noisy-neighbour
     # scenario's companion held 100 % of it; the hog beside the numpy pool 85 % (the root cgroup the rest).
@@ -101,6 +117,24 @@ class Thresholds:
     unexplained_system_cores: float = 0.25
     unexplained_system_share: float = 0.5
     io_call_share: float = 0.8  # of its calls, reads and writes (file, network): its kernel time is the I/O it asks
+    # Stacks (rules/stacks.py). A dump is one moment: a pool's threads in sched_yield in 2 of its stacks (the public
+    # OpenBLAS#4496 paste, robotology codyco-modules#112's 3 threads) name it at low confidence, 3 or more at medium;
+    # one pool thread yielding is its normal wait (OpenBLAS#660's one thread was a deadlock). A profile: at least this
+    # share of its samples (as the code observations' bar), medium from this many samples (the recorded numpy 1.26
+    # pool: 61 % of 1,038 samples in OpenBLAS's yield; the fixed pool 0 %).
+    stack_threads_thin: int = 2
+    stack_threads: int = 3
+    stack_share: float = 0.2
+    stack_samples: int = 200
+    # Run-queue saturation by other load (rules/runqueue_waits.py), from a histogram of each wait: a light victim
+    # (tests/workloads/duty.c: 1 ms of work, 4 ms asleep, on CPU 1) beside 3 hogs on its CPU waited 4 ms or longer
+    # in 32 % of 437 waits while it used 0.06 CPU; alone on the same (shared, loaded) machine 7 % of 720 waits at
+    # 0.08 CPU; an idle machine (iovisor/bcc#1732) 1 in 17,591. A time slice is 0.75-3 ms (EEVDF's base slice scaled
+    # by the CPUs): a wait of 4 ms is a queue of other tasks ahead of it.
+    runqueue_long_wait: float = 0.004
+    runqueue_long_share: float = 0.25
+    runqueue_min_waits: int = 50  # fewer waits are a moment, not a pattern
+    light_cpu_cores: float = 0.5  # "far below its CPU": at most half a CPU (and half of what it may use)
 
 
 DEFAULT = Thresholds()

@@ -1,5 +1,5 @@
-"""Which cgroup hierarchies are mounted (mountinfo, or a host's cgroup mount seen at a root), and where a process is
-in them (/proc/PID/cgroup).
+"""Which cgroup hierarchies are mounted (mountinfo, or a host's cgroup mount seen at a root), which of them names the
+workloads, and where a process is in them (/proc/PID/cgroup).
 """
 
 from __future__ import annotations
@@ -8,6 +8,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.machine.procfs import ProcFS
+
+UNIFIED = ""  # cgroup2's name in /proc/PID/cgroup (its line is "0::PATH")
+# v1 hierarchies whose directories name the workloads on hosts without cgroup2, best first: systemd's own tree names
+# every service and scope (the cpu hierarchy only those with CPU accounting on); runtimes mirror their containers'
+# paths in every hierarchy.
+V1_PREFERENCE = ("name=systemd", "cpu", "cpuacct", "memory", "pids")
+# Options of a v1 cgroup mount that name no hierarchy (CentOS 7 mounts name=systemd with xattr).
+NOT_CONTROLLERS = ("rw", "ro", "clone_children", "xattr", "noprefix", "cpuset_v2_mode", "none")
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """One mounted cgroup hierarchy: its name in /proc/PID/cgroup (UNIFIED for cgroup2) and its mount point."""
+
+    name: str
+    root: Path
+
+    @property
+    def threads_file(self) -> str:
+        """The file listing a directory's threads: cgroup.threads in cgroup2, tasks in v1."""
+        return "cgroup.threads" if self.name == UNIFIED else "tasks"
 
 
 @dataclass(frozen=True)
@@ -27,9 +48,29 @@ class CgroupLayout:
         return "v1" if self.v1 else "none"
 
     @property
+    def placing_order(self) -> tuple[str, ...]:
+        """Hierarchy names to place a process by, best first: cgroup2 where mounted; else the mounted v1 hierarchies,
+        V1_PREFERENCE first."""
+        if self.unified is not None:
+            return (UNIFIED,)
+        preferred = [name for name in V1_PREFERENCE if name in self.v1]
+        return (*preferred, *sorted(set(self.v1) - set(preferred)))
+
+    @property
+    def workload_hierarchy(self) -> Hierarchy | None:
+        """The hierarchy whose directories are the workloads (every series of a workload is labelled by its path
+        there, and its processes and threads are listed there): cgroup2 where mounted, hybrid hosts included; on hosts
+        without it, the first of placing_order. None when no cgroup hierarchy is mounted."""
+        if self.unified is not None:
+            return Hierarchy(UNIFIED, self.unified)
+        order = self.placing_order
+        return Hierarchy(order[0], self.v1[order[0]]) if order else None
+
+    @property
     def workload_tree(self) -> Path | None:
-        """The tree whose directories are the workloads: cgroup2, or the v1 cpu hierarchy without it."""
-        return self.unified if self.unified is not None else self.v1.get("cpu")
+        """The mount point of workload_hierarchy."""
+        hierarchy = self.workload_hierarchy
+        return None if hierarchy is None else hierarchy.root
 
 
 def read_layout(proc: ProcFS | None = None) -> CgroupLayout:
@@ -56,7 +97,7 @@ def parse_mountinfo(text: str) -> CgroupLayout:
             unified = mount_point
         elif fstype == "cgroup":
             for option in options.split(","):
-                if option in ("rw", "ro") or option.startswith("release_agent") or option == "clone_children":
+                if option in NOT_CONTROLLERS or option.startswith("release_agent"):
                     continue
                 v1.setdefault(option, mount_point)
     return CgroupLayout(unified=unified, v1=v1)

@@ -29,17 +29,26 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code
+from agent.diagnosis.inputs.artifacts import code, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import (
+    FUTEX,
+    IO,
+    KERNEL_IO,
+    PROGRAM,
+    SLEEP,
+    YIELD,
+    Frame,
+)
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
 __all__ = ["FORMAT", "Frame", "Stack", "StackDump", "looks_like", "looks_like_error", "parse", "to_facts"]
 
 FORMAT = "stacks"
-PROGRAM = "(program)"  # a gdb frame without `from LIB`: the program itself, or a library with debug info
 
 _THREAD = re.compile(r"^Thread (?P<number>\d+) \((?:Thread 0x[0-9a-fA-F]+ |Thread \d+ )?\(?LWP (?P<lwp>\d+)\)")
+_SWITCHING = re.compile(r"^\[Switching to thread (?P<number>\d+) \((?:Thread 0x[0-9a-fA-F]+ )?\(?LWP (?P<lwp>\d+)\)")
 _GDB_FRAME = re.compile(r"^#(?P<index>\d+)\s+(?:0x[0-9a-fA-F]+ in (?P<rest>\S.*)|(?P<named>[^\s(]+ \(.*))$")
 _GLIBC_FRAME = re.compile(r"^(?P<path>\S*?)\((?P<function>[^()+\s]*)(?:\+0x[0-9a-fA-F]+)?\)\s*\[0x[0-9a-fA-F]+\]$")
 _KERNEL_FRAME = re.compile(r"^\[<[0-9a-fA-F]+>\] (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+$")
@@ -47,37 +56,6 @@ _BARE_FRAME = re.compile(r"^(?P<function>[A-Za-z_][\w:.<>~]*)\s+\[0x[0-9a-fA-F]+
 _FROM = re.compile(r"\s+from\s+(?P<library>\S+)$")
 _AT = re.compile(r"\s+at\s+(?P<source>\S+?)(?::\d+)?$")
 _ELISION = re.compile(r"^(?:\[\.\.\.\]|\.\.\.|…)$")
-
-LIBC_SOURCES = re.compile(r"sysdeps/|nptl/|^pthread_\w+\.c$|^lowlevellock\.S$|^futex-internal\.[ch]$|^clone\.S$|"
-                          r"^syscall\.S$|^__syscall_cp\.c$|^waitpid\.c$")  # fmt: skip
-LIBC_FILES = re.compile(r"^(?:libc|libpthread|ld-linux[\w-]*|libc\.musl[\w-]*|ld-musl[\w-]*)(?:[.-]|$)")
-YIELD = re.compile(r"^(?:__GI_)?(?:__)?sched_yield$|^pthread_yield$")
-FUTEX = re.compile(r"futex|^__lll_lock_wait|^pthread_cond_(?:timed|clock)?wait|^__pthread_cond_|^(?:__new_)?sem_"
-                   r"(?:timed)?wait|^pthread_(?:clock|timed)?join|^__pthread_clockjoin|^pthread_mutex_lock|"
-                   r"__platform_wait|^__lll_timedlock_wait|^do_futex_wait")  # fmt: skip
-IO = re.compile(r"^(?:__GI___|__libc_|__)?(?:poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|read|recv\w*|"
-                r"accept4?|waitpid|wait4|sccp|__syscall_cp)$")  # fmt: skip
-SLEEP = re.compile(r"nanosleep|^usleep$|^sleep$")
-KERNEL_IO = re.compile(r"^(?:ep_poll|do_sys_poll|do_select|core_sys_select|pipe_read|wait_woken|sk_wait_data|"
-                       r"unix_stream_read_generic|tcp_recvmsg|io_schedule|folio_wait_bit)")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One frame: its function (None: an address only) and the library it is in."""
-
-    function: str | None
-    library: str
-    source: str | None = None  # gdb's `at FILE:LINE`
-
-    @property
-    def in_libc(self) -> bool:
-        """True for the C library's own frames (the wrappers around a system call)."""
-        if LIBC_FILES.match(self.library):
-            return True
-        return (self.source is not None and LIBC_SOURCES.search(self.source.rsplit("/", 1)[-1]) is not None) or (
-            self.source is not None and LIBC_SOURCES.search(self.source) is not None
-        )
 
 
 @dataclass(frozen=True)
@@ -118,7 +96,8 @@ def _function_of(rest: str) -> str:
     return rest.split()[0]
 
 
-def _gdb_frame(rest: str) -> Frame:
+def frame_of_gdb(rest: str) -> Frame:
+    """A gdb frame line past its number and address (``f (args) from LIB``, ``f (args) at FILE:LINE``)."""
     library = _FROM.search(rest)
     source = _AT.search(rest)
     name = _function_of(rest)
@@ -132,7 +111,7 @@ def _gdb_frame(rest: str) -> Frame:
 def _frame(text: str) -> tuple[Frame, int | None] | None:
     """A frame of *text* and its gdb index (None for glibc's frames), or None."""
     if (gdb := _GDB_FRAME.match(text)) is not None:
-        return _gdb_frame(gdb["rest"] or gdb["named"]), int(gdb["index"])
+        return frame_of_gdb(gdb["rest"] or gdb["named"]), int(gdb["index"])
     if (glibc := _GLIBC_FRAME.match(text)) is not None:
         return Frame(code.function(glibc["function"]), code.library(glibc["path"] or None)), None
     if (kernel := _KERNEL_FRAME.match(text)) is not None:
@@ -204,7 +183,19 @@ def parse(text: str) -> StackDump:
         nonlocal current
         if current:
             frames = tuple(current)
-            stacks.append(Stack(frames, thread, state_of(frames)))
+            last = stacks[-1] if stacks else None
+            if (
+                last is not None
+                and thread is not None
+                and last.thread == thread
+                and (last.frames[0].function == frames[0].function)
+            ):
+                # gdb prints a thread's top frame when it switches to it, then `bt` the whole stack (or a `bt`
+                # is repeated): one thread, one stack, the longer
+                if len(frames) > len(last.frames):
+                    stacks[-1] = Stack(frames, thread, state_of(frames))
+            else:
+                stacks.append(Stack(frames, thread, state_of(frames)))
         current = []
 
     for clean in _rows(text):
@@ -212,7 +203,7 @@ def parse(text: str) -> StackDump:
             if current and thread is None:
                 close()  # glibc frames: a blank line ends a stack
             continue
-        if (header := _THREAD.match(clean)) is not None:
+        if (header := _THREAD.match(clean) or _SWITCHING.match(clean)) is not None:
             close()
             thread = int(header["lwp"])
             continue
@@ -273,5 +264,9 @@ def to_facts(dump: StackDump, source: str) -> Part:
         cpu_samples_total=float(sum(running.values())) if running else None,
         yield_sites=_sites([stack for stack in dump.stacks if stack.state == "yield"]),
         futex_sites=_sites([stack for stack in dump.stacks if stack.state == "futex"]),
+        stacks=stack_classes.classify(
+            (stack_classes.Counted(stack.frames, 1.0, stack.thread) for stack in dump.stacks),
+            "threads" if threaded else "stacks",
+        ),
     )
     return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))

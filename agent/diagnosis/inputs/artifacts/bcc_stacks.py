@@ -28,13 +28,14 @@ the caller's library is unknown and is not named.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, sampled
-from agent.diagnosis.inputs.artifacts.backtrace import Frame
+from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -213,6 +214,24 @@ def _call_of(report: BccStacks) -> str | None:
     return None
 
 
+BLOCKED_KINDS = {"futex": "futex", "lock": "futex", "allocator-lock": "futex", "io": "io", "sleep": "sleep"}
+
+
+def _off_cpu(report: BccStacks) -> WorkloadView:
+    """offcputime's stacks as time: blocked by what they wait on (futex, io, sleep), and preempted (runnable, off a
+    CPU: the run queue's share)."""
+    blocked: dict[str, float] = {}
+    preempted = 0.0
+    for stack in report.stacks:
+        leaf = stack_classes.leaf_and_owner(stack.frames)[0]
+        seconds = stack.count / 1e6
+        if leaf == "preempted":
+            preempted += seconds
+        elif leaf in BLOCKED_KINDS:
+            blocked[BLOCKED_KINDS[leaf]] = blocked.get(BLOCKED_KINDS[leaf], 0.0) + seconds
+    return WorkloadView(ref=Workload(), blocked_by_kind=blocked or None, preempted_seconds=preempted)
+
+
 def to_facts(report: BccStacks, source: str) -> Part:
     """On-CPU samples and call sites of profile; call sites of stackcount on sched_yield or futex."""
     counted = [sampled.Counted(stack.frames, float(stack.count)) for stack in report.stacks if stack.frames]
@@ -235,10 +254,17 @@ def to_facts(report: BccStacks, source: str) -> Part:
     elif call == "futex":
         workload = WorkloadView(ref=Workload(), futex_sites=sampled.sites_of_call(counted, sampled.is_futex))
     elif report.tool == "offcputime":
-        notes.append(f"{source}: off-CPU time by stack (microseconds) is not read: it is not CPU time")
+        workload = _off_cpu(report)
+        notes.append(f"{source}: off-CPU time by stack (microseconds), read as time blocked by what the stacks wait on")
     else:
         what = f"calls of {report.probe}" if report.probe else "events of an unnamed probe"
         notes.append(f"{source}: {what} by stack: which paths reach it, not where CPU time goes")
+    unit = {"profile": "samples", "offcputime": "off-CPU seconds"}.get(report.tool or "", "calls")
+    scale = 1e-6 if report.tool == "offcputime" else 1.0
+    classified = stack_classes.classify(
+        (stack_classes.Counted(stack.frames, stack.count * scale) for stack in report.stacks), unit
+    )
+    workload = dataclasses.replace(workload, stacks=classified)
     by_process: dict[str, int] = {}
     for stack in report.stacks:
         if stack.comm is not None:

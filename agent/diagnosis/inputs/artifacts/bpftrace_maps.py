@@ -22,13 +22,14 @@ is unknown and is not named.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, sampled
-from agent.diagnosis.inputs.artifacts.backtrace import Frame
+from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -208,6 +209,10 @@ def to_facts(report: BpftraceMaps, source: str) -> Part:
         sites = sampled.sites_of_call(stacked, is_call)
         workload = WorkloadView(ref=Workload(), yield_sites=sites if call == "sched_yield" else None,
                                 futex_sites=sites if call == "futex" else None)  # fmt: skip
+    if workload is not None:
+        unit = "samples" if profile else "calls"
+        classified = stack_classes.classify((stack_classes.Counted(s.frames, s.weight) for s in stacked), unit)
+        workload = dataclasses.replace(workload, stacks=classified)
     keyed = [entry for entry in report.entries if entry.scalars and not any(entry.stacks)]
     if keyed:
         busiest = sorted(keyed, key=lambda entry: -entry.count)[:5]

@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, sampled
-from agent.diagnosis.inputs.artifacts.backtrace import Frame
+from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -144,5 +144,6 @@ def to_facts(report: FoldedReport, source: str) -> Part:
         cpu_samples_total=float(sum(stack.weight for stack in stacks)) if stacks else None,
         yield_sites=yield_sites,
         futex_sites=futex_sites,
+        stacks=stack_classes.classify((stack_classes.Counted(s.frames, s.weight) for s in stacks), "samples"),
     )
     return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))

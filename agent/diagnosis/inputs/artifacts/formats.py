@@ -24,19 +24,25 @@ from agent.diagnosis.inputs.artifacts import (
     cgroup_cpu,
     clocksource,
     folded,
+    gdb_threads,
+    histograms,
     mpstat,
+    perf_lock,
     perf_report,
+    perf_sched,
     perf_script,
     perf_stat,
     perf_trace,
     pidstat,
     pressure,
+    proc_interrupts,
     proc_sched,
     proc_softirqs,
     proc_stat,
     proc_status,
     proc_vmstat,
     pyspy_dump,
+    pyspy_top,
     saved_report,
     strace,
     time_output,
@@ -102,15 +108,21 @@ FORMATS: tuple[Format[Any], ...] = (
     row(time_output, "time (bash, zsh, /usr/bin/time -v, IPython %time)"),
     row(perf_report, "perf report --stdio (--children, --sort comm,dso,sym), or a perf top screen"),
     row(backtrace, "gdb -p PID -batch -ex 'thread apply all bt' (or gstack PID), or backtrace_symbols frames"),
+    row(gdb_threads, "gdb -p PID -batch -ex 'info threads'"),
     row(folded, "folded stacks: perf script | stackcollapse-perf.pl, or py-spy record -f raw"),
     row(perf_script, "perf script (of perf record -g)"),
     row(bcc_stacks, "stackcount-bpfcc or profile-bpfcc (bcc)"),
     row(bpftrace_maps, "bpftrace -e '... { @[ustack, kstack] = count(); }'"),
     row(pyspy_dump, "py-spy dump --pid PID (--native)"),
+    row(perf_sched, "perf sched record -- sleep 5; perf sched latency (or timehist)"),
+    row(pyspy_top, "py-spy top --pid PID (a screen)"),
+    row(perf_lock, "perf lock record -- sleep 5; perf lock contention (or report)"),
+    row(histograms, "runqlat-bpfcc -p PID 5 1 (-m, -P), cpudist-bpfcc (-O), or bpftrace runqlat.bt"),
     row(proc_status, "cat /proc/PID/status"),
     row(proc_sched, "cat /proc/PID/sched"),
     row(proc_stat, "cat /proc/stat (twice, 10 s apart)"),
     row(proc_softirqs, "cat /proc/softirqs (twice, 10 s apart)"),
+    row(proc_interrupts, "cat /proc/interrupts (twice, 10 s apart)"),
     row(proc_vmstat, "cat /proc/vmstat (twice, 10 s apart)"),
     row(pressure, "cat /proc/pressure/cpu (or a cgroup's cpu.pressure)"),
     row(cgroup_cpu, "cat /sys/fs/cgroup/.../cpu.stat (and cpu.max)"),
@@ -138,15 +150,33 @@ def unknown_format_message(source: str | None = None) -> str:
 def detect_format(text: str, source: str | None = None) -> Format[Any]:
     """The format of *text*: the first row whose report (or, failing that, whose error message) it looks like.
 
-    Raises UnknownFormat (a NotThisFormat) naming *source* when none does, the empty text included.
+    Raises UnknownFormat (a NotThisFormat) naming *source* when none does, the empty text included. A long text
+    is judged by its head and tail (a tool's report shows itself there), so that a large file no format claims is
+    refused in one pass per format over those, not over all of it.
     """
+    sample = text if len(text) <= 2 * SAMPLE_CHARS else f"{_head(text)}\n{_tail(text)}"
     for fmt in FORMATS:
-        if fmt.looks_like(text):
+        if fmt.looks_like(sample):
             return fmt
     for fmt in FORMATS:
-        if fmt.looks_like_error(text):
+        if fmt.looks_like_error(sample):
             return fmt
     raise UnknownFormat(source)
+
+
+SAMPLE_CHARS = 1 << 20  # of a long text's head and of its tail, judged for its format
+
+
+def _head(text: str) -> str:
+    """The first SAMPLE_CHARS of *text*, to the end of a line."""
+    cut = text.rfind("\n", 0, SAMPLE_CHARS)
+    return text[: cut if cut > 0 else SAMPLE_CHARS]
+
+
+def _tail(text: str) -> str:
+    """The last SAMPLE_CHARS of *text*, from the start of a line."""
+    start = text.find("\n", len(text) - SAMPLE_CHARS)
+    return text[start + 1 if start >= 0 else len(text) - SAMPLE_CHARS :]
 
 
 def parse(text: str, source: str | None = None) -> object:

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from agent.diagnosis.facts import CpuShares, NodeView
 from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
@@ -66,6 +69,7 @@ class MpstatReport:
 
     system: SystemLine | None
     rows: tuple[MpstatRow, ...]
+    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
 
     def averages(self) -> tuple[MpstatRow, ...]:
         """The ``Average:`` rows."""
@@ -112,6 +116,7 @@ def parse(text: str) -> MpstatReport:
     system: SystemLine | None = None
     columns: list[str] | None = None
     result: list[MpstatRow] = []
+    damage: list[Damage] = []
     for line in trimmed(rows, _opens_report, is_row):
         if (found := system_line(line)) is not None:
             system = found
@@ -120,10 +125,10 @@ def parse(text: str) -> MpstatReport:
         elif columns is None:
             raise Malformed(FORMAT, line.number, f"a row before any column header: {line.text.strip()!r}")
         else:
-            result.append(_row(line, columns))
+            result.extend(read_rows([line], partial(_row, columns=columns), damage))
     if not result:  # mpstat prints its rows with the header; a header alone was cut short
         raise Malformed(FORMAT, rows[-1].number, "no CPU rows under the header (cut short?)")
-    return MpstatReport(system, tuple(result))
+    return MpstatReport(system, tuple(result), tuple(damage))
 
 
 def _row(line: Line, columns: list[str]) -> MpstatRow:
@@ -181,4 +186,5 @@ def to_facts(report: MpstatReport, source: str) -> Part:
             softirq=mean_known([row.soft for row in rows]),
             steal=mean_known([row.steal for row in rows]),
         )
-    return Part(FORMAT, source, NodeView(cpus=cpus, cpu=shares), notes=(MACHINE_WIDE.format(tool=FORMAT),))
+    said = (MACHINE_WIDE.format(tool=FORMAT), *damage_notes(source, report.damage))
+    return Part(FORMAT, source, NodeView(cpus=cpus, cpu=shares), notes=said)

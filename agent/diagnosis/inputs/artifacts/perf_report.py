@@ -24,12 +24,14 @@ profile says where the CPU time went, not why: the rules name what kind of code 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code
+from agent.diagnosis.inputs.artifacts import code, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import decimal, lines, unquoted
 
@@ -57,6 +59,7 @@ class ProfileRow:
     symbol: str | None
     mode: str  # "kernel" or "user"
     samples: float | None = None  # the old table prints the count
+    callers: tuple[str, ...] = ()  # its call graph's first chain (``-g``), the nearest caller first
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,28 @@ def parse(text: str) -> PerfReport:
     snapshots = 1
     cut = skipped = 0
     seen_top = False
+    chain: list[str] = []
+    branches = 0
+
+    def close_chain() -> None:
+        nonlocal chain, branches
+        if chain and rows and not rows[-1].callers:
+            rows[-1] = dataclasses.replace(rows[-1], callers=_callers(rows[-1], chain))
+        chain, branches = [], 0
+
     for line in lines(text):
         clean = unquoted(line.text)
         if not clean:
+            close_chain()
             continue
+        if rows and (graph := _graph_symbol(line.text.lstrip(">").rstrip())) is not None:
+            symbol, branch = graph
+            branches += branch
+            if symbol and branches <= 1:  # the first branch: the commonest path
+                chain.append(symbol)
+            skipped += 1
+            continue
+        close_chain()
         if (header := _SAMPLES.match(clean)) is not None:
             samples = round(decimal(header["count"]) * _UNITS[header["unit"]])
             event = header["event"]
@@ -165,9 +186,43 @@ def parse(text: str) -> PerfReport:
             cut += 1
         else:
             skipped += 1
+    close_chain()
     if not rows:
         raise NotThisFormat(FORMAT, "no profile rows (`12.34%  comm  dso  [k] symbol`)")
     return PerfReport(tuple(rows), samples, event, snapshots, cut, skipped)
+
+
+_BRANCH = re.compile(r"^[|\s]*(?:--\d+(?:[.,]\d+)?%--|---)")
+_ROOTS = re.compile(r"^(?:entry_SYSCALL|entry_SYSENTER|start_thread|clone3?$|__clone|_start$|__libc_start|main$|"
+                    r"ret_from_fork|secondary_startup|cpu_startup_entry|start_kernel)")  # fmt: skip
+
+
+def _graph_symbol(text: str) -> tuple[str | None, int] | None:
+    """(the symbol of a call-graph line, 1 when it opens a branch) or None when *text* is no call-graph line."""
+    stripped = text.strip()
+    if (
+        not stripped
+        or _ROW.match(stripped)
+        or _OLD_ROW.match(stripped)
+        or _SAMPLES.match(stripped)
+        or stripped[0] == "#"
+    ):
+        return None
+    opens = _BRANCH.match(stripped)
+    rest = stripped[opens.end() :] if opens else stripped.lstrip("| ")
+    if not (stripped.startswith(("|", "-")) or opens or text.startswith(" " * 8)):
+        return None
+    rest = rest.strip().lstrip("|").strip()
+    return (rest.split(" ", 1)[0] or None, 1 if opens else 0)
+
+
+def _callers(row: ProfileRow, chain: list[str]) -> tuple[str, ...]:
+    """The chain as callers of *row*, the nearest first: perf prints it from the caller down or from the callee up
+    (``-g caller``/``callee``); a chain that starts at a root (a system call's entry, start_thread) is reversed."""
+    found = [symbol for symbol in chain if symbol != row.symbol]
+    if found and _ROOTS.match(found[0]):
+        found.reverse()
+    return tuple(found)
 
 
 def to_facts(report: PerfReport, source: str) -> Part:
@@ -199,5 +254,31 @@ def to_facts(report: PerfReport, source: str) -> Part:
     counted = next((row for row in report.rows if row.samples is not None and row.percent > 0), None)
     if counted is not None and counted.samples is not None:
         total = counted.samples * 100 / counted.percent  # the old table: counts and their shares
-    workload = WorkloadView(ref=Workload(), cpu_samples=shares, cpu_samples_total=total)
+    graphs = [row for row in report.rows if row.callers]
+    stacks = None
+    if graphs:
+        stacks = stack_classes.classify(
+            (stack_classes.Counted(_frames(row), row.samples if row.samples is not None else row.percent * scale)
+             for row in report.rows),
+            "profile rows",
+        )  # fmt: skip
+    workload = WorkloadView(ref=Workload(), cpu_samples=shares, cpu_samples_total=total, stacks=stacks)
     return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))
+
+
+def _frames(row: ProfileRow) -> tuple[Frame, ...]:
+    """A row and its callers as a stack, innermost first; the callers' libraries are not printed in a call graph."""
+    library = code.library(row.dso) if row.dso else (code.KERNEL if row.mode == "kernel" else code.UNKNOWN)
+    kernel = row.mode == "kernel"
+    frames = [Frame(code.function(row.symbol), library)]
+    for symbol in row.callers:
+        kernel = kernel and not _USER_ROOT.match(symbol)
+        frames.append(
+            Frame(code.function(symbol), code.KERNEL if kernel and _KERNELISH.match(symbol) else code.UNKNOWN)
+        )
+    return tuple(frames)
+
+
+_KERNELISH = re.compile(r"^(?:__x64_sys_|__se_sys_|__do_sys_|do_|entry_|__schedule|schedule|futex_|sys_|"
+                        r"exc_|asm_|handle_|__handle|el0_)")  # fmt: skip
+_USER_ROOT = re.compile(r"^(?:__GI_|__libc_|syscall$|__sched_yield|pthread_)")

@@ -29,9 +29,9 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, sampled
-from agent.diagnosis.inputs.artifacts.backtrace import Frame
+from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -210,8 +210,12 @@ def to_facts(script: PerfScript, source: str) -> Part:
         notes.append(
             f"{source}: {script.skipped} lines that are not samples or frames (prompts, wrapped or cut) skipped"
         )
+    traced = calls["sched_yield"] + calls["futex"]
+    chosen, unit = (traced, "calls") if traced and not sampling else (sampling, "samples")
+    classified = stack_classes.classify((stack_classes.Counted(s.frames, 1.0, s.tid) for s in chosen), unit)
     workload = WorkloadView(
         ref=Workload(),
+        stacks=classified,
         sched_yield_calls=float(len(calls["sched_yield"])) if calls["sched_yield"] else None,
         cpu_samples=sampled.leaf_samples(stacks),
         cpu_samples_total=float(len(sampling)) if stacks else None,  # samples without frames are of unknown code

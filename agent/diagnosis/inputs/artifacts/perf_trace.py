@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.damage import Damage
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.known import seconds_by_call, sum_known
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -83,6 +85,8 @@ class PerfTraceSummary:
     threads: tuple[ThreadSyscalls, ...]
     errors_column: bool  # newer perf prints an errors column; the seed's older perf does not
     lost_events: int  # sum of the "LOST N events!" lines: perf dropped that many events, its counts are low
+    summaries: int = 1  # "Summary of events:" sections in the file, each read (a thread in several: added up)
+    damage: tuple[Damage, ...] = ()  # rows cut, wrapped past repair or garbled: skipped, each named
 
     def thread(self, tid: int) -> ThreadSyscalls | None:
         """The block of thread *tid*, None if absent."""
@@ -129,19 +133,79 @@ def _command_error(rows: list[Line]) -> Line | None:
 
 def parse(text: str) -> PerfTraceSummary:
     """The summary in *text*; raises NotThisFormat, CommandFailed or Malformed (see .errors)."""
+    if text.count(_SUMMARY) > 1:
+        return _many(text)
     rows = meaningful(lines(text))
     if not rows:
         raise NotThisFormat(FORMAT, "the text is empty")
-    lost = sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
+    lost = _lost(rows)
     starts = [i for i, line in enumerate(rows) if line.text.strip() == _SUMMARY]
-    if starts:
-        rows = rows[starts[-1] + 1 :]  # perf trace -S prints the trace first
-    elif not looks_like(text):
+    if not starts and not looks_like(text):
         error = _command_error(rows)
         if error is not None:
             raise CommandFailed(FORMAT, error.text, error.number)
         raise NotThisFormat(FORMAT, "no 'NAME (TID), N events, P%' block and no 'syscall calls ...' header")
+    rows = rows[starts[0] + 1 :] if starts else rows  # perf trace -S prints the trace first
     return _Reader(trimmed(rows, _opens_block, _inside_summary), lost).read()
+
+
+def _lost(rows: list[Line]) -> int:
+    """The events perf said it lost (``LOST N events!`` lines, wherever they are)."""
+    return sum(int(match.group(1)) for line in rows if (match := _LOST.fullmatch(line.text.strip())))
+
+
+def _many(text: str) -> PerfTraceSummary:
+    """Several summaries in one file (runs appended to one log): each read on its own lines (so that memory holds
+    one summary's lines at a time), a thread of the same id and name in several added up."""
+    parts = text.split(_SUMMARY)
+    number = parts[0].count("\n") + 1  # the line of the first "Summary of events:"
+    lost = _lost(meaningful(lines(parts[0])))
+    threads: dict[tuple[int | None, str | None], ThreadSyscalls] = {}
+    damage: list[Damage] = []
+    errors_column = False
+    for part in parts[1:]:
+        found = meaningful(lines(part, first=number))
+        lost += _lost(found)
+        section = trimmed(found, _opens_block, _inside_summary)
+        try:
+            summary = _Reader(section, 0).read()
+        except Malformed as error:
+            damage.append(Damage(number, f"a summary without thread blocks, skipped ({error.reason})"))
+        else:
+            errors_column = summary.errors_column
+            damage.extend(summary.damage)
+            for thread in summary.threads:
+                key = (thread.tid, thread.comm)
+                threads[key] = _added(threads[key], thread) if key in threads else thread
+        number += part.count("\n")
+    if not threads:
+        raise Malformed(FORMAT, number, "no summary has thread blocks (the output was cut short?)")
+    return PerfTraceSummary(
+        tuple(threads.values()), errors_column, lost, summaries=len(parts) - 1, damage=tuple(damage)
+    )
+
+
+def _added(one: ThreadSyscalls, other: ThreadSyscalls) -> ThreadSyscalls:
+    """One thread's blocks of two summaries as one: counts and times added, the extremes kept (stddev, a share of
+    one run's mean, and the events' share of one run, are not kept)."""
+    rows = {stat.name: stat for stat in one.syscalls}
+    for stat in other.syscalls:
+        was = rows.get(stat.name)
+        if was is None:
+            rows[stat.name] = stat
+            continue
+        calls, total = was.calls + stat.calls, was.total_ms + stat.total_ms
+        rows[stat.name] = SyscallStat(
+            name=stat.name,
+            calls=calls,
+            total_ms=total,
+            avg_ms=total / calls if calls else None,
+            errors=None if was.errors is None or stat.errors is None else was.errors + stat.errors,
+            min_ms=None if was.min_ms is None or stat.min_ms is None else min(was.min_ms, stat.min_ms),
+            max_ms=None if was.max_ms is None or stat.max_ms is None else max(was.max_ms, stat.max_ms),
+        )
+    events = None if one.events is None or other.events is None else one.events + other.events
+    return ThreadSyscalls(one.comm, one.tid, events, None, tuple(rows.values()))
 
 
 def _opens_block(line: Line) -> bool:
@@ -166,6 +230,7 @@ class _Reader:
         self.in_table = False
         self.errors_column: bool | None = None
         self.lost = lost  # counted over the whole text: perf prints them while tracing, before the summary
+        self.damage: list[Damage] = []
 
     def read(self) -> PerfTraceSummary:
         index = 0
@@ -175,14 +240,21 @@ class _Reader:
         if not self.threads:
             line = self.rows[-1].number if self.rows else 1
             raise Malformed(FORMAT, line, "a summary with no thread blocks (the output was cut short?)")
-        return PerfTraceSummary(tuple(self.threads), bool(self.errors_column), self.lost)
+        return PerfTraceSummary(tuple(self.threads), bool(self.errors_column), self.lost, damage=tuple(self.damage))
 
     def step(self, index: int) -> int:
         """Consumes the line at *index* (and the lines a wrapped row spilled onto); returns how many."""
         line = self.rows[index]
+        if self._row_shaped(line):  # the commonest line, read without trying every pattern first
+            found = self.row(line, last=index + 1 >= len(self.rows))
+            if found is not None:
+                self.syscalls.append(found)
+            return 1
         stripped = line.text.strip()
         if _LOST.fullmatch(stripped):
             return 1
+        if (whole := self._whole_line(line, stripped)) is not None:
+            return whole
         joined, used = table.unwrap(self.rows, index, self.recognised)
         stripped = joined.text.strip()
         if thread := _THREAD.fullmatch(stripped):
@@ -198,11 +270,43 @@ class _Reader:
         if _UNITS.fullmatch(stripped) or table.is_rule(joined):
             return used
         if not self.in_table:
-            raise Malformed(FORMAT, line.number, f"expected a thread line or a column header, found {stripped!r}")
-        self.syscalls.append(self.row(joined))
+            self.damage.append(
+                Damage(line.number, f"not a thread line or a column header, skipped ({stripped[:40]!r})")
+            )
+            return used
+        found = self.row(joined, last=index + used >= len(self.rows))
+        if found is not None:
+            self.syscalls.append(found)
         return used
 
+    def _whole_line(self, line: Line, stripped: str) -> int | None:
+        """The header lines every block repeats, read at once (their first characters say which), else None."""
+        if (stripped.startswith("---") and table.is_rule(line)) or (
+            stripped.startswith("(msec)") and _UNITS.fullmatch(stripped)
+        ):
+            return 1
+        if stripped.startswith("syscall ") and (columns := _COLUMNS.fullmatch(stripped)):
+            if self.in_table or self.syscalls:
+                self.close()
+            self.errors_column = columns.group("errors") is not None
+            self.in_table = True
+            return 1
+        if " events, " in stripped and (thread := _THREAD.fullmatch(stripped)):
+            self.close()
+            self.header = thread
+            return 1
+        return None
+
+    def _row_shaped(self, line: Line) -> bool:
+        """A whole system-call row of the table being read: its fields, the last a percentage, the second a count."""
+        if not self.in_table:
+            return False
+        fields = line.fields
+        return len(fields) == self.row_width() and fields[-1].endswith("%") and fields[1].isdigit()
+
     def recognised(self, line: Line) -> bool:
+        if self._row_shaped(line):
+            return True
         stripped = line.text.strip()
         if any(pattern.fullmatch(stripped) for pattern in (_THREAD, _COLUMNS, _UNITS, _LOST)) or table.is_rule(line):
             return True
@@ -211,23 +315,28 @@ class _Reader:
     def row_width(self) -> int:
         return 8 if self.errors_column else 7
 
-    def row(self, line: Line) -> SyscallStat:
+    def row(self, line: Line, last: bool) -> SyscallStat | None:
+        """The system call of *line*; None (and the damage named) for a row cut short or garbled."""
         fields = line.fields
         if len(fields) != self.row_width():
-            raise Malformed(
-                FORMAT,
-                line.number,
-                f"a syscall row has {self.row_width()} fields, this one {len(fields)}: {line.text!r}",
-            )
+            kept = "the rows above it read" if last else "skipped"
+            what = "the last row cut short" if last and len(fields) < self.row_width() else "a row garbled"
+            self.damage.append(Damage(line.number, f"{what} ({len(fields)} of {self.row_width()} fields): {kept}"))
+            return None
         name, calls, *rest = fields
-        errors = table.whole(FORMAT, line, "errors", rest.pop(0)) if self.errors_column else None
-        total, low, avg, high, stddev = (
-            table.number(FORMAT, line, what, token)
-            for what, token in zip(("total", "min", "avg", "max", "stddev"), rest, strict=True)
-        )
+        try:
+            errors = table.whole(FORMAT, line, "errors", rest.pop(0)) if self.errors_column else None
+            total, low, avg, high, stddev = (
+                table.number(FORMAT, line, what, token)
+                for what, token in zip(("total", "min", "avg", "max", "stddev"), rest, strict=True)
+            )
+            counted = table.whole(FORMAT, line, "calls", calls)
+        except Malformed as error:
+            self.damage.append(Damage(line.number, f"{name}: {error.reason}, row skipped"))
+            return None
         return SyscallStat(
             name=name,
-            calls=table.whole(FORMAT, line, "calls", calls),
+            calls=counted,
             total_ms=total,
             avg_ms=avg,
             errors=errors,
@@ -324,4 +433,10 @@ def to_facts(summary: PerfTraceSummary, source: str) -> Part:
         )
     if any(thread.sched_yield_calls is None for thread in threads):
         notes.append("some perf trace blocks have an empty table (perf with -F): their calls are unknown")
-    return Part(FORMAT, source, NodeView(), workload, tuple(notes), untimed_counts=True)
+    if summary.summaries > 1:
+        notes.append(
+            f"{source}: {summary.summaries} summaries in one file, each read and merged: a thread of the same id and "
+            "name in several is one thread, its counts added (runs traced one after the other)"
+        )
+    return Part(FORMAT, source, NodeView(), workload, (*notes, *damage_notes(source, summary.damage)),
+                untimed_counts=True)  # fmt: skip

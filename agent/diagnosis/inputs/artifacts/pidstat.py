@@ -31,9 +31,12 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from agent.diagnosis.facts import NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
@@ -87,6 +90,7 @@ class PidstatReport:
 
     system: SystemLine | None
     rows: tuple[PidstatRow, ...]
+    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
 
     def averages(self) -> tuple[PidstatRow, ...]:
         """The ``Average:`` rows (pidstat prints them when it was given a count)."""
@@ -139,6 +143,7 @@ def parse(text: str) -> PidstatReport:
     system: SystemLine | None = None
     columns: list[str] | None = None
     result: list[PidstatRow] = []
+    damage: list[Damage] = []
     for line in trimmed(rows, _opens_report, is_row):
         if (found := system_line(line)) is not None:
             system = found
@@ -147,8 +152,8 @@ def parse(text: str) -> PidstatReport:
         elif columns is None:
             raise Malformed(FORMAT, line.number, f"a row before any column header: {line.text.strip()!r}")
         else:
-            result.append(_row(line, columns))
-    return PidstatReport(system, tuple(result))
+            result.extend(read_rows([line], partial(_row, columns=columns), damage))
+    return PidstatReport(system, tuple(result), tuple(damage))
 
 
 def _row(line: Line, columns: list[str]) -> PidstatRow:
@@ -296,4 +301,5 @@ def to_facts(report: PidstatReport, source: str) -> Part:
     cpus = report.system.cpus if report.system else None
     if not measured:
         notes.append("pidstat printed no rows (no such process when it ran)")
-    return Part("pidstat", source, NodeView(cpus=cpus), workload if measured else None, tuple(notes))
+    return Part("pidstat", source, NodeView(cpus=cpus), workload if measured else None,
+                (*notes, *damage_notes(source, report.damage)))  # fmt: skip

@@ -30,9 +30,10 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, sampled
-from agent.diagnosis.inputs.artifacts.backtrace import Frame, state_of
+from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
+from agent.diagnosis.inputs.artifacts.backtrace import state_of
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -184,5 +185,8 @@ def to_facts(dump: PySpyDump, source: str) -> Part:
         cpu_samples_total=float(sum(running.values())) if running else None,
         yield_sites=_sites([thread for thread in dump.threads if thread.state == "yield"]),
         futex_sites=_sites([thread for thread in dump.threads if thread.state == "futex"]),
+        stacks=stack_classes.classify(
+            (stack_classes.Counted(thread.frames, 1.0, index) for index, thread in enumerate(dump.threads)), "threads"
+        ),
     )
     return Part(FORMAT, source, NodeView(), workload=workload, notes=tuple(notes))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import CodeShare
 from agent.diagnosis.inputs.artifacts import code
-from agent.diagnosis.inputs.artifacts.backtrace import FUTEX, LIBC_FILES, YIELD, Frame
+from agent.diagnosis.inputs.artifacts.frames import FUTEX, LIBC_FILES, YIELD, Frame
 
 # The kernel's entry code of system calls and faults (6.x dispatches through x64_sys_call)
 KERNEL_ENTRY = re.compile(r"^(?:entry_SYSCALL|entry_SYSENTER|entry_INT80|do_syscall_64$|do_syscall_32|x64_sys_call$|"

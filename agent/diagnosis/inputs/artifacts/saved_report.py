@@ -26,6 +26,7 @@ __all__ = ["FORMAT", "ReportUnusable", "looks_like", "looks_like_error", "parse"
 
 FORMAT = "schedwatch diagnose --json"
 SCHEMA_PREFIX = "schedwatch."  # any report of schedwatch: the wrong kind or version gets its own error
+READ = ("schedwatch.diagnosis/v1", SCHEMA)  # v1 wrote "" for a workload's unknown names, v2 null: both read back
 SAVE_AGAIN = f"give a {SCHEMA} report, as this schedwatch's `schedwatch diagnose --json` saves it"
 
 
@@ -63,7 +64,7 @@ def parse(text: str) -> Facts:
     data = _report(text)
     if data is None:
         raise NotThisFormat(FORMAT, "not a JSON object whose schema names a schedwatch report")
-    if data.get("schema") != SCHEMA:
+    if data.get("schema") not in READ:
         raise ReportUnusable(f"a {data.get('schema')} report")
     members = {name: data.get(name) for name in ("node", "workloads", "sources", "notes")}
     if not isinstance(members["node"], dict) or not isinstance(members["workloads"], list):
@@ -96,7 +97,13 @@ def decode(kind: Any, value: Any) -> Any:
             raise TypeError(f"{kind.__name__}: an object expected, got {type(value).__name__}")
         hints = typing.get_type_hints(kind)
         known = {field.name for field in dataclasses.fields(kind) if field.init}
-        return kind(**{name: decode(hints[name], item) for name, item in value.items() if name in known})
+        return kind(
+            **{
+                name: decode(hints[name], item)
+                for name, item in value.items()
+                if name in known and (item is not None or _optional(hints[name]))  # null where none may be: default
+            }
+        )
     if origin is tuple:
         return _tuple(kind, value)
     if origin is dict:
@@ -105,6 +112,11 @@ def decode(kind: Any, value: Any) -> Any:
             raise TypeError(f"an object expected, got {type(value).__name__}")
         return {decode(key_kind, key): decode(item_kind, item) for key, item in value.items()}
     return _scalar(kind, value)
+
+
+def _optional(kind: Any) -> bool:
+    """Whether *kind* admits None."""
+    return typing.get_origin(kind) in (Union, types.UnionType) and type(None) in typing.get_args(kind)
 
 
 def _tuple(kind: Any, value: Any) -> tuple[Any, ...]:

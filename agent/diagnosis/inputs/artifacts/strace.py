@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table as columns
+from agent.diagnosis.inputs.artifacts.damage import Damage
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import CommandFailed, Malformed, NotThisFormat
 from agent.diagnosis.inputs.artifacts.known import seconds_by_call
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -77,6 +79,7 @@ class StraceSummary:
 
     tables: tuple[StraceTable, ...]
     attached: tuple[int, ...]  # pids named in "strace: Process N attached" lines (strace -p)
+    damage: tuple[Damage, ...] = ()  # rows cut or garbled, a total line cut off: skipped, each named
 
     @property
     def main(self) -> StraceTable:
@@ -125,15 +128,17 @@ def parse(text: str) -> StraceSummary:
         raise NotThisFormat(FORMAT, "no '% time  seconds  usecs/call  calls  errors syscall' header")
     attached = tuple(int(m.group("pid")) for line in rows if (m := _ATTACHED.match(line.text.strip())))
     tables = []
+    damage: list[Damage] = []
     for position, start in enumerate(headers):
         end = headers[position + 1] if position + 1 < len(headers) else len(rows)
         named = _PERSONALITY.fullmatch(rows[start - 1].text.strip()) if start > 0 else None
         personality = named.group("name") if named else None
-        tables.append(_table(rows[start + 1 : end], personality, rows[start]))
-    return StraceSummary(tuple(tables), attached)
+        tables.append(_table(rows[start + 1 : end], personality, rows[start], damage))
+    return StraceSummary(tuple(tables), attached, tuple(damage))
 
 
-def _table(rows: list[Line], personality: str | None, header: Line) -> StraceTable:
+def _table(rows: list[Line], personality: str | None, header: Line, damage: list[Damage]) -> StraceTable:
+    """One table; a row cut or garbled is skipped and a cut total line said (in *damage*), the rest read."""
     if not rows or not columns.is_rule(rows[0]):
         raise Malformed(FORMAT, header.number + 1, "expected the dashed line under the column header")
     syscalls: list[SyscallStat] = []
@@ -142,12 +147,21 @@ def _table(rows: list[Line], personality: str | None, header: Line) -> StraceTab
         line = rows[index]
         if columns.is_rule(line):
             if index + 1 >= len(rows):
-                raise Malformed(FORMAT, line.number, "the table ends without its total line (cut short?)")
-            return StraceTable(personality, tuple(syscalls), _total(rows[index + 1], syscalls))
+                damage.append(Damage(line.number, "the total line is cut off: the rows above it read"))
+                return StraceTable(personality, tuple(syscalls), None)
+            try:
+                total = _total(rows[index + 1], syscalls)
+            except Malformed as error:
+                damage.append(Damage(error.line, f"the total line: {error.reason}; the rows above it read"))
+                total = None
+            return StraceTable(personality, tuple(syscalls), total)
         if _PERSONALITY.fullmatch(line.text.strip()):
             break
         row, used = columns.unwrap(rows, index, _complete_row)
-        syscalls.append(_row(row))
+        try:
+            syscalls.append(_row(row))
+        except Malformed as error:
+            damage.append(Damage(error.line, f"{error.reason}, skipped"))
         index += used
     if not syscalls:
         raise Malformed(FORMAT, header.number, "a table with no rows")
@@ -162,7 +176,9 @@ def _complete_row(line: Line) -> bool:
 def _row(line: Line) -> SyscallStat:
     fields = line.fields
     if len(fields) not in (5, 6):
-        raise Malformed(FORMAT, line.number, f"a syscall row has 5 or 6 fields, this one {len(fields)}: {line.text!r}")
+        raise Malformed(
+            FORMAT, line.number, f"a row cut or garbled ({len(fields)} of 5 or 6 fields: {line.text[:40]!r})"
+        )
     percent, seconds, usecs, calls = fields[:4]
     errors = columns.whole(FORMAT, line, "errors", fields[4]) if len(fields) == 6 else None
     return SyscallStat(
@@ -231,4 +247,8 @@ def to_facts(summary: StraceSummary, source: str) -> Part:
     notes = [NO_CLOCK, NO_THREADS, CPU_OR_WALL]
     if yields:
         notes.append(SLOWED)
-    return Part(FORMAT, source, NodeView(), workload, tuple(notes), untimed_counts=True)
+    unnamed = [table for table in summary.tables if table.personality is None]
+    if len(unnamed) > 1:
+        notes.append(f"{source}: {len(unnamed)} strace -c tables in one file (runs appended), each read and added up")
+    return Part(FORMAT, source, NodeView(), workload, (*notes, *damage_notes(source, summary.damage)),
+                untimed_counts=True)  # fmt: skip

@@ -42,13 +42,17 @@ class Line(NamedTuple):
         return self.text.split()
 
 
-def lines(text: str) -> list[Line]:
-    """*text* split into :class:`Line` s, terminal escapes and invisible characters removed, trailing space cut."""
-    text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+def lines(text: str, first: int = 1) -> list[Line]:
+    """*text* split into :class:`Line` s, terminal escapes and invisible characters removed, trailing space cut;
+    numbered from *first* (a part of a longer text keeps the whole text's line numbers)."""
+    if "\x1b" in text:
+        text = _ESCAPES.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     result = []
-    for number, raw in enumerate(text.split("\n"), start=1):
-        clean = _CONTROLS.sub("", _WIDE_SPACES.sub(" ", _INVISIBLE.sub("", raw)))
-        result.append(Line(number, clean.rstrip()))
+    for number, raw in enumerate(text.split("\n"), start=first):
+        if not (raw.isascii() and raw.isprintable()):  # most lines of a tool's output need nothing undone
+            raw = _CONTROLS.sub("", _WIDE_SPACES.sub(" ", _INVISIBLE.sub("", raw)))
+        result.append(Line(number, raw.rstrip()))
     return result
 
 
@@ -86,6 +90,8 @@ def decimal(token: str) -> float:
     Raises ValueError for anything else. The tools read here never group thousands, so a comma is a decimal mark.
     """
     token = token.removesuffix("%")
+    if token.replace(".", "", 1).isdigit() and token.isascii():  # the common case, without the pattern
+        return float(token)
     if not is_decimal(token):
         raise ValueError(f"not a number: {token!r}")
     return float(token.replace(",", "."))

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from agent.diagnosis.facts import CpuShares, NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -120,6 +123,7 @@ class TopReport:
     """A ``top`` paste: one snapshot per refresh (``top -b -n 2`` gives two; the second is the one over an interval)."""
 
     snapshots: tuple[TopSnapshot, ...]
+    damage: tuple[Damage, ...] = ()  # process rows cut or garbled: skipped, each named
 
 
 # --- recognising and parsing ----------------------------------------------------------------------
@@ -183,13 +187,14 @@ def parse(text: str) -> TopReport:
     if starts[0] != 0:
         starts.insert(0, 0)  # a paste that begins below top's first line
     snapshots = []
+    damage: list[Damage] = []
     for position, start in enumerate(starts):
         end = starts[position + 1] if position + 1 < len(starts) else len(rows)
-        snapshots.append(_snapshot(rows[start:end]))
-    return TopReport(tuple(snapshot for snapshot in snapshots if snapshot is not None))
+        snapshots.append(_snapshot(rows[start:end], damage))
+    return TopReport(tuple(snapshot for snapshot in snapshots if snapshot is not None), tuple(damage))
 
 
-def _snapshot(rows: list[Line]) -> TopSnapshot | None:
+def _snapshot(rows: list[Line], damage: list[Damage]) -> TopSnapshot | None:
     first = cpu = None
     tasks: TaskCounts | None = None
     threads_view = False
@@ -213,7 +218,7 @@ def _snapshot(rows: list[Line]) -> TopSnapshot | None:
             continue
         elif _is_header(line):
             columns = tuple(line.fields)
-            process_rows = tuple(_row(row, columns) for row in rows[index + 1 :])
+            process_rows = tuple(read_rows(rows[index + 1 :], partial(_row, columns=columns), damage))
             return _made(first, tasks, threads_view, cpu, per_cpu, columns, process_rows)
         else:
             raise Malformed(FORMAT, line.number, f"a line top's summary area does not have: {stripped!r}")
@@ -337,4 +342,4 @@ def to_facts(report: TopReport, source: str) -> Part:
             workload = WorkloadView(ref=Workload(), processes=tuple(_process(row) for row in snapshot.rows))
     if len(report.snapshots) == 1:
         notes.append(FIRST_REFRESH)
-    return Part("top", source, _node(snapshot), workload, tuple(notes))
+    return Part("top", source, _node(snapshot), workload, (*notes, *damage_notes(source, report.damage)))

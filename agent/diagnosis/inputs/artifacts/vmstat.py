@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from agent.diagnosis.facts import CpuShares, NodeView
 from agent.diagnosis.inputs.artifacts import table
+from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
+from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
@@ -65,6 +68,7 @@ class VmstatReport:
     """A ``vmstat`` report."""
 
     rows: tuple[VmstatRow, ...]
+    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
 
 
 # --- recognising and parsing ----------------------------------------------------------------------
@@ -109,6 +113,7 @@ def parse(text: str) -> VmstatReport:
     rows = report_lines(text, FORMAT, looks_like, _is_error, _MISSING)
     header: list[str] | None = None
     result: list[VmstatRow] = []
+    damage: list[Damage] = []
     for line in trimmed(rows, _opens_report, _is_row):
         if _GROUPS.match(line.text.strip()):
             continue
@@ -121,10 +126,10 @@ def parse(text: str) -> VmstatReport:
             continue
         if header is None:
             raise Malformed(FORMAT, line.number, f"a row before the 'r b ...' header: {line.text.strip()!r}")
-        result.append(_row(line, header, since_boot=not result))
+        result.extend(read_rows([line], partial(_row, header=header, since_boot=not result), damage))
     if not result:  # vmstat prints its since-boot line at once; a report without it was cut short
         raise Malformed(FORMAT, rows[-1].number, "no vmstat rows under the header (cut short?)")
-    return VmstatReport(tuple(result))
+    return VmstatReport(tuple(result), tuple(damage))
 
 
 def _row(line: Line, header: list[str], since_boot: bool) -> VmstatRow:
@@ -174,4 +179,4 @@ def to_facts(report: VmstatReport, source: str) -> Part:
         run_queue=mean_known([row.r for row in rows]),
         context_switches_per_second=mean_known([row.cs for row in rows]),
     )
-    return Part(FORMAT, source, node, notes=tuple(notes))
+    return Part(FORMAT, source, node, notes=(*notes, *damage_notes(source, report.damage)))

@@ -2,11 +2,11 @@
 window, and one node's workloads as facts.
 
 ``--from prometheus+http://HOST:9090`` (or ``prometheus+https://``) names the server; the rest of the URL is its
-address as the browser would use it (a path prefix included). Counts over the window come from PromQL
-``increase(...[Ns])`` grouped by ``instance`` and the workload labels, gauges from their last value; nodes are the
-``instance`` label. A workload younger than the window (or gone before its end) is counted over the part of the
-window it existed in: the time ``increase`` extrapolated its samples to (see :func:`covered_seconds`), so that its
-rates are not diluted by the time before it started. Prometheus has only the agents' series: processes,
+address as the browser would use it (a path prefix included). Counts over the window are exact differences of
+the samples (see :func:`exact_growth`), grouped by ``instance`` and the workload labels, gauges from their last
+value; nodes are the ``instance`` label. A workload younger than the window (or gone before its end) is counted over
+the part of the window its samples cover (see :func:`covered_seconds`), so that its rates are not diluted by the
+time before it started. Prometheus has only the agents' series: processes,
 libraries, thread variables and pools need `schedwatch diagnose` run on that node.
 """
 
@@ -30,8 +30,11 @@ from agent.diagnosis.inputs.live.sources import SourceError
 from agent.diagnosis.inputs.live.window import Window
 
 SCHEME = "prometheus+"
-SPAN_SERIES = ("schedwatch_cpu_usage_seconds_total", "schedwatch_threads")  # what every workload has
+# What every workload has, the counter first: where it grew, it tells when it was 0 (a young workload's start); the
+# gauge only when the counter cannot (fewer than two samples of it).
+SPAN_SERIES = ("schedwatch_cpu_usage_seconds_total", "schedwatch_threads")
 EXTRAPOLATION_THRESHOLD = 1.1  # Prometheus extrapolates to a range's edge closer than this many sample intervals
+BEFORE_WINDOW_SECONDS = 300  # how far before the window its base sample is looked for (Prometheus' lookback delta)
 RECORDED_RATE_SECONDS = 60  # the range of rate() in deploy/prometheus/fleet_rules.yaml
 QUERY_TIMEOUT = 60.0  # seconds one whole query may take
 MAX_BODY_BYTES = 512 * 1024 * 1024
@@ -130,15 +133,15 @@ class PrometheusSource:
             labels = item["metric"]
             up.setdefault(labels.get("instance", ""), set()).add(labels.get("source", ""))
         group = ", ".join(("instance", *WORKLOAD_LABELS))
-        spans = self._spans(seconds, selector)
         self.recorded = bool(self.query(f"count({recorded_name(SPAN_SERIES[0])}{{{selector}}})"))
+        spans = self._spans(seconds, selector)
         lookback = self._recorded_lookback(seconds, selector) if self.recorded else seconds
         for name, (key, split, _collector) in COUNTERS.items():
             by = f"{group}, {split}" if split else group
             if self.recorded:  # the fleet rules' rates, averaged over the window, times the time each one covers
                 expr = f"sum by ({by}) (avg_over_time({recorded_name(name)}{{{selector}}}[{lookback}s]))"
             else:
-                expr = f"sum by ({by}) (increase({name}{{{selector}}}[{seconds}s]))"
+                expr = f"sum by ({by}) ({exact_growth(f'{name}{{{selector}}}', seconds)})"
             for item in self.query(expr):
                 labels = item["metric"]
                 full = f"{key}:{labels.get(split, '')}" if split else key
@@ -198,27 +201,52 @@ class PrometheusSource:
         return max(seconds - RECORDED_RATE_SECONDS, math.ceil(1.5 * interval), 1)
 
     def _spans(self, seconds: int, selector: str) -> dict[str, dict[Workload, float]]:
-        """By instance, the seconds of the window each workload's series cover (the longest of its series)."""
+        """By instance, the seconds of the window each workload's series cover: the longest of its series of the first
+        of SPAN_SERIES that has two samples of it (a gauge, which cannot say when a young workload started, would
+        stretch the time back half a sample interval where the counter knows better)."""
         end = time.time() if self.evaluated_at is None else self.evaluated_at
         spans: dict[str, dict[Workload, float]] = {}
         for name in SPAN_SERIES:
+            known = {instance: set(node) for instance, node in spans.items()}
             for item in self.query(f"{name}{{{selector}}}[{seconds}s]"):
                 samples = [(float(t), float(v)) for t, v in item.get("values", [])]
-                covered = covered_seconds(samples, end - seconds, end, name.endswith("_total"))
+                counter = name.endswith("_total")
+                covered = covered_seconds(samples, end - seconds, end, counter, exact=not self.recorded)
                 if covered is None:
                     continue
                 labels = item["metric"]
-                node = spans.setdefault(labels.get("instance", ""), {})
-                ref = ref_of(labels)
+                instance, ref = labels.get("instance", ""), ref_of(labels)
+                if ref in known.get(instance, ()):
+                    continue
+                node = spans.setdefault(instance, {})
                 node[ref] = max(node.get(ref, 0.0), covered)
         return spans
 
 
-def covered_seconds(samples: list[tuple[float, float]], start: float, end: float, counter: bool) -> float | None:
-    """The seconds of the range (*start*, *end*] that Prometheus' ``increase`` extrapolates *samples* (time,
-    value) to: the sampled interval, plus at each edge the gap to it when under 1.1 sample intervals, else half an
-    interval (and for a counter no further back than where it would have been 0). ``increase`` over this time is
-    the series' rate; None with fewer than two samples (``increase`` has no value then)."""
+def exact_growth(series: str, seconds: int) -> str:
+    """PromQL for how much the counters of *series* (a selector) grew in the *seconds* before the evaluation time,
+    exactly as sampled: the last value in the window less the last one before it, or the whole value of a series
+    first sampled in the window (it counts from 0, as a workload new to two readings of an agent does). A series
+    that went backwards around the window (its agent restarted) takes ``increase``, which counts across resets.
+    Unlike ``increase`` alone it does not extrapolate: 400,000 yields between two scrapes are 400,000."""
+    last = f"last_over_time({series}[{seconds}s])"
+    base = f"last_over_time({series}[{BEFORE_WINDOW_SECONDS}s] offset {seconds}s)"
+    reset = f"resets({series}[{seconds + BEFORE_WINDOW_SECONDS}s]) > 0"
+    return f"((({last} - {base}) or {last}) unless {reset}) or increase({series}[{seconds}s])"
+
+
+def covered_seconds(
+    samples: list[tuple[float, float]], start: float, end: float, counter: bool, exact: bool = False
+) -> float | None:
+    """The seconds of the range (*start*, *end*] that a count over *samples* (time, value) covers; None with fewer
+    than two samples.
+
+    Prometheus' ``increase`` (*exact* false: the recorded rates are its rate) extrapolates to the sampled interval,
+    plus at each edge the gap to it when under 1.1 sample intervals, else half an interval (and for a counter no
+    further back than where it would have been 0). An exact count (:func:`exact_growth`) runs from the sample before
+    the window (a sample interval before the first one, when that is within 1.1 intervals of the start: the series
+    was there) or from where the counter was 0 as Prometheus extrapolates it, to the last sample: nothing is added
+    at the end."""
     if len(samples) < 2:
         return None
     (first_t, first_v), (last_t, _) = samples[0], samples[-1]
@@ -228,12 +256,16 @@ def covered_seconds(samples: list[tuple[float, float]], start: float, end: float
     growth = sum(b - a if b >= a else b for (_, a), (_, b) in itertools.pairwise(samples))
     average = sampled / (len(samples) - 1)
     to_start, to_end = first_t - start, end - last_t
+    threshold = average * EXTRAPOLATION_THRESHOLD
+    there_at_start = to_start < threshold
+    if exact:
+        to_start = average if there_at_start else to_start
     if counter and growth > 0 and first_v >= 0:
         to_start = min(to_start, sampled * first_v / growth)
-    threshold = average * EXTRAPOLATION_THRESHOLD
-    return (
-        sampled + (to_start if to_start < threshold else average / 2) + (to_end if to_end < threshold else average / 2)
-    )
+    before = to_start if to_start < threshold else average / 2
+    if exact:
+        return sampled + before
+    return sampled + before + (to_end if to_end < threshold else average / 2)
 
 
 def _value(item: dict[str, Any]) -> float | None:

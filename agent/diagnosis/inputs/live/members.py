@@ -10,7 +10,7 @@ from agent.diagnosis.facts import Workload
 from agent.identity.labels import label_value
 from agent.identity.paths import container_id_from_path
 from agent.machine.cgroups.files import parse_int
-from agent.machine.cgroups.layout import parse_proc_cgroup
+from agent.machine.cgroups.layout import parse_proc_cgroup, read_layout
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.procfs import SMALL_FILE, ProcFS, decode
 
@@ -54,13 +54,17 @@ def _container_matches(ref: Workload, wanted: str) -> bool:
     return len(wanted) >= SHORT_ID and bool(ref.container_id) and ref.container_id.startswith(wanted)
 
 
-def cgroup_of(procfs: ProcFS, pid: int) -> str:
-    """The cgroup2 path of *pid* (its v1 systemd path on hosts without cgroup2); NoSuchProcess when it is gone."""
+def cgroup_of(procfs: ProcFS, pid: int, order: tuple[str, ...] | None = None) -> str:
+    """The path of *pid* in the workload hierarchy (*order*: the layout's placing order, by default this mount
+    namespace's): cgroup2's, or on a host without it its v1 systemd path, whatever cgroup2 line /proc shows there;
+    NoSuchProcess when it is gone."""
     text = procfs.read_text(pid, "cgroup", SMALL_FILE)
     if text is None:
         raise NoSuchProcess(f"no process {pid}: give the pid of a running process (as the host sees it)")
     paths = parse_proc_cgroup(text)
-    return paths.get("") or paths.get("name=systemd") or paths.get("cpu") or "/"
+    if order is None:
+        order = read_layout().placing_order
+    return next((paths[name] for name in order if name in paths), None) or paths.get("") or "/"
 
 
 def filter_for_pid(procfs: ProcFS, base: Filter) -> Filter:

@@ -18,8 +18,9 @@ MAX_COUNTED = 256  # processes of one workload read at most (a bigger pool still
 
 
 def pool_workers(procfs: ProcFS, pids: list[int]) -> int | None:
-    """The largest group of processes sharing parent and command, else 1 for a lone process; None when none of
-    *pids* is alive."""
+    """The workers of its pools together (groups of processes sharing parent and command; the node-side rule
+    counts those that map a pool library), else 1 for a lone process; None when none of *pids* is alive, or when
+    several are and none is in a pool (which of them run thread pools is not known without their maps)."""
     alive = []
     for pid in pids[:MAX_COUNTED]:
         stat = read_process_stat(procfs, pid)
@@ -31,7 +32,9 @@ def pool_workers(procfs: ProcFS, pids: list[int]) -> int | None:
     if not alive:
         return None
     pools = worker_pools(alive)
-    return pools[0].size if pools else 1
+    if pools:
+        return sum(pool.size for pool in pools)
+    return 1 if len(alive) == 1 else None
 
 
 def counter(procfs: ProcFS, tree: Path | None) -> Callable[[list[Workload]], dict[Workload, int]]:

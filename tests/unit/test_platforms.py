@@ -1,0 +1,112 @@
+"""The platform tier's own logic: which tests each layout runs, and how a run's results become the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.platforms import kernels
+from tests.platforms.machines import MACHINES, SHORT, TIER, V1, V2, Machine, left_out, nodes_for
+from tests.platforms.matrix import MEASURED_END, MEASURED_START, MachineResult, _read_junit, report, write_report
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="0" tests="2">
+<testcase classname="tests.kernel.test_platform" name="test_every_bpf_program_is_loaded" time="1.0">
+<failure message="AssertionError: kernel 6.1.0-57-amd64: programs not loaded {'sched': ['sched_switch']}&#10;more">
+invalid access to map value, value_size=160 off=2184 size=8</failure></testcase>
+<testcase classname="tests.kernel.test_syscalls" name="test_yield_count_is_exact_per_process_and_cgroup[1-1]"
+ time="2.0"/>
+</testsuite></testsuites>
+"""
+
+
+def test_each_layout_runs_the_short_tier_and_pressure_only_where_cgroup2_is() -> None:
+    for layout in (V2, V1):
+        nodes = nodes_for(layout)
+        for node in SHORT:  # named whole or inside a module run whole
+            assert node in nodes or node.split("::")[0] in nodes, (layout, node)
+    assert "tests/kernel/test_pressure.py" in nodes_for(V2)
+    assert "tests/kernel/test_pressure.py" not in nodes_for(V1)
+    assert [test.node for test in left_out(V1)] == ["tests/kernel/test_pressure.py"]
+    assert all(test.why_not_elsewhere for test in TIER if len(test.layouts) < 3)
+
+
+def test_a_test_of_a_module_run_whole_is_not_named_twice() -> None:
+    nodes = nodes_for(V2)
+    assert "tests/kernel/test_platform.py" in nodes
+    assert not [node for node in nodes if node.startswith("tests/kernel/test_platform.py::")]
+    assert len(nodes) == len(set(nodes))
+
+
+def test_the_short_machine_is_debian_6_1_cgroup_v2_only() -> None:
+    assert MACHINES[0] == Machine("debian-6.1-v2", "6.1", "amd64", V2)
+    assert nodes_for(V2, short=True) == list(SHORT)
+
+
+def test_junit_results_keep_each_tests_outcome_and_the_verifiers_words(tmp_path: Path) -> None:
+    (tmp_path / "junit.xml").write_text(JUNIT)
+    result = MachineResult(MACHINES[0], "6.1.0-57-amd64")
+    _read_junit(tmp_path / "junit.xml", result)
+    loaded = "tests/kernel/test_platform.py::test_every_bpf_program_is_loaded"
+    yields = "tests/kernel/test_syscalls.py::test_yield_count_is_exact_per_process_and_cgroup[1-1]"
+    assert result.outcomes == {loaded: "failed", yields: "passed"}
+    assert "value_size=160 off=2184" in result.details[loaded]
+    assert result.messages[loaded].startswith("AssertionError: kernel 6.1.0-57-amd64")
+    assert not result.passed
+    table = report([result], "make platforms", 600)
+    assert "| debian-6.1-v2 | 6.1.0-57-amd64 | v2 | none | 1 of 2 | FAIL |" in table
+    assert f"- failed: `{loaded}`" in table
+
+
+def test_a_machine_that_did_not_finish_is_no_pass() -> None:
+    result = MachineResult(MACHINES[1], "6.1.0-57-amd64", failure="did not finish within 60 s")
+    assert not result.passed
+    assert "did not finish" in report([result], "make platforms", 60)
+
+
+def test_the_report_replaces_only_the_measured_part(tmp_path: Path) -> None:
+    document = tmp_path / "platforms.md"
+    document.write_text(f"# head\n{MEASURED_START}\nold\n{MEASURED_END}\ntail\n")
+    write_report(document, "new table\n")
+    assert document.read_text() == f"# head\n{MEASURED_START}\nnew table\n{MEASURED_END}\ntail\n"
+    document.write_text("no markers")
+    with pytest.raises(SystemExit, match="lacks the markers"):
+        write_report(document, "x")
+
+
+def test_the_newest_release_of_a_flavour_is_picked_by_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = "\n".join(
+        [
+            "linux-image-6.1.0-9-amd64",
+            "linux-image-6.1.0-57-amd64",
+            "linux-image-6.1.0-57-cloud-amd64",
+            "linux-image-6.1.0-57-rt-amd64",
+            "linux-image-6.1.0-57-amd64-dbg",
+            "linux-image-6.12.9+deb12-amd64",
+            "linux-image-6.12.118+deb12-amd64",
+            "linux-image-6.12.118+deb12-amd64-unsigned",
+        ]
+    )
+
+    class Listed:
+        stdout = listed
+
+    monkeypatch.setattr(kernels.subprocess, "run", lambda *args, **kwargs: Listed())
+    assert kernels.newest_release("6.1", "amd64") == "6.1.0-57-amd64"
+    assert kernels.newest_release("6.1", "rt-amd64") == "6.1.0-57-rt-amd64"
+    assert kernels.newest_release("6.12", "amd64") == "6.12.118+deb12-amd64"
+    with pytest.raises(kernels.KernelUnavailable, match="apt-get update"):
+        kernels.newest_release("5.10", "amd64")
+
+
+def test_what_bpf_mode_cannot_count_is_told_by_kernel_release() -> None:
+    from agent.bpf.probes.gaps import kernel_gaps
+
+    assert kernel_gaps("6.18.44-fc-v1272") == ()
+    on_61 = kernel_gaps("6.1.0-57-amd64")
+    assert len(on_61) == 2
+    assert 'schedwatch_sched_events_missed_total{event="wakeup"}' in on_61[0]
+    assert "schedwatch_bpf_program_misses_total" in on_61[1]
+    assert kernel_gaps("6.12.118+deb12-amd64") == on_61[:1]
+    assert kernel_gaps("5.15.0-100-generic") == on_61[1:]
