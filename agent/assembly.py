@@ -147,7 +147,7 @@ class Agent:
         )
 
     def standing_findings(self, every: float = EVALUATE_SECONDS) -> StandingFindings:
-        """The agent's standing evaluation of the workloads (the schedwatch_finding series), judging what it is
+        """The agent's standing evaluation of the workloads (the series of metrics.FINDING), judging what it is
         handed at most once every *every* seconds; 0 judges every reading at once."""
         procfs = ProcFS()
         return StandingFindings(
