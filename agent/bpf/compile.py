@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +17,17 @@ SHARED_HEADER = "schedwatch.h"
 def source_dir() -> Path:
     """Directory of the installed BPF C sources (``bpf/`` of the checkout, ``agent/bpf/programs`` when installed)."""
     return Path(str(resources.files("agent.bpf.programs")))
+
+
+# Where Debian and Ubuntu (python3-bpfcc) and Fedora install bcc's module: looked in when this Python cannot
+# import it by itself (a virtual environment made without --system-site-packages).
+DISTRIBUTION_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/python3/site-packages")
+BCC_INSTALL_FIX = (
+    "install bcc's Python module: apt-get install python3-bpfcc (Debian/Ubuntu; dnf install python3-bcc on Fedora)"
+)
+# Test-only: extra defines for one program, by source file name, as JSON ({"sched.bpf.c": {"NAME": "VALUE"}}).
+# The kernel tests set it to make the real verifier refuse one program (docs/modes.md); nothing else reads it.
+TEST_DEFINES_VARIABLE = "SCHEDWATCH_TEST_BPF_DEFINES"
 
 
 def program_text(directory: Path, source_name: str) -> str:
@@ -33,20 +46,45 @@ def program_text(directory: Path, source_name: str) -> str:
 
 
 def import_bcc() -> Any:
-    """Import bcc's Python module, looking in Debian's dist-packages if needed."""
+    """Import bcc's Python module, looking in the distribution's dist-packages if needed."""
     try:
         import bcc
     except ImportError:
         import sys
 
-        for extra in ("/usr/lib/python3/dist-packages", "/usr/lib/python3/site-packages"):
+        for extra in DISTRIBUTION_PATHS:
             if Path(extra, "bcc").is_dir() and extra not in sys.path:
                 sys.path.append(extra)
         try:
             import bcc
         except ImportError as error:
-            raise BpfUnavailable("bcc is not installed: apt-get install python3-bpfcc (Debian/Ubuntu)") from error
+            looked = " and ".join(DISTRIBUTION_PATHS)
+            raise BpfUnavailable(
+                f"bcc cannot be imported ({error}; looked in this Python's path and {looked})", fix=BCC_INSTALL_FIX
+            ) from error
     return bcc
+
+
+def bcc_origin() -> dict[str, Any]:
+    """Whether :func:`import_bcc` imports bcc in this process, its version and where from (run in a child: the agent
+    itself never imports bcc)."""
+    import sys
+
+    own_path = list(sys.path)
+    try:
+        bcc = import_bcc()
+    except BpfUnavailable as error:
+        return {"version": None, "error": str(error)}
+    except Exception as error:  # bcc's own import code fails in its own ways (a missing libbcc.so)
+        return {"version": None, "error": f"bcc cannot be imported: {error}"}
+    directory = Path(bcc.__file__).parent
+    try:
+        from bcc import version
+
+        number = str(version.__version__)
+    except (ImportError, AttributeError):
+        number = "unknown"
+    return {"version": number, "path": str(directory), "outside_path": str(directory.parent) not in own_path}
 
 
 @dataclass(frozen=True)
@@ -67,6 +105,7 @@ def compile_program(
     bcc = import_bcc()
     directory = source_dir()
     cflags = [f"-I{directory}", "-Wno-unused-function"]
+    defines = {**defines, **json.loads(os.environ.get(TEST_DEFINES_VARIABLE) or "{}").get(source_name, {})}
     for name, value in sorted(defines.items()):
         cflags.append(f"-D{name}" if value is None else f"-D{name}={value}")
     try:

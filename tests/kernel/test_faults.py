@@ -196,7 +196,10 @@ def test_tracefs_absent_and_not_mountable_degrades_bpf_collectors(cgroups: Cgrou
     assert_degraded_to_cgroup_cpu(agent, cgroups, "tracefs is not mounted")
     result = check("--state-dir", str(tmp_path / "check"), prefix=prefix)
     assert result.returncode == 1
-    assert "tracefs      NOT MOUNTED: mount -t tracefs tracefs /sys/kernel/tracing" in result.stdout, result.stdout
+    (tracefs,) = [line for line in result.stdout.splitlines() if line.startswith("  tracefs      ")]
+    assert tracefs.startswith("  tracefs      NOT MOUNTED: "), tracefs
+    assert "mount -t tracefs tracefs /sys/kernel/tracing" in tracefs
+    assert "  cgroup_cpu       ok " in result.stdout, result.stdout
 
 
 def test_tracefs_absent_is_mounted_by_the_agent(cgroups: CgroupSandbox, yielder: Path, tmp_path: Path) -> None:
