@@ -119,7 +119,7 @@ SYSCALL_TIMED = GaugeSpec(
     WORKLOAD_LABELS,
 )
 
-# --- code attribution: on-CPU samples (oncpu collector) and call sites (syscall_families collector) --------------
+# --- code attribution: on-CPU samples (oncpu collector) and call sites (syscalls collector) ----------------------
 CODE_LABELS = ("library", "version", "function")
 CPU_SAMPLES = CounterSpec(
     "schedwatch_cpu_samples",

@@ -11,6 +11,8 @@ from typing import Any
 
 from agent.bpf import BpfUnavailable
 
+SHARED_HEADER = "schedwatch.h"
+
 
 def source_dir() -> Path:
     """Directory of the installed BPF C sources (``bpf/`` of the checkout, ``agent/bpf/programs`` when installed)."""
@@ -26,6 +28,21 @@ BCC_INSTALL_FIX = (
 # Test-only: extra defines for one program, by source file name, as JSON ({"sched.bpf.c": {"NAME": "VALUE"}}).
 # The kernel tests set it to make the real verifier refuse one program (docs/modes.md); nothing else reads it.
 TEST_DEFINES_VARIABLE = "SCHEDWATCH_TEST_BPF_DEFINES"
+
+
+def program_text(directory: Path, source_name: str) -> str:
+    """The program's source with bpf/schedwatch.h's text in place of its ``#include "schedwatch.h"`` line: bcc
+    rewrites map operations only in the program's own text, and the header's process lifecycle uses the program's
+    maps."""
+    include = f'#include "{SHARED_HEADER}"'
+    lines = (directory / source_name).read_text().splitlines()
+    if include not in lines:
+        return "\n".join(lines) + "\n"
+    at = lines.index(include)
+    header = (directory / SHARED_HEADER).read_text()
+    # #line keeps the compiler's and the verifier's line numbers those of the two files.
+    spliced = [f'#line 1 "{SHARED_HEADER}"', header, f'#line {at + 2} "{source_name}"']
+    return "\n".join(lines[:at] + spliced + lines[at + 1 :]) + "\n"
 
 
 def import_bcc() -> Any:
@@ -92,7 +109,7 @@ def compile_program(
     for name, value in sorted(defines.items()):
         cflags.append(f"-D{name}" if value is None else f"-D{name}={value}")
     try:
-        program = bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
+        program = bcc.BPF(text=program_text(directory, source_name).encode(), cflags=cflags)
     except Exception as error:  # bcc raises bare Exception on compile and attach failures
         raise BpfUnavailable(
             f"cannot load {source_name}: {error}; the compiler's or verifier's output is above, and "

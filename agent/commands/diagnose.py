@@ -41,6 +41,9 @@ DEFAULT_SECONDS = 10
 DEFAULT_FLEET_SECONDS = 300  # Prometheus scrapes every 15-60 s: increase() needs a few scrapes in its range
 FLEET_SCHEMA = "schedwatch.fleet/v1"
 FLEET_TOP = 20  # workloads listed in a fleet ranking
+# A diagnosis is a one-off measurement: it counts system calls by family for its duration unless asked not to (an
+# agent left running does not, for the price it would take from every system call of the node).
+ON_BY_DEFAULT = ("syscall_families",)
 
 
 def add_arguments(parser: CommandParser) -> None:
@@ -67,7 +70,7 @@ def add_arguments(parser: CommandParser) -> None:
     add_filter_arguments(parser)
     output = parser.add_argument_group("output (default: a tree on the terminal)")
     output.add_argument("--json", action="store_true", help="print the diagnosis as JSON (docs/schemas/)")
-    add_collection_arguments(parser)
+    add_collection_arguments(parser, ON_BY_DEFAULT)
     add_logging_arguments(parser)
     add_client_arguments(parser)
     refuse_groups(parser, (config.SERVING,), "diagnose serves nothing; it is `schedwatch run`'s flag")
@@ -78,7 +81,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Diagnose and print; 0 when a diagnosis was printed, 2 with a one-line error otherwise."""
-    settings = settings_from(args, parser)
+    settings = settings_from(args, parser, ON_BY_DEFAULT)
     client = source_client(args, parser)
     wanted = workload_filter(args)
     try:
