@@ -25,12 +25,11 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import CpuShares, NodeView
 from agent.diagnosis.inputs.artifacts import table
-from agent.diagnosis.inputs.artifacts.damage import Damage
 from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.part import MACHINE_WIDE, Part
-from agent.diagnosis.inputs.artifacts.sysstat import SystemLine, Tool, named_fields, stamp, stamped
+from agent.diagnosis.inputs.artifacts.sysstat import Report, Tool, named_fields, stamp, stamped
 from agent.diagnosis.inputs.artifacts.text import Line
 
 __all__ = ["FORMAT", "MpstatReport", "MpstatRow", "looks_like", "looks_like_error", "parse", "to_facts"]
@@ -60,17 +59,8 @@ class MpstatRow:
     idle: float | None
 
 
-@dataclass(frozen=True)
-class MpstatReport:
+class MpstatReport(Report[MpstatRow]):
     """An ``mpstat`` report: every CPU row, in the order printed."""
-
-    system: SystemLine | None
-    rows: tuple[MpstatRow, ...]
-    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
-
-    def averages(self) -> tuple[MpstatRow, ...]:
-        """The ``Average:`` rows."""
-        return tuple(row for row in self.rows if row.average)
 
 
 # --- recognising and parsing ----------------------------------------------------------------------

@@ -33,11 +33,10 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
-from agent.diagnosis.inputs.artifacts.damage import Damage
 from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.known import mean_known
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.sysstat import SystemLine, Tool, named_fields, stamp, stamped
+from agent.diagnosis.inputs.artifacts.sysstat import Report, Tool, named_fields, stamp, stamped
 from agent.diagnosis.inputs.artifacts.text import Line
 
 __all__ = ["FORMAT", "PidstatReport", "PidstatRow", "looks_like", "looks_like_error", "parse", "to_facts"]
@@ -80,17 +79,8 @@ class PidstatRow:
         return self.tid is not None and self.tgid is None
 
 
-@dataclass(frozen=True)
-class PidstatReport:
+class PidstatReport(Report[PidstatRow]):
     """A ``pidstat`` report: every row of every table, in the order printed."""
-
-    system: SystemLine | None
-    rows: tuple[PidstatRow, ...]
-    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
-
-    def averages(self) -> tuple[PidstatRow, ...]:
-        """The ``Average:`` rows (pidstat prints them when it was given a count)."""
-        return tuple(row for row in self.rows if row.average)
 
 
 # --- recognising and parsing ----------------------------------------------------------------------

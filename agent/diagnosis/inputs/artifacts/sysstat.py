@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
 from agent.diagnosis.inputs.artifacts.errors import Malformed
@@ -18,6 +18,16 @@ from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_li
 from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
 
 R = TypeVar("R")
+
+
+class Averaged(Protocol):
+    """A row of a sysstat table: an ``Average:`` row or one interval's."""
+
+    @property
+    def average(self) -> bool: ...
+
+
+A = TypeVar("A", bound=Averaged)
 
 _SYSTEM = re.compile(
     r"Linux (?P<kernel>\S+) \((?P<host>[^)]*)\) +(?P<date>\S+) +(?P<arch>\S+)(?: +\((?P<cpus>\d+) CPU\))?"
@@ -35,6 +45,19 @@ class SystemLine:
     date: str
     arch: str
     cpus: int | None
+
+
+@dataclass(frozen=True)
+class Report(Generic[A]):
+    """A sysstat tool's report: its system line, every row of every table in the order printed, the rows read past."""
+
+    system: SystemLine | None
+    rows: tuple[A, ...]
+    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
+
+    def averages(self) -> tuple[A, ...]:
+        """The ``Average:`` rows (printed when the tool was given a count)."""
+        return tuple(row for row in self.rows if row.average)
 
 
 class Stamp(NamedTuple):
