@@ -18,7 +18,9 @@ from bench import (
     processes,
     sched,
     scrape,
+    site_parts,
     switch_cost,
+    switch_parts,
     syscalls,
 )
 from bench.common import BENCH
@@ -29,6 +31,8 @@ SUITES = {
     "modes": modes,
     "processes": processes,
     "switch_cost": switch_cost,
+    "switch_parts": switch_parts,
+    "site_parts": site_parts,
     "scrape": scrape,
     "families": families,
     "exits": exits,

@@ -26,6 +26,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.common import Agent, Background, Stoppable, free_port, median, require, wait_for_line
@@ -146,6 +147,21 @@ def messaging() -> float:
     return MESSAGES / float(found.group(1))
 
 
+def busy_share(seconds: float = 1.0) -> float:
+    """The share of the machine's CPU time that was busy over *seconds* (/proc/stat): measured between rounds, with
+    nothing of the benchmark's running but the idle redis-server, it tells a round that something else shared the
+    machine."""
+
+    def times() -> tuple[int, int]:
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(ticks), ticks[3] + ticks[4]  # idle + iowait
+
+    total, idle = times()
+    time.sleep(seconds)
+    total_after, idle_after = times()
+    return 1.0 - (idle_after - idle) / max(1, total_after - total)
+
+
 def measure_once(redis: Redis, setup: Setup) -> dict[str, float]:
     """Start *setup*, let it settle, drive both servers, stop it."""
     running = setup.start() if setup.start else None
@@ -165,9 +181,11 @@ def run(repetitions: int) -> dict[str, Any]:
     order = setups()
     samples: dict[str, dict[str, list[float]]] = {s.name: {m: [] for m in MEASURES} for s in order}
     losses: dict[str, dict[str, list[float]]] = {s.name: {m: [] for m in MEASURES} for s in order[1:]}
+    busy: list[float] = []
     redis = Redis()
     try:
         for round_index in range(repetitions):
+            busy.append(busy_share())
             shift = round_index % len(order)
             this_round = {}
             for setup in order[shift:] + order[:shift]:
@@ -181,7 +199,7 @@ def run(repetitions: int) -> dict[str, Any]:
                         losses[name][measure].append(100.0 * (1.0 - rates[measure] / base[measure]))
     finally:
         redis.stop()
-    return {"repetitions": repetitions, "samples": samples, "losses": losses}
+    return {"repetitions": repetitions, "samples": samples, "losses": losses, "busy_before_round": busy}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -203,4 +221,6 @@ def report(result: dict[str, Any]) -> str:
                 cell += f" ({-median(loss):+.1f} %; {-max(loss):+.1f} to {-min(loss):+.1f})"
             cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    busy = ", ".join(f"{100 * share:.0f} %" for share in result.get("busy_before_round", []))
+    lines += ["", f"The machine's CPU busy in the second before each round, nothing of the benchmark running: {busy}"]
     return "\n".join(lines)

@@ -1,0 +1,113 @@
+/* bench/switch_parts.py: schedwatch's sched_switch path built up one part at a time (PARTS = 0..5), each level
+ * doing what the level below does and one more part of what bpf/sched.bpf.c does per switch, on the same maps and
+ * sizes, so that the difference between two levels is what that part costs:
+ *   0  the clock read (the clock-only floor)
+ *   1  + the outgoing thread's entry in a thread hash map, and its new off-CPU period written there
+ *   2  + the check whether any task moved cgroup since its key was read (an array slot)
+ *   3  + the incoming thread's entry, its off-CPU period and wait computed and cleared
+ *   4  + its workload's totals in a hash map keyed by cgroup id
+ *   5  + the atomic adds into those totals: off-CPU time, run-queue wait, its histogram bucket, its holder, blocked
+ *      time (five, as a woken thread's switch-in does)
+ */
+#include "bpf/schedwatch.h"  /* relative to the checkout: the benchmark runs there */
+
+struct thread_state {
+    u64 cgroup_id;
+    u64 offcpu_since;
+    u64 runnable_since;
+    u32 tgid;
+    u8 reason;
+    u8 sleep;
+    u8 kind;
+    u8 unused;
+    u64 key_read_at;
+};
+
+struct totals {
+    u64 offcpu_ns[2];
+    u64 runq_ns;
+    u64 runq_buckets[10];
+    u64 missed[2];
+    u64 runq_by_holder_ns[3];
+    u64 blocked_ns[2];
+    u64 processes_exited;
+};
+
+BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
+BPF_HASH(cgroups, u64, struct totals, MAX_CGROUPS);
+BPF_ARRAY(moves, u64, 1);
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+    u64 now = bpf_ktime_get_ns();
+#if PARTS >= 1
+    u32 prev = args->prev_pid;
+    if (prev != 0) {
+        struct thread_state zero = {};
+        struct thread_state *state = threads.lookup_or_try_init(&prev, &zero);
+        if (state) {
+#if PARTS >= 2
+            u32 slot = 0;
+            u64 *moved = moves.lookup(&slot);
+            u64 read_at = (moved ? *moved : 0) + 1;
+            if (state->key_read_at != read_at) {
+                state->key_read_at = read_at;
+                state->cgroup_id = bpf_get_current_cgroup_id();
+            }
+#else
+            if (state->cgroup_id == 0)
+                state->cgroup_id = bpf_get_current_cgroup_id();
+#endif
+            bool runnable = (args->prev_state & 0xff) == 0;
+            state->offcpu_since = now;
+            state->reason = runnable ? 0 : 1;
+            state->runnable_since = runnable ? now : 0;
+        }
+    }
+#endif
+#if PARTS >= 3
+    u32 next = args->next_pid;
+    if (next == 0)
+        return KEEP_EVENT;
+    struct thread_state *in = threads.lookup(&next);
+    if (!in || in->offcpu_since == 0)
+        return KEEP_EVENT;
+    u64 offcpu = now - in->offcpu_since;
+    u64 waited = in->runnable_since ? now - in->runnable_since : offcpu / 2;
+    u32 reason = in->reason & 1;
+    u64 key = in->cgroup_id;
+    in->offcpu_since = 0;
+    in->runnable_since = 0;
+#if PARTS >= 4
+    struct totals *cg = cgroups.lookup(&key);
+    if (!cg) {
+        struct totals empty = {};
+        cgroups.insert(&key, &empty);
+        cg = cgroups.lookup(&key);
+    }
+#if PARTS >= 5
+    if (cg) {
+        __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);
+        __sync_fetch_and_add(&cg->runq_ns, waited);
+        u32 bucket = waited > 10000 ? 1 : 0;
+        __sync_fetch_and_add(&cg->runq_buckets[bucket], 1);
+        __sync_fetch_and_add(&cg->runq_by_holder_ns[reason], waited);
+        __sync_fetch_and_add(&cg->blocked_ns[reason], offcpu - waited);
+    }
+#endif
+#endif
+#endif
+    return KEEP_EVENT;
+}
+
+/* Only the threads that were seen leaving a CPU get woken into a wait: as in the real program. */
+TRACEPOINT_PROBE(sched, sched_wakeup)
+{
+#if PARTS >= 3
+    u32 tid = args->pid;
+    struct thread_state *state = threads.lookup(&tid);
+    if (state && state->runnable_since == 0)
+        state->runnable_since = bpf_ktime_get_ns();
+#endif
+    return KEEP_EVENT;
+}
