@@ -38,6 +38,16 @@ def memory_group(cgroups: CgroupSandbox, name: str, limit: int | None = None) ->
     return f"{unified}:{memory}", label
 
 
+def file_pages_reclaimed() -> int:
+    """File pages the kernel has reclaimed since boot, by any reclaimer: a cgroup's limit, kswapd, direct reclaim, or
+    a proactive one such as DAMON's pageout (this development host runs one), from /proc/vmstat."""
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        name, value = line.split()
+        if name == "pgsteal_file":
+            return int(value)
+    raise AssertionError("/proc/vmstat has no pgsteal_file: this kernel does not count reclaimed file pages")
+
+
 def test_each_page_of_a_buffer_mapped_afresh_is_a_page_fault(agent: AgentProcess, cgroups: CgroupSandbox) -> None:
     """20 rounds of a 64 MiB buffer malloc'ed, written and freed in the main thread: glibc maps it afresh each round
     (32 MiB and more always are), so each round faults its 16,384 pages in: 20 x 16,384 minor faults, with the few
@@ -63,6 +73,7 @@ def test_a_file_reread_under_a_smaller_limit_hits_it_and_refaults(agent: AgentPr
     tight, tight_label = memory_group(cgroups, "reread-tight", 32 * MIB)
     roomy, roomy_label = memory_group(cgroups, "reread-roomy", 256 * MIB)
     tight_truth = finished(build("file_reader"), tight, 3, source)
+    reclaimed_before = file_pages_reclaimed()
     roomy_truth = finished(build("file_reader"), roomy, 3, source)
     assert tight_truth["passes"] >= 2 and roomy_truth["passes"] >= 2, (tight_truth, roomy_truth)
     scrape = agent.scrape()
@@ -73,7 +84,10 @@ def test_a_file_reread_under_a_smaller_limit_hits_it_and_refaults(agent: AgentPr
     refaulted = cgroup_value(scrape, "schedwatch_memory_refaults_total", tight_label)
     # Every pass after the first reads most of the file back: at least the part that cannot stay (64 - 32 MiB).
     assert refaulted >= (tight_truth["passes"] - 1) * (32 * MIB) // PAGE, (refaulted, tight_truth)
-    assert cgroup_value(scrape, "schedwatch_memory_refaults_total", roomy_label) == 0
+    # Under 256 MiB the file stays: a page of it comes back only if reclaim outside the cgroup's limit took it while
+    # it ran (the tight workload had ended; a host's proactive reclaim, or memory pressure, may not have).
+    outside = file_pages_reclaimed() - reclaimed_before
+    assert cgroup_value(scrape, "schedwatch_memory_refaults_total", roomy_label) <= outside, outside
     assert scrape.value("schedwatch_memory_events_total", cgroup=roomy_label, container_id="", event="max") is None
 
 
