@@ -113,12 +113,12 @@ class FamiliesCollector(BpfCollector):
             settings.series_grace_seconds,
             probe.forget_call_sites,
         )
-        self._sites_ticker = Ticker(NAME, self._read_sites) if probe.call_sites else None
+        self._sites_ticker = Ticker(NAME, lambda: self._read_sites(settle=False)) if probe.call_sites else None
 
-    def _read_sites(self) -> None:
+    def _read_sites(self, settle: bool = True) -> None:
         sites = self._families_probe.read_call_sites()
         if sites is not None:
-            self.sites.update(sites)
+            self.sites.update(sites, settle)
 
     def collect(self) -> list[Metric]:
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
