@@ -134,17 +134,13 @@ def test_ticks_between_scrapes_look_only_at_sites_that_counted_and_end_where_scr
         [yields(POOL, 100, 0xA, 60), yields(OTHER_WORKLOAD, 200, 0xB, 12)],
     ]
     checked: list[int] = []
+
+    def alive(tgid: int) -> bool:
+        checked.append(tgid)
+        return True
+
     keys = CountingKeys()
-    ticked = CallSiteRows(
-        keys,  # type: ignore[arg-type]
-        IdentityResolver([]),
-        Names(),
-        top_k=2,
-        named_workloads=16,
-        grace_seconds=300,
-        forget=lambda _sites: None,
-        alive=lambda tgid: checked.append(tgid) is None,
-    )
+    ticked = CallSiteRows(keys, IdentityResolver([]), Names(), 2, 16, 300, forget=lambda _sites: None, alive=alive)
     scraped = make({100, 200}, [])
     ticked.update(reads[0])
     keys.placed.clear()
