@@ -140,7 +140,16 @@ def test_ticks_between_scrapes_look_only_at_sites_that_counted_and_end_where_scr
         return True
 
     keys = CountingKeys()
-    ticked = CallSiteRows(keys, IdentityResolver([]), Names(), 2, 16, 300, forget=lambda _sites: None, alive=alive)
+    ticked = CallSiteRows(
+        keys,  # type: ignore[arg-type]
+        IdentityResolver([]),
+        Names(),
+        2,
+        16,
+        300,
+        forget=lambda _sites: None,
+        alive=alive,
+    )
     scraped = make({100, 200}, [])
     ticked.update(reads[0])
     keys.placed.clear()
