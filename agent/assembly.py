@@ -1,24 +1,31 @@
-"""The wiring every agent command shares, written once: the machine prepared, the runtimes asked, the collectors of
-a mode checked and started (with auto's fallback from BPF to perf counters to /proc).
+"""The one way to have an agent in this process: :func:`open_agent` prepares the machine, asks the container
+runtimes, builds what every collector gets, starts the collectors of the mode (agent.collectors.starting: under
+--mode auto, a BPF collector BPF does not serve runs in its form without BPF and says so), and closes it all again.
 
-`run` keeps what it starts; `check` starts and closes at once (or only checks, with ``--no-load``); `diagnose`
-reads what it started as a source of series; `verify` prepares the machine the same way before it loads its probes.
+`run` serves what it opened; `diagnose` and `top` read it as a source of series; `verify` counts its runs with it;
+`check` opens it to see what loads (with ``--no-load``, only what would); `profile` opens it without collectors for
+the machine and the workload keys its sampling program needs.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent import config, log
 from agent.bpf import BpfUnavailable
+from agent.bpf.handover import ask_for_bcc
 from agent.bpf.stats import enable_bpf_stats
-from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory, modes
+from agent.collectors import CollectorContext, modes
 from agent.collectors.common.limits import workload_map_size
-from agent.counters import SourceUnavailable
+from agent.collectors.starting import Started, start_collectors
+from agent.diagnosis.inputs.processes import census
 from agent.diagnosis.inputs.processes.libraries import file_version
+from agent.diagnosis.standing import EVALUATE_SECONDS, StandingFindings, node_ticks
+from agent.exporter import AgentCollector
 from agent.identity.placement import CgroupKeys, KeySpace, ProcessKeys
 from agent.identity.resolver import IdentityResolver
 from agent.identity.runtimes import RuntimeClient
@@ -27,10 +34,10 @@ from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
 from agent.machine import kernel
 from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.machine.clocksource import read_clocksource
+from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import MachineFacts, gather
-
-BPF_LOAD_FIX = "if other headers do not help, report it with `schedwatch check --format json`"
-COUNTERS_FIX = "give it CAP_PERFMON (or run as root), or use --mode procfs (docs/modes.md)"
+from agent.machine.procfs import ProcFS
 
 
 def prepare_machine(settings: config.Settings) -> MachineFacts:
@@ -40,7 +47,9 @@ def prepare_machine(settings: config.Settings) -> MachineFacts:
 
 def prepare(cgroup_root: Path | None, state_dir: Path) -> MachineFacts:
     """Gather the machine's facts, mounting tracefs and laying out kernel headers for bcc (in *state_dir*) where
-    needed. Nothing raises: what could not be prepared is in the facts (no tracefs, headers_error)."""
+    needed, and whether bcc imports. Nothing raises: what could not be prepared is in the facts (no tracefs,
+    headers_error, bcc's error)."""
+    bcc = ask_for_bcc()  # a child imports it meanwhile
     logger = log.get_logger("machine")
     if kernel.tracefs_root() is None and kernel.tracefs_denied() is None:
         try:
@@ -51,15 +60,14 @@ def prepare(cgroup_root: Path | None, state_dir: Path) -> MachineFacts:
     facts = gather(cgroup_root)
     if facts.headers is not None:
         try:
-            prepared = kernel.prepare_headers(facts.headers, state_dir)
+            facts = replace(facts, headers=kernel.prepare_headers(facts.headers, state_dir))
         except OSError as error:
-            return replace(
+            facts = replace(
                 facts,
                 headers=None,
                 headers_error=f"cannot prepare headers in {state_dir}: {error}; pass a writable --state-dir",
             )
-        facts = replace(facts, headers=prepared)
-    return facts
+    return replace(facts, bcc=bcc())
 
 
 def build_identities(settings: config.Settings) -> IdentityResolver:
@@ -106,88 +114,101 @@ def workload_keys(settings: config.Settings, facts: MachineFacts, resolver: Cgro
     return CgroupKeys(resolver)
 
 
-def enabled(mode: str, settings: config.Settings) -> list[CollectorFactory]:
-    """The collectors of *mode* that the settings leave on, in the order they start."""
-    return [factory for factory in modes.factories(mode) if factory.name in settings.collectors]
-
-
 @dataclass
-class Started:
-    """The collectors of one mode: those running, and why each of the others cannot run (with its fix)."""
+class Agent:
+    """An agent in this process: the machine's facts, the runtimes' names, what every collector gets, and the
+    collectors started."""
 
-    mode: modes.ModeChoice
-    running: dict[str, Collector]
-    unavailable: dict[str, Availability]
-    bpf_error: str | None = None  # the first BPF load error, when a BPF collector failed to start
+    settings: config.Settings
+    facts: MachineFacts
+    identities: IdentityResolver
+    context: CollectorContext
+    started: Started
+    stats_fd: int | None = None
 
-    def reasons(self) -> dict[str, str]:
-        """Why each unavailable collector cannot run, by name."""
-        return {name: availability.reason for name, availability in self.unavailable.items()}
+    @property
+    def mode(self) -> str:
+        """Where the counts come from: bpf, perf or procfs."""
+        return self.started.mode.mode
 
-    def close(self) -> None:
-        """Stop every running collector (detach its programs)."""
-        close_all(self.running.values())
-        self.running = {}
+    def exporter(self, findings: StandingFindings | None = None) -> AgentCollector:
+        """The scrape over the running collectors (with the agent's standing findings, when given)."""
+        started = self.started
+        return AgentCollector(
+            started.running,
+            started.reasons(),
+            self.facts.release,
+            lambda: self.stats_fd is not None or bool(kernel.bpf_stats_enabled()),
+            self.identities,
+            findings,
+            mode=self.mode,
+            cgroup_paths=self.context.resolver,
+            degraded={name: (d.runs_as, d.cause) for name, d in started.degraded.items()},
+        )
+
+    def standing_findings(self, every: float = EVALUATE_SECONDS) -> StandingFindings:
+        """The agent's standing evaluation of the workloads (the series of metrics.FINDING), judging what it is
+        handed at most once every *every* seconds; 0 judges every reading at once."""
+        procfs = ProcFS()
+        return StandingFindings(
+            online_cpu_count(),
+            every=every,
+            count_workers=census.counter(procfs, self.facts.cgroups.workload_tree),
+            node_ticks=node_ticks(procfs),
+            clocksource=read_clocksource,
+        )
+
+    def counting_problem(self) -> str | None:
+        """Why nothing counts the workloads' system calls or scheduling here (neither the syscalls nor the sched
+        collector runs), in one line with each reason; None when one of them runs."""
+        started = self.started
+        if {"syscalls", "sched"} & set(started.running):
+            return None
+        by_reason: dict[str, list[str]] = {}
+        for name, availability in started.unavailable.items():
+            reason = availability.reason + (f" (fix: {availability.fix})" if availability.fix else "")
+            by_reason.setdefault(reason, []).append(name)
+        reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+        return f"no collector can count here in {self.mode} mode ({reasons or 'none enabled'})"
 
 
-def start_mode(
-    mode: modes.ModeChoice,
+@contextmanager
+def open_agent(
     settings: config.Settings,
-    facts: MachineFacts,
-    context: CollectorContext,
     *,
-    load: bool,
+    runtimes: bool = True,
+    load: bool = True,
+    start: bool = True,
     quiet: bool = False,
-) -> Started:
-    """Check each enabled collector of *mode* and, when *load*, start it (logging each outcome unless *quiet*).
-
-    A collector whose check fails or that cannot start is unavailable, with the reason and the fix; nothing raises.
-    """
-    logger = _Silent() if quiet else log.get_logger("agent")
-    started = Started(mode, {}, {})
-    for factory in enabled(mode.mode, settings):
-        name = factory.name
-        availability = factory.check(facts)
-        if not availability.ok:
-            started.unavailable[name] = availability
-            logger.error("collector_unavailable", collector=name, reason=availability.reason, fix=availability.fix)
-            continue
-        if not load:
-            continue
-        try:
-            started.running[name] = factory.start(context)
-            logger.info("collector_started", collector=name, mode=mode.mode)
-        except BpfUnavailable as error:
-            started.bpf_error = started.bpf_error or str(error)
-            started.unavailable[name] = Availability(False, str(error), BPF_LOAD_FIX)
-            logger.error("collector_failed_to_start", collector=name, error=str(error))
-        except SourceUnavailable as error:
-            started.unavailable[name] = Availability(False, str(error), COUNTERS_FIX)
-            logger.error("collector_failed_to_start", collector=name, error=str(error))
-    return started
-
-
-def start_collectors(
-    settings: config.Settings,
-    facts: MachineFacts,
-    context: CollectorContext,
-    *,
-    requested: str | None = None,
-    quiet: bool = False,
-) -> Started:
-    """Choose the mode (*requested*, default --mode) and start its enabled collectors; auto falls back when the BPF
-    programs fail to load. What was chosen, and why, is logged once; each collector's outcome too unless *quiet*."""
-    requested = requested or settings.mode
-    mode = modes.choose(requested, facts)
-    started = start_mode(mode, settings, facts, context, load=True, quiet=quiet)
-    if requested == "auto" and mode.mode == modes.BPF and started.bpf_error is not None:
+    silent: bool = False,
+) -> Iterator[Agent]:
+    """An agent with these settings, closed again at the end: the machine prepared, the runtimes asked in the
+    background (unless not *runtimes*), and the collectors of the mode started (only checked unless *load*; none
+    unless *start*). The mode chosen is logged unless *silent* (the caller reports it), each collector's outcome
+    unless *quiet* too."""
+    facts = prepare_machine(settings)
+    identities = build_identities(settings) if runtimes else IdentityResolver([])
+    if runtimes:
+        identities.start()
+    stats_fd = enable_stats(settings) if start and load else None
+    started = Started(modes.ModeChoice(settings.mode, "no collectors were started"))
+    try:
+        context = build_context(settings, facts, identities)
+        if not (quiet or silent) and not context.keys.per_process and facts.cgroup_root is None:
+            log.get_logger("agent").warning(
+                "no_cgroup2_tree",
+                consequence='every workload is labelled cgroup="(unresolved)"',
+                fix="use --workloads-by auto (or process), or pass the host's tree with --cgroup-root",
+            )
+        if start:
+            started = start_collectors(settings, facts, context, load=load, quiet=quiet, silent=silent)
+        yield Agent(settings, facts, identities, context, started, stats_fd)
+    finally:
         started.close()
-        mode = modes.choose(requested, facts, bpf_error=started.bpf_error)
-        started = start_mode(mode, settings, facts, context, load=True, quiet=quiet)
-    logger = log.get_logger("agent")
-    log_method = logger.info if mode.mode == modes.BPF else logger.warning
-    log_method("mode", mode=mode.mode, reason=mode.reason, missing=list(mode.missing), fix=mode.fix)
-    return started
+        if runtimes:
+            identities.stop()
+        if stats_fd is not None:
+            os.close(stats_fd)
 
 
 def enable_stats(settings: config.Settings) -> int | None:
@@ -199,18 +220,3 @@ def enable_stats(settings: config.Settings) -> int | None:
     except BpfUnavailable as error:
         log.get_logger("agent").warning("bpf_stats_unavailable", error=str(error))
         return None
-
-
-def close_all(running: Iterable[Collector], stats_fd: int | None = None) -> None:
-    """Stop *running* collectors, and close the BPF stats fd when given."""
-    for collector in running:
-        collector.close()
-    if stats_fd is not None:
-        os.close(stats_fd)
-
-
-class _Silent:
-    """A logger that says nothing: `check` reports outcomes itself."""
-
-    def __getattr__(self, _level: str) -> Callable[..., None]:
-        return lambda *_args, **_fields: None

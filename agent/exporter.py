@@ -36,8 +36,12 @@ class AgentCollector:
         findings: StandingFindings | None = None,
         mode: str = "bpf",
         cgroup_paths: CgroupPathResolver | None = None,
+        degraded: dict[str, tuple[str, str]] | None = None,
     ) -> None:
+        """*unavailable*: why each collector that is not running cannot; *degraded*: (the form it runs in, why) of
+        each collector --mode auto wanted from BPF and runs without it."""
         self._identities = identities
+        self._degraded = degraded or {}
         self._cgroup_paths = cgroup_paths
         self._findings = findings
         self._mode = mode
@@ -89,6 +93,9 @@ class AgentCollector:
         mode = metrics.MODE.family()
         mode.add_metric([self._mode], 1)
         up = metrics.SOURCE_UP.family()
+        degraded = metrics.SOURCE_DEGRADED.family()
+        for name, (runs_as, cause) in sorted(self._degraded.items()):
+            degraded.add_metric([name, runs_as, cause], 1)
         duration = metrics.COLLECT_DURATION.family()
         merged: dict[str, Metric] = {}
         for name in self._unavailable:
@@ -116,7 +123,17 @@ class AgentCollector:
         for (runtime, result), count in sorted(self._identities.lookup_counts().items()):
             lookups.add_metric([runtime, result], count)
         self._identities.forget_unwanted()
-        families = [build, mode, stats, up, duration, dropped_samples, lookups, *merged.values()]
+        families = [
+            build,
+            mode,
+            stats,
+            up,
+            *([degraded] if self._degraded else []),
+            duration,
+            dropped_samples,
+            lookups,
+            *merged.values(),
+        ]
         if self._findings is not None:
             live = _workloads_in(merged.get(metrics.THREADS.name))
             families.append(self._findings.family(live))

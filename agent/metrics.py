@@ -119,7 +119,7 @@ SYSCALL_TIMED = GaugeSpec(
     WORKLOAD_LABELS,
 )
 
-# --- code attribution: on-CPU samples (oncpu collector) and call sites (syscall_families collector) --------------
+# --- code attribution: on-CPU samples (oncpu collector) and call sites (syscalls collector) ----------------------
 CODE_LABELS = ("library", "version", "function")
 CPU_SAMPLES = CounterSpec(
     "schedwatch_cpu_samples",
@@ -332,6 +332,14 @@ SOURCE_UP = GaugeSpec(
     "schedwatch_source_up",
     "1 when the collector is running, 0 when it could not start (see `schedwatch check`).",
     ("source",),
+)
+SOURCE_DEGRADED = GaugeSpec(
+    "schedwatch_source_degraded",
+    "1 for a collector that --mode auto wanted from BPF and that runs without it: in its perf or procfs form "
+    "(runs_as), or not at all (runs_as none). cause: load_failed (BPF runs here, but this collector's program "
+    "did not load: the verifier's words are in the log and `schedwatch check`) or unsupported (BPF cannot serve it "
+    "here). Absent when every collector runs as asked.",
+    ("source", "runs_as", "cause"),
 )
 COLLECT_DURATION = GaugeSpec(
     "schedwatch_collector_duration_seconds",

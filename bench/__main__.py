@@ -8,11 +8,13 @@ import time
 
 from bench import (
     attribution,
+    event_cost,
     exits,
     families,
     fleet,
     modes,
     offline_inputs,
+    overhead,
     processes,
     sched,
     scrape,
@@ -33,6 +35,8 @@ SUITES = {
     "fleet": fleet,
     "attribution": attribution,
     "offline_inputs": offline_inputs,
+    "overhead": overhead,
+    "event_cost": event_cost,
 }
 
 

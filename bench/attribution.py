@@ -9,8 +9,8 @@
 2. A thousand workloads (cgroups), each a process spinning 1 ms a second in one function (half of both CPUs
    together): the agent's CPU per
    scrape interval (scrapes 10 s apart, its 1 s reads between them included) with code attribution on and off.
-3. The yield-site lookup: ns per run of the families program's sys_enter (kernel accounting) while a pinned loop
-   makes 2,000,000 sched_yield calls, with call sites counted and not (--code-workloads 0).
+3. The yield-site count: ns per run of the syscalls program's sys_enter_sched_yield (kernel accounting) while a pinned
+   loop makes 2,000,000 sched_yield calls, with call sites counted and not (--code-workloads 0).
 4. The peer: a numpy 2.x pool (4 workers, OpenBLAS threads unset) in a cgroup for 10 s, recorded at the same time by
    `perf record -F 49 -a -G CGROUP` (then `perf report --sort dso,sym`) and by `schedwatch profile --cgroup`: each
    library's and function's share of the samples side by side.
@@ -32,9 +32,12 @@ from typing import Any
 from bench.common import BENCH, REPO, Agent, build, median, program_costs, require
 from bench.scrape import CpuMeter
 from tests.scenarios.catalog import numpy_target
+from tests.support.agent import only_collectors
 from tests.support.workloads import CgroupSandbox
 
-ONLY_CODE = ("--no-collector.syscalls", "--no-collector.sched", "--no-collector.cgroup_cpu", "--no-collector.pressure")
+ONLY_CODE = tuple(only_collectors("syscalls", "oncpu"))  # the code attribution: call sites and samples
+SITES_ONLY = tuple(only_collectors("syscalls"))
+SITE_PROGRAM = "syscalls/sys_enter_sched_yield"
 WINDOW = 20.0  # seconds of agent CPU per measurement of part 1
 WORKLOADS = 1_000
 SCRAPE_INTERVAL = 10.0
@@ -73,7 +76,7 @@ def part_sampling(sandbox: CgroupSandbox, repetitions: int) -> dict[str, Any]:
     try:
         runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
         for index in range(repetitions):
-            runs["off"].append(agent_cpu_rate(sandbox, f"off-{index}", *ONLY_CODE, "--no-collector.oncpu"))
+            runs["off"].append(agent_cpu_rate(sandbox, f"off-{index}", *SITES_ONLY))
             runs["on"].append(agent_cpu_rate(sandbox, f"on-{index}", *ONLY_CODE))
     finally:
         for spinner in spinners:
@@ -118,21 +121,26 @@ def part_thousand(sandbox: CgroupSandbox, repetitions: int) -> dict[str, Any]:
     return runs
 
 
+def yield_site_ns(*flags: str) -> float:
+    """ns per run of the syscalls program on sched_yield (kernel accounting), the agent counting yields alone, while a
+    loop pinned to CPU 1 makes YIELDS calls."""
+    agent = Agent("--bpf-stats", *SITES_ONLY, *flags)
+    try:
+        before = program_costs(agent.url)[SITE_PROGRAM]
+        subprocess.run(
+            ["taskset", "-c", "1", str(build("loops")), "yield", str(YIELDS)], check=True, capture_output=True
+        )
+        after = program_costs(agent.url)[SITE_PROGRAM]
+    finally:
+        agent.stop()
+    return 1e9 * (after[1] - before[1]) / (after[0] - before[0])
+
+
 def part_yield_sites(repetitions: int) -> dict[str, Any]:
-    loops = build("loops")
     runs: dict[str, list[float]] = {"sites": [], "no sites": []}
     for _ in range(repetitions):
         for label, flags in (("no sites", ("--code-workloads", "0")), ("sites", ())):
-            agent = Agent("--bpf-stats", *ONLY_CODE, "--no-collector.oncpu", *flags)
-            try:
-                before = program_costs(agent.url)["syscall_families/sys_enter"]
-                subprocess.run(
-                    ["taskset", "-c", "1", str(loops), "yield", str(YIELDS)], check=True, capture_output=True
-                )
-                after = program_costs(agent.url)["syscall_families/sys_enter"]
-            finally:
-                agent.stop()
-            runs[label].append(1e9 * (after[1] - before[1]) / (after[0] - before[0]))
+            runs[label].append(yield_site_ns(*flags))
     return runs
 
 
@@ -292,11 +300,11 @@ def report(result: dict[str, Any]) -> str:
     sites = result["yield_sites"]
     lines += [
         "",
-        "| families sys_enter, 2,000,000 pinned sched_yield | ns per run (kernel accounting) |",
+        "| syscalls sys_enter_sched_yield, 2,000,000 pinned sched_yield | ns per run (kernel accounting) |",
         "| --- | --- |",
         f"| call sites not counted (--code-workloads 0) | {median(sites['no sites']):.1f} |",
         f"| call sites counted | {median(sites['sites']):.1f} |",
-        f"| the yield-site lookup | {median(sites['sites']) - median(sites['no sites']):.1f} |",
+        f"| the call-site count | {median(sites['sites']) - median(sites['no sites']):.1f} |",
     ]
     peer = result["peer"]
     ours, theirs = _by_library(peer["schedwatch"]), _by_library(peer["perf"])

@@ -35,8 +35,9 @@ from bench.common import (
     wait_for_line,
 )
 from bench.syscalls import bcc_tool
+from tests.support.agent import only_collectors
 
-FAMILIES_ONLY = ("--no-collector.syscalls", "--no-collector.sched", "--no-collector.cgroup_cpu")
+FAMILIES_ONLY = tuple(only_collectors("syscall_families"))
 PROGRAMS = ("syscall_families/sys_enter", "syscall_families/sys_exit")
 FLOORS = {
     "empty raw_syscalls programs (floor)": "empty_raw_syscalls.bpf.c",

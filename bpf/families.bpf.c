@@ -14,22 +14,9 @@
  * id shares the last 14 bits has a timed call in progress). sys_exit does nothing more while no workload is timed
  * (timing.epoch 0). With TIME_ALL every workload is timed and none of these maps exists.
  *
- * Call sites (CALL_SITES, x86-64 only): at the entry of sched_yield and of a futex wait the program also counts the
- * call in `call_sites` under (workload, process, instruction pointer, caller). The instruction pointer is where the
- * system call instruction is (the C library's stub, or the code that made the call itself: libgomp inlines its futex
- * calls). For sched_yield the caller is the return address at the user stack pointer: every C library's sched_yield
- * and syscall() are leaf stubs that push nothing, so the word there is the return address into the code that called
- * them (the only word of a process's memory the program reads). For a futex wait it is 0: the C library's futex
- * paths are not leaves, and one level up is the C library itself, so only the instruction pointer is counted. The
- * user registers come from the raw tracepoint's first argument (struct pt_regs *, whose x86-64 layout is part of
- * the user-space ABI: PTRACE_GETREGS). Entries stay until the agent has read them for the last time after their
- * process exited; a site that finds the map full is counted in drops[DROP_SITE_MAP].
- *
  * Compile-time options (set by agent/bpf/probes/families.py): MAX_CGROUPS, MAX_THREADS, MAX_TIMED, TIME_ALL,
- * HAVE_GROUP_DEAD, PIDNS_DEV/PIDNS_INO in sidecar mode, KEY_BY_PROCESS and PLACE_HIERARCHY (see schedwatch.h),
- * CALL_SITES with MAX_CALL_SITES, SYS_FUTEX, SYS_FUTEX_WAITV and SYS_FUTEX_WAIT (the numbers of this architecture).
+ * HAVE_GROUP_DEAD, PIDNS_DEV/PIDNS_INO in sidecar mode, KEY_BY_PROCESS and PLACE_HIERARCHY (see schedwatch.h).
  */
-#include "schedwatch.h"
 
 /* The order of agent/syscall_families.py's FAMILIES. */
 enum family {
@@ -50,7 +37,6 @@ enum family {
 struct workload_syscalls {
     u64 calls[FAMILIES];
     u64 ns[FAMILIES];          /* time inside the calls of the family that returned while the workload was timed */
-    u64 processes_exited;      /* processes whose last thread exited in the workload (threads are not counted) */
     u32 timing_generation;     /* timing.generation when `timed` was last read from timed_workloads */
     u32 timed;
 };
@@ -73,69 +59,17 @@ struct timing_state {
 
 BPF_ARRAY(family_of, u8, SYSCALL_SLOTS);
 BPF_HASH(cgroups, u64, struct workload_syscalls, MAX_CGROUPS);
+#define WORKLOAD_TOTALS struct workload_syscalls
+#include "schedwatch.h"
 BPF_HASH(calls_in_progress, u32, struct call_in_progress, MAX_THREADS);
 /* How many threads whose id ends in each bit pattern have a timed call in progress (start_ns set in their slot):
  * sys_exit of a thread whose bucket is 0 returns after this array lookup, without looking for its slot. */
 #ifndef TIME_ALL
 #define PENDING_BUCKETS 16384
 BPF_ARRAY(pending, u32, PENDING_BUCKETS);
-#endif
-#ifndef TIME_ALL
 BPF_ARRAY(timing, struct timing_state, 1);
 BPF_HASH(timed_workloads, u64, u8, MAX_TIMED);
 #endif
-BPF_ARRAY(drops, u64, DROP_REASONS);
-#ifdef CALL_SITES
-/* What a site is counted under. kind: SITE_YIELD or SITE_FUTEX_WAIT. */
-struct site_key {
-    u64 workload;
-    u64 ip;       /* after the system call instruction */
-    u64 caller;   /* sched_yield: the return address at the user stack pointer; futex: 0 */
-    u32 tgid;
-    u32 kind;
-};
-enum site_kind {
-    SITE_YIELD = 0,
-    SITE_FUTEX_WAIT = 1,
-};
-BPF_HASH(call_sites, struct site_key, u64, MAX_CALL_SITES);
-#endif
-#ifdef KEY_BY_PROCESS
-BPF_RINGBUF_OUTPUT(new_processes, 64);
-BPF_TABLE("lru_hash", u32, struct fork_record, forked_by, FORKS_REMEMBERED);
-#endif
-
-static __always_inline void count_drop(int reason)
-{
-    u64 *slot = drops.lookup(&reason);
-    if (slot)
-        __sync_fetch_and_add(slot, 1);
-}
-
-/* The totals of workload `key`, created if new (and, keyed by process, announced to the agent); NULL, counted
- * as a drop, when the map is full. */
-static __always_inline struct workload_syscalls *workload_entry(u64 key)
-{
-    struct workload_syscalls *stats = cgroups.lookup(&key);
-    if (stats)
-        return stats;
-    struct workload_syscalls zero = {};
-    if (cgroups.insert(&key, &zero) == 0) {
-#ifdef KEY_BY_PROCESS
-        u32 tgid = key;
-        struct fork_record *fork = forked_by.lookup(&tgid);
-        struct announcement news = announcement_of(tgid, fork);
-        if (fork)
-            forked_by.delete(&tgid);
-        if (new_processes.ringbuf_output(&news, sizeof(news), 0))
-            count_drop(DROP_ANNOUNCEMENT);
-#endif
-    }
-    stats = cgroups.lookup(&key);
-    if (!stats)
-        count_drop(DROP_CGROUP_MAP);
-    return stats;
-}
 
 static __always_inline u32 family_of_call(u64 id)
 {
@@ -193,62 +127,6 @@ static __always_inline void begin_timed_call(u64 key, u32 family, u32 epoch)
     }
 }
 
-#ifdef CALL_SITES
-/* The x86-64 struct pt_regs from rsi on (offset 104 of 168): the registers a call site needs. */
-struct site_regs {
-    u64 si;       /* futex: op */
-    u64 di;
-    u64 orig_ax;
-    u64 ip;
-    u64 cs;
-    u64 flags;
-    u64 sp;
-};
-#define PT_REGS_SI_OFFSET 104
-#define FUTEX_CMD_MASK 0x7f /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
-
-/* Whether system call *number* with first register set *regs* waits on a futex. */
-static __always_inline bool futex_wait(u64 number, struct site_regs *regs)
-{
-    if (number == SYS_FUTEX_WAITV || number == SYS_FUTEX_WAIT)
-        return true;
-    if (number != SYS_FUTEX)
-        return false;
-    u32 op = regs->si & FUTEX_CMD_MASK;
-    /* FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2 */
-    return op == 0 || op == 6 || op == 9 || op == 11 || op == 13;
-}
-
-static __always_inline void count_site(struct bpf_raw_tracepoint_args *ctx, u64 key, u64 family)
-{
-    struct site_regs regs;
-    if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0] + PT_REGS_SI_OFFSET))
-        return;
-    struct site_key site = {.workload = key, .ip = regs.ip, .tgid = watched_tgid()};
-    if (family == F_YIELD) {
-        site.kind = SITE_YIELD;
-        bpf_probe_read_user(&site.caller, sizeof(site.caller), (void *)regs.sp); /* 0 where unreadable */
-    } else if (futex_wait(ctx->args[1], &regs)) {
-        site.kind = SITE_FUTEX_WAIT;
-    } else {
-        return;
-    }
-    u64 *count = call_sites.lookup(&site);
-    if (count) {
-        __sync_fetch_and_add(count, 1);
-        return;
-    }
-    u64 one = 1;
-    if (call_sites.insert(&site, &one) == 0)
-        return;
-    count = call_sites.lookup(&site); /* another CPU inserted it first, or the map is full */
-    if (count)
-        __sync_fetch_and_add(count, 1);
-    else
-        count_drop(DROP_SITE_MAP);
-}
-#endif
-
 RAW_TRACEPOINT_PROBE(sys_enter)
 {
     /* ctx->args[0] is the struct pt_regs * of the caller's user registers, ctx->args[1] the syscall number. */
@@ -263,10 +141,6 @@ RAW_TRACEPOINT_PROBE(sys_enter)
     if (!stats)
         return KEEP_EVENT;
     __sync_fetch_and_add(&stats->calls[family], 1);
-#ifdef CALL_SITES
-    if (family <= F_FUTEX) /* F_YIELD, F_FUTEX: other calls pay one comparison */
-        count_site(ctx, key, family);
-#endif
     u32 epoch = timing_epoch(stats, key);
     if (epoch)
         begin_timed_call(key, family, epoch);
@@ -309,68 +183,17 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     return KEEP_EVENT;
 }
 
-/* A thread exits: its slot goes; when it is the last thread of its process, the process is counted as exited in
- * its workload (process churn: short-lived processes, told from threads that come and go in a long-lived one). */
-TRACEPOINT_PROBE(sched, sched_process_exit)
+/* A thread exits: its timed call's slot goes. */
+static __always_inline void forget_thread(u32 tid)
 {
-    u32 tid = args->pid;
     struct call_in_progress *call = calls_in_progress.lookup(&tid);
     if (call) {
         if (call->start_ns) /* exit_group, or a call whose return went unseen */
             count_pending(tid, -1);
         calls_in_progress.delete(&tid);
     }
-#ifdef HAVE_GROUP_DEAD
-    bool last_thread = args->group_dead;
-#else
-    u64 id = bpf_get_current_pid_tgid();
-    bool last_thread = (u32)id == id >> 32; /* the leader: it exits once per process, if not always last */
-#endif
-    u32 tgid = watched_tgid();
-    if (!last_thread || !tgid)
-        return KEEP_EVENT;
-    struct workload_syscalls *exiting = workload_entry(workload_key());
-    if (exiting)
-        __sync_fetch_and_add(&exiting->processes_exited, 1);
-#ifdef KEY_BY_PROCESS
-    /* Move the dead process's totals to an exited key (kept where the map is full: the agent then finds the
-     * process gone and folds them all the same). */
-    u64 live = tgid;
-    struct workload_syscalls *stats = cgroups.lookup(&live);
-    if (stats) {
-        struct workload_syscalls last = *stats;
-        u64 exited = exited_key(tgid);
-        if (cgroups.update(&exited, &last) == 0)
-            cgroups.delete(&live);
-        else
-            count_drop(DROP_CGROUP_MAP);
-    }
-#endif
-    return KEEP_EVENT;
 }
 
-#if defined(KEY_BY_PROCESS) && !defined(PIDNS_INO)
-/* Keyed by process, a child's place is its parent's until it moves (see bpf/syscalls.bpf.c, which does the same). */
-TRACEPOINT_PROBE(sched, sched_process_fork)
+static __always_inline void process_exits(u32 tgid)
 {
-    u32 child = args->child_pid;
-    struct fork_record fork = {.parent = bpf_get_current_pid_tgid() >> 32, .boot_ns = bpf_ktime_get_boot_ns()};
-    forked_by.update(&child, &fork);
-    return KEEP_EVENT;
 }
-
-TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
-{
-    if (args->dst_root != PLACE_HIERARCHY)
-        return KEEP_EVENT;
-    struct move_announcement move = {.tgid = args->pid, .boot_ns = bpf_ktime_get_boot_ns()};
-    u32 length = args->data_loc_dst_path >> 16;
-    if (length <= MOVE_PATH_MAX) {
-        TP_DATA_LOC_READ_STR(move.path, dst_path, MOVE_PATH_MAX);
-        move.path_len = length;
-    }
-    if (new_processes.ringbuf_output(&move, sizeof(move), 0))
-        count_drop(DROP_ANNOUNCEMENT);
-    return KEEP_EVENT;
-}
-#endif

@@ -16,6 +16,7 @@
  * KEY_BY_PROCESS (see schedwatch.h).
  */
 #include <uapi/linux/bpf_perf_event.h>
+#define COUNT_DROPS
 #include "schedwatch.h"
 
 struct sample_key {
@@ -26,14 +27,6 @@ struct sample_key {
 };
 
 BPF_HASH(samples, struct sample_key, u64, MAX_SAMPLE_SLOTS);
-BPF_ARRAY(drops, u64, DROP_REASONS);
-
-static __always_inline void count_drop(int reason)
-{
-    u64 *slot = drops.lookup(&reason);
-    if (slot)
-        __sync_fetch_and_add(slot, 1);
-}
 
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {

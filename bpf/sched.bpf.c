@@ -40,7 +40,6 @@
  * INTERRUPTIBLE_MASK / UNINTERRUPTIBLE_MASK (the prev_state bits of "S", and
  * of "D" and "I", from the same format).
  */
-#include "schedwatch.h"
 
 enum offcpu_reason { PREEMPTED = 0, BLOCKED = 1, REASONS = 2 };
 
@@ -109,6 +108,7 @@ struct cgroup_sched {
     u64 missed[MISSED_EVENTS];
     u64 runq_by_holder_ns[HOLDERS];  /* their sum is runq_ns */
     u64 blocked_ns[SLEEPS];
+    u64 processes_exited;  /* processes whose last thread exited in the workload (threads are not counted) */
 };
 
 struct process_sched {
@@ -141,60 +141,20 @@ struct neighbour_wait {
 #define NEIGHBOUR_PAIRS (2 * MAX_CGROUPS)
 #endif
 
+BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
+#define WORKLOAD_TOTALS struct cgroup_sched
+#include "schedwatch.h"
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
 BPF_TABLE("lru_hash", struct neighbour_pair, struct neighbour_wait, neighbours, NEIGHBOUR_PAIRS);
-#ifdef HAVE_CGROUP_ATTACH
-/* bcc attaches programs in the order of their names: cgroup_attach_task
- * counts before sched_switch reads a first key, so no move goes uncounted. */
-BPF_ARRAY(cgroup_moves, u64, 1);
-#endif
-BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 #if MAX_PROCESSES > 0
 BPF_HASH(processes, u32, struct process_sched, MAX_PROCESSES);
 #endif
-BPF_ARRAY(drops, u64, DROP_REASONS);
 #ifdef COUNT_MISSED_WAKEUPS
 /* When the agent started counting missed wake-ups (bpf_ktime_get_ns; 0: not
  * yet): bcc attaches sched_switch before sched_wakeup, and a thread woken in
  * between must not count as a wake-up missed. */
 BPF_ARRAY(wakeups_watched_since, u64, 1);
 #endif
-#ifdef KEY_BY_PROCESS
-BPF_RINGBUF_OUTPUT(new_processes, 64);
-BPF_TABLE("lru_hash", u32, struct fork_record, forked_by, FORKS_REMEMBERED);
-#endif
-
-static __always_inline void count_drop(int reason)
-{
-    u64 *slot = drops.lookup(&reason);
-    if (slot)
-        __sync_fetch_and_add(slot, 1);
-}
-
-/* The totals of workload `key`, created if new (and, keyed by process,
- * announced to the agent); NULL, counted as a drop, when the map is full. */
-static __always_inline struct cgroup_sched *cgroup_entry(u64 key)
-{
-    struct cgroup_sched *stats = cgroups.lookup(&key);
-    if (stats)
-        return stats;
-    struct cgroup_sched zero = {};
-    if (cgroups.insert(&key, &zero) == 0) {
-#ifdef KEY_BY_PROCESS
-        u32 tgid = key;
-        struct fork_record *fork = forked_by.lookup(&tgid);
-        struct announcement news = announcement_of(tgid, fork);
-        if (fork)
-            forked_by.delete(&tgid);
-        if (new_processes.ringbuf_output(&news, sizeof(news), 0))
-            count_drop(DROP_ANNOUNCEMENT);
-#endif
-    }
-    stats = cgroups.lookup(&key);
-    if (!stats)
-        count_drop(DROP_CGROUP_MAP);
-    return stats;
-}
 
 static __always_inline u32 runq_bucket(u64 ns)
 {
@@ -231,7 +191,7 @@ static __always_inline struct thread_state *thread_entry(u32 tid)
 /* One more event of kind `what` (enum missed_event) missed in workload `key`. */
 static __always_inline void count_missed(u64 key, u32 what)
 {
-    struct cgroup_sched *cg = cgroup_entry(key);
+    struct cgroup_sched *cg = workload_entry(key);
     if (cg && what < MISSED_EVENTS)
         __sync_fetch_and_add(&cg->missed[what], 1);
 }
@@ -295,7 +255,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
     state->runnable_since = 0;
     u32 holder = holder_kernel ? HOLDER_KERNEL : holder_key == cgroup_id ? HOLDER_SELF : HOLDER_OTHER;
 
-    struct cgroup_sched *cg = cgroup_entry(cgroup_id);
+    struct cgroup_sched *cg = workload_entry(cgroup_id);
     if (cg) {
         if (missed_wakeup)
             __sync_fetch_and_add(&cg->missed[MISSED_WAKEUP], 1);
@@ -436,79 +396,19 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
     return KEEP_EVENT;
 }
 
-TRACEPOINT_PROBE(sched, sched_process_exit)
+static __always_inline void forget_thread(u32 tid)
 {
-    u32 tid = args->pid;
     threads.delete(&tid);
-#if MAX_PROCESSES > 0 || defined(KEY_BY_PROCESS)
-#ifdef HAVE_GROUP_DEAD
-    bool last_thread = args->group_dead;
-#else
-    u64 id = bpf_get_current_pid_tgid();
-    bool last_thread = (u32)id == id >> 32;
-#endif
-    u32 tgid = watched_tgid();
-    if (!last_thread || !tgid)
-        return KEEP_EVENT;
+}
+
+/* Counted in the workload the exiting thread is in (keyed by process: the process itself, before its totals move
+ * to its exited key). */
+static __always_inline void process_exits(u32 tgid)
+{
 #if MAX_PROCESSES > 0
     processes.delete(&tgid);
 #endif
-#ifdef KEY_BY_PROCESS
-    /* Move the dead process's totals to an exited key (kept where the map is
-     * full: the agent then finds the process gone and folds them all the same). */
-    u64 live = tgid;
-    struct cgroup_sched *stats = cgroups.lookup(&live);
-    if (stats) {
-        struct cgroup_sched last = *stats;
-        u64 exited = exited_key(tgid);
-        if (cgroups.update(&exited, &last) == 0)
-            cgroups.delete(&live);
-        else
-            count_drop(DROP_CGROUP_MAP);
-    }
-#endif
-#endif
-    return KEEP_EVENT;
+    struct cgroup_sched *exiting = workload_entry(workload_key());
+    if (exiting)
+        __sync_fetch_and_add(&exiting->processes_exited, 1);
 }
-
-#if defined(KEY_BY_PROCESS) && !defined(PIDNS_INO)
-/* Keyed by process, a child's place is its parent's until it moves: remember
- * who forked it (its first event announces both), and announce every move in
- * the placing hierarchy with the new path, so a process that dies before the
- * agent reads its /proc entry is still placed exactly. Pids here are the
- * host's, so sidecar mode (keys are pids of its namespace) goes without. */
-TRACEPOINT_PROBE(sched, sched_process_fork)
-{
-    u32 child = args->child_pid;
-    struct fork_record fork = {.parent = bpf_get_current_pid_tgid() >> 32, .boot_ns = bpf_ktime_get_boot_ns()};
-    forked_by.update(&child, &fork);
-    return KEEP_EVENT;
-}
-#endif
-
-#if defined(HAVE_CGROUP_ATTACH) || (defined(KEY_BY_PROCESS) && !defined(PIDNS_INO))
-/* A task moved to another cgroup: counted, so cached workload keys are read
- * again; keyed by process, announced too (see sched_process_fork above). */
-TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
-{
-#ifdef HAVE_CGROUP_ATTACH
-    u32 zero = 0;
-    u64 *moves = cgroup_moves.lookup(&zero);
-    if (moves)
-        __sync_fetch_and_add(moves, 1);
-#endif
-#if defined(KEY_BY_PROCESS) && !defined(PIDNS_INO)
-    if (args->dst_root != PLACE_HIERARCHY)
-        return KEEP_EVENT;
-    struct move_announcement move = {.tgid = args->pid, .boot_ns = bpf_ktime_get_boot_ns()};
-    u32 length = args->data_loc_dst_path >> 16;
-    if (length <= MOVE_PATH_MAX) {
-        TP_DATA_LOC_READ_STR(move.path, dst_path, MOVE_PATH_MAX);
-        move.path_len = length;
-    }
-    if (new_processes.ringbuf_output(&move, sizeof(move), 0))
-        count_drop(DROP_ANNOUNCEMENT);
-#endif
-    return KEEP_EVENT;
-}
-#endif

@@ -9,13 +9,45 @@
  * processes that produced them. Process entries exist only while the
  * process lives and are deleted when its thread group dies.
  *
+ * Call sites (CALL_SITES, x86-64 only): each sched_yield and futex wait is
+ * also counted under (workload, process, instruction pointer, caller) in
+ * `call_sites`. The instruction pointer is where the system call instruction
+ * is (the C library's stub, or the code that made the call itself: libgomp
+ * inlines its futex calls). For sched_yield the caller is the return address
+ * at the user stack pointer: every C library's sched_yield and syscall() are
+ * leaf stubs that push nothing, so the word there is the return address into
+ * the code that called them (the only word of a process's memory the program
+ * reads). For a futex wait it is 0: the C library's futex paths are not
+ * leaves, and one level up is the C library itself. The user registers are
+ * the task's saved ones (bpf_task_pt_regs of the BTF-typed current task,
+ * Linux 5.15), whose x86-64 layout is part of the user-space ABI
+ * (PTRACE_GETREGS); the syscall tracepoint's own context carries the kernel's
+ * registers there since 6.x, not the caller's.
+ *
+ * Reading a call's registers and the word at its stack pointer costs more
+ * than the rest of the program (docs/benchmarks.md), so sites are counted
+ * only for the workloads the agent chose (`site_workloads`: the busiest by
+ * yields and futex waits at the last scrape, --code-workloads of them), and
+ * for a workload first seen since then: each entry reads the choice again
+ * only when the agent made a new one (`site_choice`, a generation), so the
+ * other workloads' calls pay one comparison. A storm repeats one site: each
+ * CPU keeps the last site it counted and its calls not yet added to
+ * `call_sites` (`last_sites`, a slot per CPU), and adds them there only when a
+ * call from another site arrives on that CPU, which saves the hash lookup of
+ * every repeated call. The agent reads `call_sites` first, then `last_sites`
+ * (a site's count is its entry plus the calls pending for it): a slot's
+ * pending calls are set to 0 before they are added to the map, so a read
+ * counts them once, or at the next read. Entries stay until the agent has
+ * read them for the last time after their process exited; a site that finds
+ * the map full is counted in drops[DROP_SITE_MAP].
+ *
  * Compile-time options (set by agent/probes/syscalls.py):
  *   MAX_CGROUPS, MAX_PROCESSES (0 turns per-process accounting off),
  *   MAX_THREADS, HAVE_GROUP_DEAD, HAVE_FUTEX_WAITV, HAVE_FUTEX_WAIT,
  *   HAVE_FUTEX_WAKE, HAVE_FUTEX_REQUEUE, PIDNS_DEV/PIDNS_INO in sidecar mode,
- *   and KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h).
+ *   KEY_BY_PROCESS on hosts without cgroup2 (see schedwatch.h), CALL_SITES
+ *   with MAX_CALL_SITES, MAX_SITE_WORKLOADS and MAX_CPUS (the possible CPUs).
  */
-#include "schedwatch.h"
 
 /* FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME, from the futex(2) UAPI. */
 #define FUTEX_FLAGS_MASK (128 | 256)
@@ -39,6 +71,8 @@ struct cgroup_stats {
     u64 futex_calls[FC_COUNT];
     u64 futex_wait_ns;
     u64 futex_wait_buckets[WAIT_BUCKETS];  /* their sum is the number of waits */
+    u32 sites_generation;  /* site_choice's generation when count_sites was last read, plus one; 0: never */
+    u32 count_sites;       /* whether this workload's call sites are counted */
 };
 
 struct process_stats {
@@ -49,49 +83,119 @@ struct process_stats {
 };
 
 BPF_HASH(cgroups, u64, struct cgroup_stats, MAX_CGROUPS);
+#define WORKLOAD_TOTALS struct cgroup_stats
+#include "schedwatch.h"
 #if MAX_PROCESSES > 0
 BPF_HASH(processes, u32, struct process_stats, MAX_PROCESSES);
 #endif
 /* Thread id -> ktime at entry of the futex call in progress that may block
  * (0: none). Entries are deleted when the thread exits. */
 BPF_HASH(futex_start, u32, u64, MAX_THREADS);
-BPF_ARRAY(drops, u64, DROP_REASONS);
-#ifdef KEY_BY_PROCESS
-BPF_RINGBUF_OUTPUT(new_processes, 64);
-BPF_TABLE("lru_hash", u32, struct fork_record, forked_by, FORKS_REMEMBERED);
-#endif
 
-static __always_inline void count_drop(int reason)
-{
-    u64 *slot = drops.lookup(&reason);
-    if (slot)
-        __sync_fetch_and_add(slot, 1);
-}
+#ifdef CALL_SITES
+enum site_kind { SITE_SCHED_YIELD = 0, SITE_FUTEX_WAIT = 1 };
 
-/* The totals of workload `key`, created if new (and, keyed by process,
- * announced to the agent); NULL, counted as a drop, when the map is full. */
-static __always_inline struct cgroup_stats *cgroup_entry(u64 key)
+/* What a site is counted under. */
+struct site_key {
+    u64 workload;
+    u64 ip;       /* after the system call instruction */
+    u64 caller;   /* sched_yield: the return address at the user stack pointer; futex: 0 */
+    u32 tgid;
+    u32 kind;     /* enum site_kind */
+};
+
+#define SITE_CACHE_PAD 3  /* u64s: a slot fills one 64-byte cache line */
+/* A CPU's last site and its calls not yet in call_sites; a cache line each. */
+struct site_cache {
+    struct site_key site;
+    u64 pending;
+    u64 unused[SITE_CACHE_PAD];
+};
+
+/* The x86-64 struct pt_regs from ip on (offset 128 of 168). */
+struct user_regs {
+    u64 ip;
+    u64 cs;
+    u64 flags;
+    u64 sp;
+};
+#define PT_REGS_IP_OFFSET 128
+
+BPF_HASH(call_sites, struct site_key, u64, MAX_CALL_SITES);
+BPF_ARRAY(last_sites, struct site_cache, MAX_CPUS);
+BPF_ARRAY(site_choice, u32, 1);  /* written by the agent: a new generation with each new choice */
+BPF_HASH(site_workloads, u64, u8, MAX_SITE_WORKLOADS);
+
+/* Whether the call sites of workload `key` (entry `cg`) are counted: chosen by the agent, or new since its last
+ * choice. */
+static __always_inline bool sites_counted(struct cgroup_stats *cg, u64 key)
 {
-    struct cgroup_stats *stats = cgroups.lookup(&key);
-    if (stats)
-        return stats;
-    struct cgroup_stats zero = {};
-    if (cgroups.insert(&key, &zero) == 0) {
-#ifdef KEY_BY_PROCESS
-        u32 tgid = key;
-        struct fork_record *fork = forked_by.lookup(&tgid);
-        struct announcement news = announcement_of(tgid, fork);
-        if (fork)
-            forked_by.delete(&tgid);
-        if (new_processes.ringbuf_output(&news, sizeof(news), 0))
-            count_drop(DROP_ANNOUNCEMENT);
-#endif
+    u32 zero = 0;
+    u32 *generation = site_choice.lookup(&zero);
+    if (!generation)
+        return false;
+    u32 current = *generation + 1;
+    if (cg->sites_generation != current) {
+        cg->count_sites = cg->sites_generation == 0 || site_workloads.lookup(&key) != 0;
+        cg->sites_generation = current;
     }
-    stats = cgroups.lookup(&key);
-    if (!stats)
-        count_drop(DROP_CGROUP_MAP);
-    return stats;
+    return cg->count_sites;
 }
+
+static __always_inline void add_to_site(struct site_key *site, u64 calls)
+{
+    u64 *count = call_sites.lookup(site);
+    if (count) {
+        __sync_fetch_and_add(count, calls);
+        return;
+    }
+    if (call_sites.insert(site, &calls) == 0)
+        return;
+    count = call_sites.lookup(site);  /* another CPU inserted it first, or the map is full */
+    if (count) {
+        __sync_fetch_and_add(count, calls);
+        return;
+    }
+    u32 reason = DROP_SITE_MAP;
+    u64 *dropped = drops.lookup(&reason);
+    if (dropped)
+        __sync_fetch_and_add(dropped, calls);
+}
+
+/* Count one call of kind `kind` of workload `key` at its call site. */
+static __always_inline void count_site(u64 key, u32 kind)
+{
+    struct user_regs regs;
+    void *user_regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (bpf_probe_read_kernel(&regs, sizeof(regs), user_regs + PT_REGS_IP_OFFSET))
+        return;
+    struct site_key site = {.workload = key, .ip = regs.ip, .tgid = watched_tgid(), .kind = kind};
+    if (kind == SITE_SCHED_YIELD)
+        bpf_probe_read_user(&site.caller, sizeof(site.caller), (void *)regs.sp); /* 0 where unreadable */
+    u32 cpu = bpf_get_smp_processor_id();
+    struct site_cache *last = last_sites.lookup(&cpu);
+    if (!last) {
+        add_to_site(&site, 1);
+        return;
+    }
+    if (last->site.ip == site.ip && last->site.caller == site.caller && last->site.workload == site.workload &&
+        last->site.tgid == site.tgid && last->site.kind == site.kind) {
+        last->pending += 1;  /* only this CPU writes its slot, one program at a time */
+        return;
+    }
+    /* In this order, with the compiler kept from reordering (x86-64 keeps stores in order): a reader never finds
+     * the same calls both pending and in call_sites. */
+    u64 pending = last->pending;
+    last->pending = 0;
+    asm volatile("" ::: "memory");
+    if (pending)
+        add_to_site(&last->site, pending);
+    asm volatile("" ::: "memory");
+    last->site = site;
+    asm volatile("" ::: "memory");
+    last->pending = 1;
+}
+#endif
 
 #if MAX_PROCESSES > 0
 static __always_inline struct process_stats *process_entry(u64 workload)
@@ -164,7 +268,7 @@ static __always_inline void futex_enter(u32 fclass, bool blocks)
     if (fclass >= FC_COUNT || !WATCHED())
         return;
     u64 key = workload_key();
-    struct cgroup_stats *cg = cgroup_entry(key);
+    struct cgroup_stats *cg = workload_entry(key);
     if (cg)
         __sync_fetch_and_add(&cg->futex_calls[fclass], 1);
 #if MAX_PROCESSES > 0
@@ -173,6 +277,10 @@ static __always_inline void futex_enter(u32 fclass, bool blocks)
         __sync_fetch_and_add(&proc->futex_calls[fclass], 1);
 #endif
     if (blocks) {
+#ifdef CALL_SITES
+        if (cg && sites_counted(cg, key))
+            count_site(key, SITE_FUTEX_WAIT);
+#endif
         u32 tid = bpf_get_current_pid_tgid();
         u64 now = bpf_ktime_get_ns();
         /* A thread keeps its slot until it exits: writing in place is much
@@ -195,7 +303,7 @@ static __always_inline void futex_exit(void)
     *start = 0;
 
     u64 key = workload_key();
-    struct cgroup_stats *cg = cgroup_entry(key);
+    struct cgroup_stats *cg = workload_entry(key);
     if (cg) {
         __sync_fetch_and_add(&cg->futex_wait_ns, waited);
         u32 bucket = wait_bucket(waited);
@@ -214,13 +322,17 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_yield)
     if (!WATCHED())
         return KEEP_EVENT;
     u64 key = workload_key();
-    struct cgroup_stats *cg = cgroup_entry(key);
+    struct cgroup_stats *cg = workload_entry(key);
     if (cg)
         __sync_fetch_and_add(&cg->yields, 1);
 #if MAX_PROCESSES > 0
     struct process_stats *proc = process_entry(key);
     if (proc)
         __sync_fetch_and_add(&proc->yields, 1);
+#endif
+#ifdef CALL_SITES
+    if (cg && sites_counted(cg, key))
+        count_site(key, SITE_SCHED_YIELD);
 #endif
     return KEEP_EVENT;
 }
@@ -282,67 +394,14 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex_requeue)
 }
 #endif
 
-TRACEPOINT_PROBE(sched, sched_process_exit)
+static __always_inline void forget_thread(u32 tid)
 {
-    u32 tid = args->pid;
     futex_start.delete(&tid);
-#if MAX_PROCESSES > 0 || defined(KEY_BY_PROCESS)
-#ifdef HAVE_GROUP_DEAD
-    bool last_thread = args->group_dead;
-#else
-    u64 id = bpf_get_current_pid_tgid();
-    bool last_thread = (u32)id == id >> 32;
-#endif
-    u32 tgid = watched_tgid();
-    if (!last_thread || !tgid)
-        return KEEP_EVENT;
+}
+
+static __always_inline void process_exits(u32 tgid)
+{
 #if MAX_PROCESSES > 0
     processes.delete(&tgid);
 #endif
-#ifdef KEY_BY_PROCESS
-    /* Move the dead process's totals to an exited key (kept where the map is
-     * full: the agent then finds the process gone and folds them all the same). */
-    u64 live = tgid;
-    struct cgroup_stats *stats = cgroups.lookup(&live);
-    if (stats) {
-        struct cgroup_stats last = *stats;
-        u64 exited = exited_key(tgid);
-        if (cgroups.update(&exited, &last) == 0)
-            cgroups.delete(&live);
-        else
-            count_drop(DROP_CGROUP_MAP);
-    }
-#endif
-#endif
-    return KEEP_EVENT;
 }
-
-#if defined(KEY_BY_PROCESS) && !defined(PIDNS_INO)
-/* Keyed by process, a child's place is its parent's until it moves: remember
- * who forked it (its first event announces both), and announce every move in
- * the placing hierarchy with the new path, so a process that dies before the
- * agent reads its /proc entry is still placed exactly. Pids here are the
- * host's, so sidecar mode (keys are pids of its namespace) goes without. */
-TRACEPOINT_PROBE(sched, sched_process_fork)
-{
-    u32 child = args->child_pid;
-    struct fork_record fork = {.parent = bpf_get_current_pid_tgid() >> 32, .boot_ns = bpf_ktime_get_boot_ns()};
-    forked_by.update(&child, &fork);
-    return KEEP_EVENT;
-}
-
-TRACEPOINT_PROBE(cgroup, cgroup_attach_task)
-{
-    if (args->dst_root != PLACE_HIERARCHY)
-        return KEEP_EVENT;
-    struct move_announcement move = {.tgid = args->pid, .boot_ns = bpf_ktime_get_boot_ns()};
-    u32 length = args->data_loc_dst_path >> 16;
-    if (length <= MOVE_PATH_MAX) {
-        TP_DATA_LOC_READ_STR(move.path, dst_path, MOVE_PATH_MAX);
-        move.path_len = length;
-    }
-    if (new_processes.ringbuf_output(&move, sizeof(move), 0))
-        count_drop(DROP_ANNOUNCEMENT);
-    return KEEP_EVENT;
-}
-#endif

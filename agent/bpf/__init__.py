@@ -10,4 +10,9 @@ of the programs' cost (:mod:`.stats`). :mod:`.probes` has one module per program
 
 
 class BpfUnavailable(RuntimeError):
-    """bcc cannot be imported or a program cannot be compiled or attached."""
+    """bcc cannot be imported or a program cannot be compiled, loaded or attached."""
+
+    def __init__(self, message: str, verifier_log: str = "", fix: str = "") -> None:
+        super().__init__(message)
+        self.verifier_log = verifier_log  # the last lines of the verifier's log when it refused the program
+        self.fix = fix  # what to do, where the failure says it ("": the caller's general advice)

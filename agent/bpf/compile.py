@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -9,27 +11,80 @@ from typing import Any
 
 from agent.bpf import BpfUnavailable
 
+SHARED_HEADER = "schedwatch.h"
+
 
 def source_dir() -> Path:
     """Directory of the installed BPF C sources (``bpf/`` of the checkout, ``agent/bpf/programs`` when installed)."""
     return Path(str(resources.files("agent.bpf.programs")))
 
 
+# Where Debian and Ubuntu (python3-bpfcc) and Fedora install bcc's module: looked in when this Python cannot
+# import it by itself (a virtual environment made without --system-site-packages).
+DISTRIBUTION_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/python3/site-packages")
+BCC_INSTALL_FIX = (
+    "install bcc's Python module: apt-get install python3-bpfcc (Debian/Ubuntu; dnf install python3-bcc on Fedora)"
+)
+# Test-only: extra defines for one program, by source file name, as JSON ({"sched.bpf.c": {"NAME": "VALUE"}}).
+# The kernel tests set it to make the real verifier refuse one program (docs/modes.md); nothing else reads it.
+TEST_DEFINES_VARIABLE = "SCHEDWATCH_TEST_BPF_DEFINES"
+
+
+def program_text(directory: Path, source_name: str) -> str:
+    """The program's source with bpf/schedwatch.h's text in place of its ``#include "schedwatch.h"`` line: bcc
+    rewrites map operations only in the program's own text, and the header's process lifecycle uses the program's
+    maps."""
+    include = f'#include "{SHARED_HEADER}"'
+    lines = (directory / source_name).read_text().splitlines()
+    if include not in lines:
+        return "\n".join(lines) + "\n"
+    at = lines.index(include)
+    header = (directory / SHARED_HEADER).read_text()
+    # #line keeps the compiler's and the verifier's line numbers those of the two files.
+    spliced = [f'#line 1 "{SHARED_HEADER}"', header, f'#line {at + 2} "{source_name}"']
+    return "\n".join(lines[:at] + spliced + lines[at + 1 :]) + "\n"
+
+
 def import_bcc() -> Any:
-    """Import bcc's Python module, looking in Debian's dist-packages if needed."""
+    """Import bcc's Python module, looking in the distribution's dist-packages if needed."""
     try:
         import bcc
     except ImportError:
         import sys
 
-        for extra in ("/usr/lib/python3/dist-packages", "/usr/lib/python3/site-packages"):
+        for extra in DISTRIBUTION_PATHS:
             if Path(extra, "bcc").is_dir() and extra not in sys.path:
                 sys.path.append(extra)
         try:
             import bcc
         except ImportError as error:
-            raise BpfUnavailable("bcc is not installed: apt-get install python3-bpfcc (Debian/Ubuntu)") from error
+            looked = " and ".join(DISTRIBUTION_PATHS)
+            raise BpfUnavailable(
+                f"bcc cannot be imported ({error}; looked in this Python's path and {looked})", fix=BCC_INSTALL_FIX
+            ) from error
     return bcc
+
+
+def bcc_origin() -> dict[str, Any]:
+    """Whether :func:`import_bcc` imports bcc in this process, its version and where from (run in a child: the agent
+    itself never imports bcc)."""
+    import sys
+
+    own_path = list(sys.path)
+    try:
+        bcc = import_bcc()
+    except BpfUnavailable as error:
+        return {"version": None, "error": str(error)}
+    except Exception as error:  # bcc's own import code fails in its own ways (a missing libbcc.so)
+        return {"version": None, "error": f"bcc cannot be imported: {error}"}
+    directory = Path(bcc.__file__).parent
+    try:
+        from bcc import version
+
+        number = str(version.__version__)
+    except (ImportError, AttributeError):
+        number = "unknown"
+    return {"version": number, "path": str(directory), "outside_path": str(directory.parent) not in own_path}
 
 
 @dataclass(frozen=True)
@@ -50,10 +105,11 @@ def compile_program(
     bcc = import_bcc()
     directory = source_dir()
     cflags = [f"-I{directory}", "-Wno-unused-function"]
+    defines = {**defines, **json.loads(os.environ.get(TEST_DEFINES_VARIABLE) or "{}").get(source_name, {})}
     for name, value in sorted(defines.items()):
         cflags.append(f"-D{name}" if value is None else f"-D{name}={value}")
     try:
-        program = bcc.BPF(src_file=str(directory / source_name).encode(), cflags=cflags)
+        program = bcc.BPF(text=program_text(directory, source_name).encode(), cflags=cflags)
     except Exception as error:  # bcc raises bare Exception on compile and attach failures
         raise BpfUnavailable(
             f"cannot load {source_name}: {error}; the compiler's or verifier's output is above, and "

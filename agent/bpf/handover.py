@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import agent
-from agent.bpf import BpfUnavailable
+from agent.bpf import BpfUnavailable, verifier
 from agent.bpf.compile import PerfEventAttachment
 from agent.bpf.maps import BpfMap, MapSpec
+from agent.machine.facts import BccFound
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 253  # SCM_MAX_FD: the most one message may carry
@@ -47,6 +51,15 @@ class LoadedProgram:
 # `python -m` would put the working directory first, and a checkout there would shadow an installed agent (whose
 # BPF sources the checkout does not hold as agent.bpf.programs).
 PACKAGE_ROOT = str(Path(agent.__file__).resolve().parent.parent)
+BCC_BOOTSTRAP = "\n".join(
+    (
+        "import json, sys",
+        "sys.path.insert(0, sys.argv[1])",
+        "from agent.bpf.compile import bcc_origin",
+        "print(json.dumps(bcc_origin()))",
+    )
+)
+BCC_TIMEOUT_SECONDS = 30.0  # importing bcc loads LLVM: ~0.1 s here, seconds on a loaded node
 LOADER_BOOTSTRAP = "\n".join(
     (
         "import sys",
@@ -63,11 +76,11 @@ def load(
     """Compile, load and attach bpf/*source* in a child process (and its functions to *perf_events*, opened on every
     online CPU); its objects, now held here.
 
-    Raises BpfUnavailable, with the message the in-process load would have given, when the child cannot load it
-    (the compiler's or verifier's output has gone to stderr, which the child shares).
+    Raises BpfUnavailable when the child cannot load it: with the verifier's reason when the verifier refused it
+    (the child's output, the compiler's or verifier's, is passed on to this process's stderr as well).
     """
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    with ours:
+    with ours, tempfile.TemporaryFile() as output:
         try:
             child = subprocess.Popen(
                 [
@@ -83,6 +96,7 @@ def load(
                 pass_fds=(theirs.fileno(),),
                 env=dict(os.environ),  # BCC_KERNEL_SOURCE included
                 stdin=subprocess.DEVNULL,
+                stderr=output,
             )
         except OSError as error:
             raise BpfUnavailable(f"cannot start the BPF loader for {source}: {error}") from error
@@ -92,12 +106,62 @@ def load(
             data, fds, flags, _ = socket.recv_fds(ours, MAX_MESSAGE, MAX_FDS)
         finally:
             status = child.wait()
+            output.seek(0)
+            said = output.read()
+            with open(2, "wb", closefd=False) as stderr:  # where the child used to write it itself
+                stderr.write(said)
     try:
         return _received(source, data, fds, flags, status, child.pid)
+    except BpfUnavailable as error:
+        for fd in fds:
+            os.close(fd)
+        raise _with_verifier(error, source, said.decode(errors="replace")) from None
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
+
+
+def _with_verifier(error: BpfUnavailable, source: str, output: str) -> BpfUnavailable:
+    """*error* with the verifier's reason in its message, when the child's *output* holds a verifier's refusal."""
+    refused = verifier.refusal(output)
+    if refused is None:
+        return error
+    program = re.search(r"program b'(\w+)'", str(error))
+    name = program.group(1) if program else "a program"
+    return BpfUnavailable(f"cannot load {source}: the kernel's verifier refused {name}: {refused.reason}", refused.tail)
+
+
+def ask_for_bcc() -> Callable[[], BccFound]:
+    """Start a child that imports bcc as the loader child does (this process never imports it); the function returned
+    waits for its answer: whether bcc imports, its version and where from."""
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", BCC_BOOTSTRAP, PACKAGE_ROOT],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError as error:
+        failed = BccFound(None, error=f"cannot start {sys.executable} to import bcc: {error}")
+        return lambda: failed
+
+    def answer() -> BccFound:
+        try:
+            out, err = child.communicate(timeout=BCC_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            return BccFound(None, error=f"importing bcc took more than {BCC_TIMEOUT_SECONDS:g} s")
+        try:
+            return BccFound(**json.loads(out.strip().splitlines()[-1]))
+        except (IndexError, ValueError, TypeError):
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            return BccFound(None, error=f"importing bcc failed: {last}")
+
+    return answer
 
 
 def _received(source: str, data: bytes, fds: list[int], flags: int, status: int, pid: int) -> LoadedProgram:
@@ -108,7 +172,7 @@ def _received(source: str, data: bytes, fds: list[int], flags: int, status: int,
         )
     message = json.loads(data)
     if not message["ok"]:
-        raise BpfUnavailable(message["error"])
+        raise BpfUnavailable(message["error"], fix=message.get("fix", ""))
     if flags & socket.MSG_CTRUNC:
         raise BpfUnavailable(f"cannot load {source}: the kernel objects did not fit in one message")
     maps = {

@@ -5,8 +5,8 @@ Compiles bpf/SOURCE with bcc, loads and attaches it exactly as the agent used to
 object the program needs to go on running over the Unix socket SOCKET_FD (SCM_RIGHTS): its maps, its programs, and
 the perf events or BPF links that attach them. Then it exits without letting bcc detach anything: the receiver's
 copies of the fds keep the programs attached and the maps alive, and the compiler's ~100 MB go with this process.
-A failure is sent as a message (``{"ok": false, "error": ...}``); bcc's compiler and verifier output goes to this
-process's stderr, which the agent shares.
+A failure is sent as a message (``{"ok": false, "error": ..., "fix": ...}``); bcc's compiler and verifier output goes
+to this process's stderr, which the agent reads (agent.bpf.verifier) and passes on.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         program = compile_program(source, defines, perf_events)
         message, fds = manifest(program)
     except BpfUnavailable as error:
-        sock.sendall(json.dumps({"ok": False, "error": str(error)}).encode())
+        sock.sendall(json.dumps({"ok": False, "error": str(error), "fix": error.fix}).encode())
         return 1
     socket.send_fds(sock, [json.dumps(message).encode()], fds)
     sys.stdout.flush()

@@ -1,5 +1,6 @@
 """The syscall_families collector: every workload's system calls by family, and the time inside them for the timed
-workloads (bpf/families.bpf.c; the families are agent/machine/syscall_families.py's)."""
+workloads (bpf/families.bpf.c; the families are agent/machine/syscall_families.py's). Off by default: its programs
+run on every system call of the node (docs/benchmarks.md gives the price)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,17 @@ from collections.abc import Callable
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.bpf.probes.families import DEFAULT_CALL_SITES, REQUIRED_TRACEPOINTS, FamiliesProbe, raw_tracepoints_available
+from agent.bpf.probes.families import REQUIRED_TRACEPOINTS, FamiliesProbe, raw_tracepoints_available
 from agent.collectors import Availability, CollectorContext, CollectorFactory
 from agent.collectors.common.availability import bpf_availability
 from agent.collectors.common.bpf_collector import BpfCollector
-from agent.collectors.common.call_sites import CallSiteRows
 from agent.collectors.common.limits import probe_limits
 from agent.collectors.common.self_metrics import self_families
-from agent.collectors.common.ticker import Ticker
 from agent.identity.workload import workload_for_cgroup
 from agent.log import get_logger
 from agent.machine import syscall_families
 from agent.machine.facts import MachineFacts
 from agent.model import Labels
-from agent.symbols.symbolizer import Symbolizer
 from agent.tables.families import TABLE
 
 NAME = TABLE.collector
@@ -83,8 +81,8 @@ class TimedChooser:
 
 
 class FamiliesCollector(BpfCollector):
-    """Calls by family for every workload, seconds by family for the timed ones, processes exited
-    (agent/tables/families.py); which workloads are timed; the call sites of yields and futex waits."""
+    """Calls by family for every workload, seconds by family for the timed ones (agent/tables/families.py); which
+    workloads are timed."""
 
     name = NAME
     table = TABLE
@@ -98,27 +96,11 @@ class FamiliesCollector(BpfCollector):
             TABLE.layout.vector,
             max_timed=settings.syscall_timed_workloads,
             time_all=self._time_all,
-            call_sites=DEFAULT_CALL_SITES if settings.code_workloads > 0 else 0,  # 0: call sites not counted
         )
         super().__init__(context, probe)
         self._families_probe = probe
         self._chooser = TimedChooser(settings.syscall_timed_workloads)
         self._warned = False
-        self.sites = CallSiteRows(
-            context.keys,
-            context.identities,
-            Symbolizer(version_of=context.library_version),
-            settings.code_top_k,
-            settings.code_workloads,
-            settings.series_grace_seconds,
-            probe.forget_call_sites,
-        )
-        self._sites_ticker = Ticker(NAME, lambda: self._read_sites(settle=False)) if probe.call_sites else None
-
-    def _read_sites(self, settle: bool = True) -> None:
-        sites = self._families_probe.read_call_sites()
-        if sites is not None:
-            self.sites.update(sites, settle)
 
     def collect(self) -> list[Metric]:
         """Read the maps once, build every family, then choose the workloads to time until the next scrape."""
@@ -140,15 +122,9 @@ class FamiliesCollector(BpfCollector):
                         fix="allow bpf(2) command 2 (BPF_MAP_UPDATE_ELEM) and 3 (BPF_MAP_DELETE_ELEM) in the "
                         "agent's seccomp profile; the counts are unaffected",
                     )
-        sites: list[Metric] = []
-        if self._sites_ticker is not None:
-            with self._sites_ticker.lock:
-                self._read_sites()
-                sites = self.sites.families()
         return [
             *self._workload_families(),
             self._timed_family(timed),
-            *sites,
             *self_families(self.name, snapshot.health, self._probe.program_stats(), len(self._totals)),
         ]
 
@@ -164,12 +140,6 @@ class FamiliesCollector(BpfCollector):
         for labels, _totals in self._totals.rows():
             family.add_metric(labels, 1 if timed is None or labels in timed else 0)
         return family
-
-    def close(self) -> None:
-        """Stop reading call sites, then detach the programs."""
-        if self._sites_ticker is not None:
-            self._sites_ticker.close()
-        super().close()
 
 
 FACTORY = CollectorFactory(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from agent import metrics
 from agent.bpf.probes.gaps import kernel_gaps
 from agent.collectors import Availability, CollectorFactory
+from agent.collectors.common.availability import bpf_support
 from agent.machine.facts import MachineFacts
 
 BPF, PERF, PROCFS = "bpf", "perf", "procfs"
@@ -78,11 +79,10 @@ def factories(mode: str) -> list[CollectorFactory]:
     return [schedstat.FACTORY, *files]
 
 
-def bpf_availability(facts: MachineFacts) -> Availability:
-    """Whether the BPF programs can be loaded here (the syscalls collector's check)."""
-    from agent.collectors import syscalls
-
-    return syscalls.check(facts)
+def needs_bpf(factory: CollectorFactory) -> bool:
+    """Whether *factory* is one of bpf mode's own collectors, which the other modes replace or go without (the cgroup
+    files' collectors run alike in every mode)."""
+    return factory not in factories(PERF) and factory not in factories(PROCFS)
 
 
 def perf_availability(facts: MachineFacts) -> Availability:
@@ -93,12 +93,12 @@ def perf_availability(facts: MachineFacts) -> Availability:
 
 
 def choose(requested: str, facts: MachineFacts, bpf_error: str | None = None) -> ModeChoice:
-    """The mode for *requested* (auto, bpf, perf, procfs). *bpf_error*: BPF was tried and failed to load."""
+    """The mode for *requested* (auto, bpf, perf, procfs). *bpf_error*: BPF was tried and no program loaded."""
     if requested != "auto":
         missing = kernel_gaps(facts.release) if requested == BPF else MISSING[requested]
         return ModeChoice(requested, "asked for with --mode", missing, _fix_for(requested, facts))
     bpf = Availability(False, f"the BPF programs failed to load: {bpf_error}") if bpf_error else None
-    bpf = bpf or bpf_availability(facts)
+    bpf = bpf or bpf_support(facts)
     if bpf.ok:
         return ModeChoice(BPF, "the BPF programs can be loaded here", kernel_gaps(facts.release))
     perf = perf_availability(facts)
@@ -112,6 +112,11 @@ def choose(requested: str, facts: MachineFacts, bpf_error: str | None = None) ->
     )
 
 
+def without_bpf(facts: MachineFacts) -> str:
+    """The mode auto counts in where BPF does not serve: perf when its counters can be opened, else procfs."""
+    return PERF if perf_availability(facts).ok else PROCFS
+
+
 def _bpf_fix(bpf: Availability) -> str:
     return bpf.fix or "see `schedwatch check --mode bpf`"
 
@@ -119,5 +124,5 @@ def _bpf_fix(bpf: Availability) -> str:
 def _fix_for(mode: str, facts: MachineFacts) -> str:
     if mode == BPF:
         return ""
-    bpf = bpf_availability(facts)
+    bpf = bpf_support(facts)
     return "run with --mode auto or bpf" if bpf.ok else f"for bpf mode: {_bpf_fix(bpf)}"

@@ -16,6 +16,7 @@ from prometheus_client.core import Metric
 from agent import metrics
 from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.collectors import Availability, Collector, CollectorContext, CollectorFactory
+from agent.collectors.common.availability import tracefs_availability
 from agent.counters import SourceUnavailable, perf_events
 from agent.counters.cgroup_tree import perf_counts_hierarchically, perf_event_tree
 from agent.counters.cgroup_watch import CgroupWatcher
@@ -33,8 +34,9 @@ log = get_logger("perf_syscalls")
 
 def check(facts: MachineFacts) -> Availability:
     """Needs tracefs with the syscall tracepoints, a perf_event cgroup hierarchy, and perf_event_open allowed."""
+    tracefs = tracefs_availability(facts)
     if facts.tracefs is None:
-        return Availability(False, "tracefs is not mounted", "mount -t tracefs tracefs /sys/kernel/tracing")
+        return tracefs
     missing = [e for e in REQUIRED_EVENTS if perf_events.tracepoint_id(facts.tracefs, "syscalls", e) is None]
     if missing:
         return Availability(

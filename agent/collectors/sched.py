@@ -1,5 +1,5 @@
-"""The sched collector: off-CPU time by reason, run-queue latency (and its split by holder) and blocked time by sleep
-per workload (and off-CPU time and run-queue wait per process)."""
+"""The sched collector: off-CPU time by reason, run-queue latency (and its split by holder), blocked time by sleep and
+processes exited per workload (and off-CPU time and run-queue wait per process)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def check(facts: MachineFacts) -> Availability:
 
 
 class SchedCollector(BpfCollector):
-    """Off-CPU time, run-queue latency and blocked time per workload (and per process for those that waited longest
-    for a CPU): agent/tables/sched.py; and each workload's wait for a CPU by the neighbour that held it."""
+    """Off-CPU time, run-queue latency, blocked time and processes exited per workload (and per process for those
+    that waited longest for a CPU): agent/tables/sched.py; and each workload's wait for a CPU by the neighbour that
+    held it."""
 
     name = NAME
     table = TABLE

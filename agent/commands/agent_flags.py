@@ -11,7 +11,7 @@ the collectors themselves), and `diagnose` and `top` the client flags of ``--fro
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +29,13 @@ GROUP_TITLES = {
 }
 
 
-def add_flags(parser: CommandParser, groups: Sequence[str], common_shown: bool = False) -> None:
-    """Add the flags of *groups* (the collection group with one --collector.NAME per registered collector), each
-    group under its heading in --help-all; with *common_shown*, the flags the table marks common in a group --help
-    shows too."""
-    flags = config.flags_of(groups, list(registry()))
+def add_flags(
+    parser: CommandParser, groups: Sequence[str], common_shown: bool = False, on_by_default: Collection[str] = ()
+) -> None:
+    """Add the flags of *groups* (the collection group with one --collector.NAME per registered collector, those of
+    config.OFF_BY_DEFAULT on by default only when in *on_by_default*), each group under its heading in --help-all;
+    with *common_shown*, the flags the table marks common in a group --help shows too."""
+    flags = config.flags_of(groups, list(registry()), on_by_default)
     shown = [flag for flag in flags if flag.common] if common_shown else []
     if shown:
         section = parser.add_argument_group(
@@ -55,10 +57,11 @@ def add_agent_arguments(parser: CommandParser, common_shown: bool = False) -> No
     add_flags(parser, config.AGENT_GROUPS, common_shown)
 
 
-def add_collection_arguments(parser: CommandParser) -> None:
+def add_collection_arguments(parser: CommandParser, on_by_default: Collection[str] = ()) -> None:
     """What is counted and how (one --collector.NAME per registered collector, --mode, --cgroup-root, map sizes,
-    ...) and the runtimes asked for names: the flags of a command that loads the collectors."""
-    add_flags(parser, (config.COLLECTION, config.RUNTIME))
+    ...) and the runtimes asked for names: the flags of a command that loads the collectors (*on_by_default*: those
+    of config.OFF_BY_DEFAULT this command turns on unless asked not to)."""
+    add_flags(parser, (config.COLLECTION, config.RUNTIME), on_by_default=on_by_default)
 
 
 def add_logging_arguments(parser: CommandParser) -> None:
@@ -94,11 +97,13 @@ def _verify_flags() -> list[config.Flag]:
     return [flag for flag in config.FLAGS if flag.name in VERIFY_FLAGS]
 
 
-def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> config.Settings:
+def settings_from(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, on_by_default: Collection[str] = ()
+) -> config.Settings:
     """The validated settings, logging configured from them, then one warning per deprecated variable set; a bad
-    value exits with the parser's one-line error."""
+    value exits with the parser's one-line error. *on_by_default*: as for add_collection_arguments."""
     try:
-        settings = config.from_args(args, list(registry()))
+        settings = config.from_args(args, list(registry()), on_by_default)
     except config.ConfigError as error:
         parser.error(str(error))
     log.configure(settings.log_level, settings.log_format)

@@ -19,18 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__, assembly, config, metrics
-from agent.collectors import Availability, modes
+from agent.bpf.compile import BCC_INSTALL_FIX
+from agent.collectors import Availability, modes, registry, starting
+from agent.collectors.common.availability import tracefs_availability
 from agent.commands import Command
 from agent.commands.agent_flags import add_agent_arguments, settings_from
 from agent.commands.output import to_stdout
 from agent.commands.parser import CommandParser, Example
-from agent.identity.resolver import IdentityResolver
 from agent.identity.runtimes import socket_absent
 from agent.machine import kernel, taskstats
-from agent.machine.facts import MachineFacts
+from agent.machine.facts import BccFound, MachineFacts
 from agent.web import tls_context
 
 SCHEMA = "schedwatch.check/v1"
+NAME_WIDTH = max(len(name) for name in registry())  # the collectors table's first column, wide enough for each
 FUTEX2_SYSCALLS = ("futex_waitv", "futex_wait", "futex_wake", "futex_requeue")
 NEEDS_TRACEFS = "not checked: tracefs is readable by root only here (run it as root, e.g. with sudo)"
 
@@ -73,10 +75,11 @@ class CheckReport:
     mode_requested: str
     mode: modes.ModeChoice
     collectors: tuple[CollectorCheck, ...]  # of the judged mode (BPF in auto and bpf modes)
-    mode_collectors: tuple[CollectorCheck, ...]  # of the mode auto would use, when it is not the judged one
+    mode_collectors: tuple[CollectorCheck, ...]  # counting in another form than the judged mode's (auto's fallback)
     loaded: bool  # the collectors were compiled and loaded once (not --no-load)
     web: WebCheck
     not_checked: dict[str, str] = field(default_factory=dict)  # what could not be looked at, and why
+    degraded: dict[str, starting.Degraded] = field(default_factory=dict)  # auto: collectors BPF does not serve
 
     @property
     def ok(self) -> bool:
@@ -86,18 +89,9 @@ class CheckReport:
 
 def gather_report(settings: config.Settings, load: bool) -> CheckReport:
     """Look at the machine, and (when *load*) compile and load each collector's program once, closing it again."""
-    facts = assembly.prepare_machine(settings)
-    context = assembly.build_context(settings, facts, IdentityResolver([]))
+    with assembly.open_agent(settings, runtimes=False, load=load, silent=True) as agent:
+        facts, started, per_process = agent.facts, agent.started, agent.context.keys.per_process
     judged = modes.BPF if settings.mode in ("auto", modes.BPF) else settings.mode
-    judged_choice = modes.ModeChoice(judged, "judged")
-    checked = assembly.start_mode(judged_choice, settings, facts, context, load=load, quiet=True)
-    checked.close()
-    mode = modes.choose(settings.mode, facts, bpf_error=checked.bpf_error if judged == modes.BPF else None)
-    fallback: tuple[CollectorCheck, ...] = ()
-    if mode.mode != judged:
-        other = assembly.start_mode(mode, settings, facts, context, load=load, quiet=True)
-        other.close()
-        fallback = _collector_checks(mode.mode, settings, other.unavailable)
     not_checked: dict[str, str] = {}
     futex2: tuple[str, ...] | None = None
     mask = None
@@ -109,16 +103,17 @@ def gather_report(settings: config.Settings, load: bool) -> CheckReport:
     return CheckReport(
         version=__version__,
         facts=facts,
-        workloads_by="process" if context.keys.per_process else "cgroup",
-        workloads=_workloads_text(facts, context.keys.per_process),
+        workloads_by="process" if per_process else "cgroup",
+        workloads=_workloads_text(facts, per_process),
         futex2=futex2,
         sched_switch_blocked_mask=mask,
         delay_accounting=taskstats.delay_accounting_enabled(),
         runtimes=runtime_sockets(settings),
         mode_requested=settings.mode,
-        mode=mode,
-        collectors=_collector_checks(judged, settings, checked.unavailable),
-        mode_collectors=fallback,
+        mode=started.mode,
+        collectors=collector_checks(judged, settings, started),
+        mode_collectors=_fallback_checks(judged, settings, started),
+        degraded=started.degraded,
         loaded=load,
         web=web_check(settings),
         not_checked=not_checked,
@@ -154,13 +149,33 @@ def web_check(settings: config.Settings) -> WebCheck:
     )
 
 
-def _collector_checks(
-    mode: str, settings: config.Settings, unavailable: dict[str, Availability]
-) -> tuple[CollectorCheck, ...]:
+def collector_checks(mode: str, settings: config.Settings, started: starting.Started) -> tuple[CollectorCheck, ...]:
+    """Each enabled collector of *mode*: ok when it runs (or would) in that mode's form, else why not."""
     checks = []
-    for factory in assembly.enabled(mode, settings):
-        result = unavailable.get(factory.name, Availability(True))
-        checks.append(CollectorCheck(factory.name, factory.description, result.ok, result.reason, result.fix))
+    for factory in starting.enabled(mode, settings):
+        name = factory.name
+        form = started.forms.get(name)
+        if form == mode or (form is not None and not modes.needs_bpf(factory)):  # the cgroup files' run in any mode
+            result = Availability(True)
+        elif name in started.degraded:
+            degraded = started.degraded[name]
+            result = Availability(False, degraded.reason, degraded.fix)
+        else:
+            result = started.unavailable.get(name, Availability(False, f"not started in {started.mode.mode} mode"))
+        checks.append(CollectorCheck(name, factory.description, result.ok, result.reason, result.fix))
+    return tuple(checks)
+
+
+def _fallback_checks(judged: str, settings: config.Settings, started: starting.Started) -> tuple[CollectorCheck, ...]:
+    """The collectors that count in another form than the judged mode's: those of the mode auto fell back to, or
+    each BPF collector running in its form without BPF."""
+    if started.mode.mode != judged:
+        return collector_checks(started.mode.mode, settings, started)
+    checks = []
+    for name, degraded in started.degraded.items():
+        if degraded.runs_as != starting.NOT_RUNNING:
+            form = next(f for f in starting.enabled(degraded.runs_as, settings) if f.name == name)
+            checks.append(CollectorCheck(name, form.description, True))
     return tuple(checks)
 
 
@@ -227,6 +242,7 @@ def to_json(report: CheckReport) -> dict[str, Any]:
         "mode": asdict(report.mode) | {"requested": report.mode_requested},
         "collectors": {check.name: asdict(check) for check in report.collectors},
         "mode_collectors": {check.name: asdict(check) for check in report.mode_collectors},
+        "degraded": {name: asdict(degraded) for name, degraded in report.degraded.items()},
         "loaded": report.loaded,
         "web": asdict(report.web),
         "not_checked": report.not_checked,
@@ -269,12 +285,13 @@ def to_text(report: CheckReport) -> str:
             f"off — for {metrics.shown(metrics.BPF_PROGRAM_RUNS, metrics.BPF_PROGRAM_RUN_SECONDS)} run with "
             "--bpf-stats (needs CAP_SYS_ADMIN) or sysctl -w kernel.bpf_stats_enabled=1"
         )
-    if facts.tracefs is not None:
+    tracefs_state = tracefs_availability(facts)
+    if tracefs_state.ok:
         tracefs = str(facts.tracefs)
     elif facts.tracefs_denied is not None:
-        tracefs = f"{facts.tracefs_denied}: readable by root only (run it as root, e.g. with sudo)"
+        tracefs = f"{facts.tracefs_denied}: mounted, readable by root only — fix: {tracefs_state.fix}"
     else:
-        tracefs = "NOT MOUNTED: mount -t tracefs tracefs /sys/kernel/tracing"
+        tracefs = f"NOT MOUNTED: {tracefs_state.fix}"
     futex2 = report.not_checked.get("futex2") or ", ".join(report.futex2 or ()) or "none (futex(2) only)"
     mask = report.sched_switch_blocked_mask
     prev_state = report.not_checked.get("sched_switch") or (
@@ -293,6 +310,7 @@ def to_text(report: CheckReport) -> str:
         f"  privileges   {caps}" + ("" if facts.is_root else " (not root)"),
         f"  tracefs      {tracefs}",
         f"  headers      {headers}",
+        f"  bcc          {_bcc_text(facts.bcc)}",
         f"  cgroups      {cgroups}",
         f"  workloads    {report.workloads}",
         f"  bpf stats    {stats}",
@@ -303,9 +321,22 @@ def to_text(report: CheckReport) -> str:
         f"  web          {_web_text(report.web)}",
         *_mode_lines(report),
         "collectors",
-        *(_collector_line(check, f"  {check.name:<12} ", "ok    ") for check in report.collectors),
+        *(_collector_line(check, f"  {check.name:<{NAME_WIDTH}} ", "ok    ") for check in report.collectors),
     ]
     return "\n".join(lines)
+
+
+def _bcc_text(bcc: BccFound | None) -> str:
+    if bcc is None:
+        return "not looked for"
+    if bcc.version is None:
+        return f"CANNOT BE IMPORTED: {bcc.error} — fix: {BCC_INSTALL_FIX}"
+    where = (
+        " (outside this Python's own path: found in the distribution's packages, where the loader looks too)"
+        if bcc.outside_path
+        else ""
+    )
+    return f"{bcc.version} from {bcc.path}{where}"
 
 
 def _web_text(web: WebCheck) -> str:
@@ -325,7 +356,16 @@ def _mode_lines(report: CheckReport) -> list[str]:
     if mode.fix:
         lines.append(f"  mode fix     {mode.fix}")
     lines += [_collector_line(check, f"  mode runs    {check.name} ", "ok: ") for check in report.mode_collectors]
+    lines += [_degraded_line(name, degraded) for name, degraded in report.degraded.items()]
     return lines
+
+
+_CAUSES = {starting.LOAD_FAILED: "its BPF program did not load", starting.UNSUPPORTED: "BPF cannot serve it here"}
+
+
+def _degraded_line(name: str, degraded: starting.Degraded) -> str:
+    runs = "does not run" if degraded.runs_as == starting.NOT_RUNNING else f"runs in its {degraded.runs_as} form"
+    return f"  degraded     {name} {runs} ({_CAUSES[degraded.cause]}): {degraded.reason}"
 
 
 def _collector_line(check: CollectorCheck, head: str, ok: str) -> str:

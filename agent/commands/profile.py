@@ -23,9 +23,9 @@ from agent.collectors import oncpu
 from agent.collectors.common.limits import probe_limits
 from agent.commands import Command
 from agent.commands.agent_flags import add_collection_arguments, add_logging_arguments, refuse_groups, settings_from
-from agent.commands.diagnose import add_filter_arguments, duration, workload_filter
 from agent.commands.output import print_json
 from agent.commands.parser import CommandParser, Example
+from agent.commands.workload_flags import add_filter_arguments, duration, workload_filter
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.render.shared import workload_name
 from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
@@ -91,27 +91,24 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def sample(settings: config.Settings, seconds: int, wanted: Filter, procfs: ProcFS) -> list[ProfileRow]:
     """Sample every CPU for *seconds*; the named samples of the workloads *wanted* asks for, busiest first."""
-    machine = assembly.prepare_machine(settings)
-    available = oncpu.check(machine)
-    if not available.ok:
-        raise BpfUnavailable(f"cannot sample: {available.reason} (fix: {available.fix})")
-    identities = assembly.build_identities(settings)
-    identities.start()
-    try:
-        context = assembly.build_context(settings, machine, identities)
-        probe = OnCpuProbe(probe_limits(settings, context.keys), settings.sample_frequency)
+    with assembly.open_agent(settings, start=False) as agent:
+        available = oncpu.check(agent.facts)
+        if not available.ok:
+            raise BpfUnavailable(f"cannot sample: {available.reason} (fix: {available.fix})")
+        keys = agent.context.keys
+        probe = OnCpuProbe(probe_limits(settings, keys), settings.sample_frequency)
         try:
             time.sleep(seconds)
-            context.keys.sync()
+            keys.sync()
             samples = probe.read().samples
         finally:
             probe.close()
-        places = context.keys.place({item.workload for item in samples})
-        refs = {key: Workload(*workload_for_cgroup(place.path, identities).labels()) for key, place in places.items()}
+        places = keys.place({item.workload for item in samples})
+        refs = {
+            key: Workload(*workload_for_cgroup(place.path, agent.identities).labels()) for key, place in places.items()
+        }
         chosen = [item for item in samples if wanted.matches(refs[item.workload])]
-        return name_samples(chosen, refs, Symbolizer(procfs, version_of=context.library_version), procfs)
-    finally:
-        identities.stop()
+        return name_samples(chosen, refs, Symbolizer(procfs, version_of=agent.context.library_version), procfs)
 
 
 def name_samples(

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from prometheus_client.core import Metric
 
-from agent import config
+from agent import assembly, config
 from agent.commands import Command
 from agent.commands.agent_flags import (
     add_client_arguments,
@@ -28,21 +28,13 @@ from agent.commands.agent_flags import (
     refuse_groups,
     settings_from,
 )
-from agent.commands.diagnose import (
-    add_filter_arguments,
-    cgroup_tree,
-    loaded_collectors,
-    source_client,
-    workload_filter,
-)
 from agent.commands.parser import CommandParser, Example
+from agent.commands.sources import collected_source, source_client
+from agent.commands.workload_flags import add_filter_arguments, workload_filter
 from agent.diagnosis.inputs.live.fleet import is_prometheus
-from agent.diagnosis.inputs.live.sources import AgentSource, CollectedSource, SourceError
-from agent.diagnosis.inputs.processes import census
-from agent.diagnosis.standing import StandingFindings, node_ticks
+from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
+from agent.diagnosis.standing import StandingFindings
 from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
-from agent.machine.clocksource import read_clocksource
-from agent.machine.cpus import online_cpu_count
 from agent.machine.procfs import ProcFS
 from agent.series.reading import Reading
 from agent.top.table import BY_KEY, BY_NAME, Column, Row, nested, process_rows, rows
@@ -119,22 +111,8 @@ def _reader(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Iterat
         settings = dataclasses.replace(
             settings, process_top_k=PROCESSES_LOADED_HERE, max_processes=config.Settings.max_processes
         )
-    with loaded_collectors(settings) as source:
-        if not isinstance(source, CollectedSource):
-            raise SourceError("the collectors loaded here gave no families to read")  # loaded_collectors' contract
-        yield source.extended(judging(_standing(settings))).read
-
-
-def _standing(settings: config.Settings) -> StandingFindings:
-    """The agent's standing evaluation, as `schedwatch run` makes it, judging every reading it is handed."""
-    procfs = ProcFS()
-    return StandingFindings(
-        online_cpu_count(),
-        every=0.0,
-        count_workers=census.counter(procfs, cgroup_tree(settings.cgroup_root)),
-        node_ticks=node_ticks(procfs),
-        clocksource=read_clocksource,
-    )
+    with assembly.open_agent(settings, quiet=True) as agent:
+        yield collected_source(agent).extended(judging(agent.standing_findings(every=0.0))).read
 
 
 def judging(findings: StandingFindings) -> Callable[[list[Metric]], list[Metric]]:

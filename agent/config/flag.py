@@ -4,7 +4,7 @@ variable (:func:`variable_of`: ``--web.tls-cert-file`` -> ``SCHEDWATCH_WEB_TLS_C
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +107,22 @@ class Flag:
         parser.add_argument(self.name, **keywords)
 
 
-def collector_flag(name: str) -> Flag:
-    """--collector.NAME / --no-collector.NAME for one registered collector."""
-    return Flag(f"--collector.{name}", COLLECTION, f"turn the {name} collector on or off", True, switch=True)
+# Collectors `run` leaves off unless asked, and why: what leaving them on costs (docs/benchmarks.md, "System calls by
+# family"). A one-off measurement (`diagnose`) turns them on by default: see flags_of().
+OFF_BY_DEFAULT: dict[str, str] = {
+    "syscall_families": (
+        "BPF programs on every system call of the node: about 160 ns a call by the kernel's accounting, 330 ns a "
+        "call of a timed workload (docs/benchmarks.md)"
+    ),
+}
+
+
+def collector_flag(name: str, on_by_default: Collection[str] = ()) -> Flag:
+    """--collector.NAME / --no-collector.NAME for one registered collector: on by default unless it is one of
+    OFF_BY_DEFAULT and not in *on_by_default*."""
+    price = OFF_BY_DEFAULT.get(name)
+    if price is None:
+        return Flag(f"--collector.{name}", COLLECTION, f"turn the {name} collector on or off", True, switch=True)
+    on = name in on_by_default
+    help_text = f"turn the {name} collector on or off; {'on' if on else 'off'} by default here: {price}"
+    return Flag(f"--collector.{name}", COLLECTION, help_text, on, switch=True)

@@ -4,6 +4,7 @@ serving and logging groups and their variables, validated once; and the check of
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,18 +54,10 @@ class Settings:
     code_workloads: int = 16
 
 
-# Kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over the
-# maps it sizes in bpf/*.c: element header (48 B) + key and value rounded to 8 B + bucket share (16 B), as bpftool
-# reports a map's memlock on Linux 6.18. Per cgroup: syscalls `cgroups` (u64 -> struct cgroup_stats, 128 B) 200 B +
-# sched `cgroups` (u64 -> struct cgroup_sched, 160 B) 232 B + sched `neighbours` (an LRU hash of 2 pairs per cgroup:
-# struct neighbour_pair, 16 B -> struct neighbour_wait, 16 B) 2 x 96 B + families `cgroups` (u64 -> struct
-# workload_syscalls, 176 B) 248 B. Per process: struct process_stats (72 B) 144 B + struct process_sched (80 B) 152 B.
-
-
-def from_args(args: argparse.Namespace, collector_names: list[str]) -> Settings:
+def from_args(args: argparse.Namespace, collector_names: list[str], on_by_default: Collection[str] = ()) -> Settings:
     """Build the settings from parsed flags and the environment; raises ConfigError. Flags of groups the command
-    does not take keep their defaults."""
-    value = resolve(args, flags_of(GROUPS, collector_names))
+    does not take keep their defaults; collectors of OFF_BY_DEFAULT are on by default when in *on_by_default*."""
+    value = resolve(args, flags_of(GROUPS, collector_names, on_by_default))
     if value["process_top_k"] > value["max_processes"]:
         raise ConfigError(
             f"--process-top-k {value['process_top_k']} is more than --max-processes {value['max_processes']}, the "

@@ -3,7 +3,7 @@ takes the groups it reads (agent/commands/agent_flags.py), and docs/configuratio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from agent import log, metrics
@@ -387,7 +387,10 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
-def flags_of(groups: Sequence[str], collector_names: Sequence[str] = ()) -> list[Flag]:
-    """The flags of *groups*, in declaration order; COLLECTION begins with one --collector.NAME per collector."""
-    collectors = [collector_flag(name) for name in collector_names] if COLLECTION in groups else []
+def flags_of(
+    groups: Sequence[str], collector_names: Sequence[str] = (), on_by_default: Collection[str] = ()
+) -> list[Flag]:
+    """The flags of *groups*, in declaration order; COLLECTION begins with one --collector.NAME per collector (those
+    of OFF_BY_DEFAULT on by default only when in *on_by_default*)."""
+    collectors = [collector_flag(name, on_by_default) for name in collector_names] if COLLECTION in groups else []
     return collectors + [flag for flag in FLAGS if flag.group in groups]

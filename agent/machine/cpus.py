@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 ONLINE = Path("/sys/devices/system/cpu/online")
+POSSIBLE = Path("/sys/devices/system/cpu/possible")
 # CPU numbers from here on are refused: far more than any kernel's NR_CPUS, and a range up to one such number
 # (a corrupt file) would otherwise be expanded in memory.
 CPU_NUMBER_LIMIT = 1 << 16
@@ -45,5 +46,14 @@ def online_cpu_count() -> int:
     """How many CPUs are online (not just those this process may use); os.cpu_count() when sysfs cannot tell."""
     try:
         return len(online_cpus())
+    except (OSError, ValueError):
+        return os.cpu_count() or 1
+
+
+def possible_cpu_slots() -> int:
+    """One more than the highest CPU number the kernel may ever bring online (what bpf_get_smp_processor_id() can
+    return); os.cpu_count() when sysfs cannot tell."""
+    try:
+        return max(parse_cpu_list(POSSIBLE.read_text()), default=(os.cpu_count() or 1) - 1) + 1
     except (OSError, ValueError):
         return os.cpu_count() or 1

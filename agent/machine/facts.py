@@ -19,10 +19,6 @@ from agent.machine import kernel
 from agent.machine.cgroups.layout import CgroupLayout, layout_under, read_layout
 from agent.machine.procfs import ProcFS
 
-# Kernel releases from which the capabilities below exist or matter.
-CAP_BPF_SINCE = (5, 8)  # CAP_BPF and CAP_PERFMON; before, loading programs needs CAP_SYS_ADMIN
-MEMCG_ACCOUNTING_SINCE = (5, 11)  # BPF maps charged to the memory cgroup, no longer to RLIMIT_MEMLOCK
-
 _SYSCALLS = {"x86_64": {"bpf": 321, "perf_event_open": 298}, "aarch64": {"bpf": 280, "perf_event_open": 241}}
 _BPF_MAP_CREATE = 0
 _BPF_MAP_TYPE_ARRAY = 2
@@ -32,6 +28,16 @@ _PERF_COUNT_SW_CPU_CLOCK = 0
 _PERF_ATTR_SIZE = 128
 _PERF_FLAG_FD_CLOEXEC = 8
 _PROBE_TRACEPOINT = ("sched", "sched_switch")
+
+
+@dataclass(frozen=True)
+class BccFound:
+    """Whether bcc's Python module imports where the BPF loader imports it, which version, and from where."""
+
+    version: str | None  # None: it does not import
+    path: str = ""  # the directory of the bcc package imported; "" when it does not import
+    outside_path: bool = False  # found only in the distribution's dist-packages, outside this Python's own path
+    error: str = ""  # why it does not import
 
 
 @dataclass(frozen=True)
@@ -54,29 +60,7 @@ class MachineFacts:
     perf_refused: str | None = None  # strerror of opening a tracepoint perf event, None when it worked or was not tried
     sampling_refused: str | None = None  # strerror of opening a cpu-clock sampling event, None when it worked
     tracefs_denied: Path | None = None  # tracefs is there, but this process may not read it (not root)
-
-    def kernel_before(self, version: tuple[int, int]) -> bool:
-        """Whether the running kernel is older than *version* (False when the release cannot be read)."""
-        release = kernel.version_tuple(self.release)
-        return bool(release) and release[:2] < version
-
-    def missing_bpf_capabilities(self) -> list[str]:
-        """The capabilities to add so that the BPF programs can be loaded and attached; empty when none are missing.
-
-        On kernels >= 5.8 that is CAP_BPF (programs and maps) and CAP_PERFMON (tracepoint programs, perf events);
-        older kernels know neither, and want CAP_SYS_ADMIN, which also stands in for both on newer ones.
-        """
-        caps = self.capabilities
-        if caps["CAP_SYS_ADMIN"]:
-            return []
-        if self.kernel_before(CAP_BPF_SINCE):
-            return ["CAP_SYS_ADMIN"]
-        return [name for name in ("CAP_BPF", "CAP_PERFMON") if not caps[name]]
-
-    def needs_memlock(self) -> bool:
-        """Whether BPF maps are charged to RLIMIT_MEMLOCK here and the limit is low enough to matter."""
-        low = self.memlock_bytes is not None and self.memlock_bytes < 64 * 1024 * 1024
-        return self.kernel_before(MEMCG_ACCOUNTING_SINCE) and low and not self.capabilities["CAP_SYS_RESOURCE"]
+    bcc: BccFound | None = None  # None: not looked for (gather() leaves it to the BPF wing: agent.bpf.handover)
 
 
 def gather(cgroup_root: Path | None = None) -> MachineFacts:

@@ -1,6 +1,5 @@
 """The syscall_families collector's table: every workload's system calls by family and the time inside them
-(bpf/families.bpf.c, map `cgroups`: struct workload_syscalls), processes exited, and the call sites of yields and
-futex waits."""
+(bpf/families.bpf.c, map `cgroups`: struct workload_syscalls)."""
 
 from __future__ import annotations
 
@@ -19,10 +18,8 @@ TABLE = Table(
     rows=(
         Counter(metrics.SYSCALLS, "calls", FAMILY, only_nonzero=True),
         Counter(metrics.SYSCALL_SECONDS, "ns", FAMILY, NS_PER_SECOND, only_nonzero=True),
-        Counter(metrics.PROCESSES_EXITED, "processes_exited", only_nonzero=True),
     ),
-    # the workloads timed since the last scrape (map `timed_workloads`); map `call_sites` named by the symbolizer
-    computed=(metrics.SYSCALL_TIMED, metrics.SCHED_YIELD_CALLS_BY_SITE, metrics.FUTEX_WAITS_BY_SITE),
+    computed=(metrics.SYSCALL_TIMED,),  # the workloads timed since the last scrape (map `timed_workloads`)
     maps=(
         Bounded("cgroups", rows.CGROUPS, key_bytes=U64, other_bytes=U64),  # + timing_generation, timed (u32 each)
         Bounded("calls_in_progress", rows.THREADS, key_bytes=4, value_bytes=24),  # struct call_in_progress

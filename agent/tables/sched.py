@@ -1,5 +1,5 @@
-"""The sched collector's table: off-CPU time, run-queue latency (and its split by holder) and blocked time per
-workload (bpf/sched.bpf.c, map `cgroups`: struct cgroup_sched; per live process, `processes`: struct
+"""The sched collector's table: off-CPU time, run-queue latency (and its split by holder), blocked time and processes
+exited per workload (bpf/sched.bpf.c, map `cgroups`: struct cgroup_sched; per live process, `processes`: struct
 process_sched), and in perf and procfs modes run-queue wait and CPU time from each thread's schedstat."""
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ TABLE = Table(
             NS_PER_SECOND,
             process=metrics.PROCESS_BLOCKED_SECONDS,
         ),
+        Counter(metrics.PROCESSES_EXITED, "processes_exited", only_nonzero=True),
     ),
     # map `neighbours`: (waiting workload, holding workload) -> nanoseconds, ranked per workload
     computed=(metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS,),

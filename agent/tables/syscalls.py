@@ -1,6 +1,6 @@
 """The syscalls collector's table: sched_yield and futex calls per workload (bpf/syscalls.bpf.c, map `cgroups`:
-struct cgroup_stats; per live process, `processes`: struct process_stats), and in perf mode the same calls from
-counting perf events."""
+struct cgroup_stats; per live process, `processes`: struct process_stats), the call sites of the yields and futex
+waits, and in perf mode the same calls from counting perf events."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ TABLE = Table(
             metrics.FUTEX_WAIT_DURATION, "futex_wait_buckets", WAIT_BUCKET_BOUNDS, "futex_wait_ns", NS_PER_SECOND
         ),
     ),
+    computed=(metrics.SCHED_YIELD_CALLS_BY_SITE, metrics.FUTEX_WAITS_BY_SITE),  # map `call_sites`, symbolized
     maps=(
-        Bounded("cgroups", rows.CGROUPS, key_bytes=U64),
+        Bounded("cgroups", rows.CGROUPS, key_bytes=U64, other_bytes=U64),  # + sites_generation, count_sites (u32)
         Bounded("processes", rows.PROCESSES, key_bytes=4, other_bytes=U64),  # + cgroup_id
         Bounded("futex_start", rows.THREADS, key_bytes=4, value_bytes=U64),  # a futex wait in progress: its start
     ),

@@ -18,8 +18,6 @@ from agent import assembly, config, metrics
 from agent.collectors import registry
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.processes.workload import WorkloadFacts, gather_workload
-from agent.exporter import AgentCollector
-from agent.identity.resolver import IdentityResolver
 from agent.machine.cgroups.cpu import CpuUsage, read_usage_v2
 from agent.machine.cgroups.files import count_threads
 from agent.machine.cgroups.layout import read_layout
@@ -89,15 +87,15 @@ class Counters:
     """The collectors `schedwatch run` would start for the chosen mode (--mode, with auto's fallback), loaded in this
     process, and read by the run's cgroup as a scrape reads them."""
 
-    def __init__(self, started: assembly.Started, collector: AgentCollector, cgroup_root: Path) -> None:
-        self.mode = started.mode.mode
-        self._collector = collector
+    def __init__(self, agent: assembly.Agent, cgroup_root: Path) -> None:
+        self.mode = agent.mode
+        self._collector = agent.exporter()
         self._root = cgroup_root
 
     @classmethod
     @contextlib.contextmanager
     def loaded(cls, state_dir: Path, mode: str = "auto") -> Iterator[Counters]:
-        """Prepare the machine as `run` does and start the mode's collectors; stop them at the end."""
+        """Open an agent as `run` does, without asking the runtimes; its collectors stop at the end."""
         settings = config.Settings(
             collectors=frozenset(registry()),
             state_dir=state_dir,
@@ -107,27 +105,16 @@ class Counters:
             cri_sockets=(),
             containerd_socket=None,
         )
-        facts = assembly.prepare_machine(settings)
-        if facts.cgroup_root is None:
-            raise VerifyError(
-                "needs a cgroup2 mount to count a run apart: mount -t cgroup2 none /sys/fs/cgroup/unified"
-            )
-        identities = IdentityResolver([])
-        context = assembly.build_context(settings, facts, identities)
-        started = assembly.start_collectors(settings, facts, context, quiet=True)
-        try:
-            if not {"syscalls", "sched"} & set(started.running):
-                reasons = "; ".join(f"{name}: {why}" for name, why in started.reasons().items())
+        with assembly.open_agent(settings, runtimes=False, quiet=True) as agent:
+            cgroup_root = agent.facts.cgroup_root
+            if cgroup_root is None:
                 raise VerifyError(
-                    f"nothing can count the runs in {started.mode.mode} mode ({reasons}); "
-                    "`schedwatch check` says what this machine allows"
+                    "needs a cgroup2 mount to count a run apart: mount -t cgroup2 none /sys/fs/cgroup/unified"
                 )
-            collector = AgentCollector(
-                started.running, started.reasons(), facts.release, lambda: False, identities, mode=started.mode.mode
-            )
-            yield cls(started, collector, facts.cgroup_root)
-        finally:
-            started.close()
+            problem = agent.counting_problem()
+            if problem is not None:
+                raise VerifyError(f"nothing can count the runs: {problem}; `schedwatch check` says what to do")
+            yield cls(agent, cgroup_root)
 
     def collect(self) -> None:
         """Collect once, as a scrape would: perf mode opens its counters for a cgroup made since, and procfs mode

@@ -48,7 +48,7 @@ def test_promtool_checks_the_rules() -> None:
         [tool("promtool"), "check", "rules", str(PROMETHEUS / "alerts.yaml")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 16 rules found" in result.stdout
+    assert "SUCCESS: 17 rules found" in result.stdout
 
 
 def test_promtool_unit_tests_fire_and_stay_quiet() -> None:

@@ -40,6 +40,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
         "--series-grace",
         str(GRACE_SECONDS),
         "--bpf-stats",
+        "--collector.syscall_families",  # off by default: the kernel tests check it too
         "--state-dir",
         str(tmp_path_factory.mktemp("state")),
     )

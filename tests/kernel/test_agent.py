@@ -102,7 +102,7 @@ def test_check_reports_a_runnable_collector() -> None:
     result = subprocess.run([sys.executable, "-m", "agent", "check"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     for collector in ("syscalls", "sched", "cgroup_cpu"):
-        assert f"  {collector:<12} ok" in result.stdout
+        assert f"  {collector:<16} ok" in result.stdout
     assert "headers" in result.stdout and "MISSING" not in result.stdout
 
 
@@ -116,7 +116,7 @@ def test_check_says_what_to_do_when_headers_are_missing(tmp_path: Path) -> None:
         text=True,
     )
     assert result.returncode == 1
-    assert "syscalls     CANNOT RUN: no kernel headers — fix: BCC_KERNEL_SOURCE=" in result.stdout
+    assert "syscalls         CANNOT RUN: no kernel headers — fix: BCC_KERNEL_SOURCE=" in result.stdout
 
 
 def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:

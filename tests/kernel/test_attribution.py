@@ -1,6 +1,6 @@
 """Code attribution against ground truth: call sites counted exactly, on-CPU samples named right and in proportion.
 
-The real agent (only the syscall_families and oncpu collectors) watches workloads in cgroups of their own:
+The real agent (only the syscalls and oncpu collectors) watches workloads in cgroups of their own:
 - code_sites yields N times from one function and M from another, and waits on a futex K times through the C
   library's syscall() and L times from its own syscall instruction: exactly N, M, K and L by site;
 - code_spinner's threads spin in functions of known names, measuring their own CPU time: each function's share of
@@ -41,7 +41,7 @@ def code_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProces
     state = tmp_path_factory.mktemp("attribution-agent")
     process = AgentProcess(
         state / "agent.log",
-        *only_collectors("syscall_families", "oncpu"),
+        *only_collectors("syscalls", "oncpu"),
         "--sample-frequency",
         str(FREQUENCY),
         "--code-top-k",
@@ -109,6 +109,33 @@ def test_yields_and_futex_waits_by_call_site_exactly(code_agent: AgentProcess, c
         ("libc.so.6", "syscall"): 7000,  # made in the C library: its caller is not told
         ("code_sites", "wait_inline_delta"): 3210,  # its own syscall instruction
     }
+
+
+def test_call_sites_are_counted_for_the_chosen_workloads_and_new_ones(tmp_path: Path, cgroups: CgroupSandbox) -> None:
+    """With --code-workloads 1, a scrape chooses the workload whose yields (and futex waits) grew most: from then on
+    its sites are counted exactly and another workload's are not, though its yields are; both were counted while new.
+    Rows are summed with (other): which workloads' rows are named is a choice of its own, among all the node's."""
+    agent = AgentProcess(
+        tmp_path / "agent.log", *only_collectors("syscalls"), "--code-workloads", "1", "--state-dir", str(tmp_path)
+    )
+    agent.wait_ready()
+    held: list[Workload] = []
+    try:
+        busy, quiet = cgroups.make("sites-busy"), cgroups.make("sites-quiet")
+        binary = build("code_sites")
+        held += [Workload(binary, busy, 50_000, 0, 0, 0), Workload(binary, quiet, 10, 0, 0, 0)]
+        agent.scrape()  # chooses the busy one
+        held += [Workload(binary, busy, 0, 500, 0, 0), Workload(binary, quiet, 0, 200, 0, 0)]
+        time.sleep(0.2)
+        scrape = agent.scrape()
+    finally:
+        for work in held:
+            work.release()
+        assert agent.stop() == 0, agent.log()
+    assert sum(rows(scrape, YIELD_SITES, cgroups.relative(busy)).values()) == 50_000 + 500
+    assert sum(rows(scrape, YIELD_SITES, cgroups.relative(quiet)).values()) == 10
+    quiet_yields = scrape.value("schedwatch_sched_yield_calls_total", cgroup=cgroups.relative(quiet), container_id="")
+    assert quiet_yields == 210
 
 
 def test_samples_follow_the_cpu_time_of_each_function(code_agent: AgentProcess, cgroups: CgroupSandbox) -> None:

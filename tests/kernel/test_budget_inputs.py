@@ -29,7 +29,13 @@ def budget_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProc
     """An agent timing every workload's calls, with the collectors the budget reads."""
     state = tmp_path_factory.mktemp("budget-agent")
     process = AgentProcess(
-        state / "agent.log", "--no-collector.syscalls", "--syscall-time", "all", "--state-dir", str(state)
+        state / "agent.log",
+        "--no-collector.syscalls",
+        "--collector.syscall_families",
+        "--syscall-time",
+        "all",
+        "--state-dir",
+        str(state),
     )
     process.wait_ready()
     yield process

@@ -90,6 +90,9 @@ def test_diagnose_in_process_counts_the_exact_yields(cgroups: CgroupSandbox, yie
         report = diagnose.result()
         view = only_workload(report, cgroups.relative(inner))
         assert view["sched_yield_calls"] == YIELDS_PER_THREAD * THREADS
+        # syscall_families, off in `run`, is on for diagnose's one-off measurement unless asked not to.
+        assert view["syscall_calls_by_family"] is not None, "diagnose did not count system calls by family"
+        assert view["syscall_calls_by_family"]["yield"] == YIELDS_PER_THREAD * THREADS
         assert [p["pid"] for p in view["processes"]] == [workload.pid]
         assert report["sources"] == ["bpf (collectors loaded by diagnose)"]
         assert report["node"]["cpus"] == os.cpu_count()

@@ -151,12 +151,15 @@ def test_bpf_refused_keeps_cgroup_cpu_serving(
 def test_a_refused_map_write_leaves_only_missed_wake_ups_uncounted(
     cgroups: CgroupSandbox, sleeper: Path, tmp_path: Path
 ) -> None:
-    # The agent writes one map value itself, to start counting missed wake-ups; a profile that refuses
-    # BPF_MAP_UPDATE_ELEM (bpf(2) command 2) must cost that count only.
+    # The agent writes map values itself, to start counting missed wake-ups and to choose whose call sites are
+    # counted; a profile that refuses BPF_MAP_UPDATE_ELEM (bpf(2) command 2) must cost that count and that choice
+    # only (every workload's sites are then counted), each said once, at load.
     agent = start(tmp_path, prefix=(str(build("no_bpf")), "--only", "2"))
     try:
-        (refused,) = log_lines(agent, "missed_wakeups_not_counted")
-        assert "Operation not permitted" in str(refused["error"]) and "BPF_MAP_UPDATE_ELEM" in str(refused["fix"])
+        for event in ("missed_wakeups_not_counted", "call_sites_not_chosen"):
+            (refused,) = log_lines(agent, event)
+            assert "Operation not permitted" in str(refused["error"]), refused
+            assert "BPF_MAP_UPDATE_ELEM" in str(refused["fix"]), refused
         group = cgroups.make("map-write-refused")
         count, sleep_ns = 20, 10_000_000
         workload = Workload(sleeper, group, count, sleep_ns)
@@ -169,7 +172,7 @@ def test_a_refused_map_write_leaves_only_missed_wake_ups_uncounted(
         blocked = scrape.value("schedwatch_offcpu_seconds_total", cgroup=cgroups.relative(group), reason="blocked")
         missed = missed_switches(scrape, cgroup=cgroups.relative(group))
         assert blocked is not None and blocked >= (count - missed) * sleep_ns / 1e9 * 0.99, (blocked, missed)
-        assert complaints(agent.log()) == []  # the one warning came before it listened
+        assert complaints(agent.log()) == []  # the two warnings came before it listened
     finally:
         assert agent.stop() == 0, agent.log()
 
@@ -193,7 +196,10 @@ def test_tracefs_absent_and_not_mountable_degrades_bpf_collectors(cgroups: Cgrou
     assert_degraded_to_cgroup_cpu(agent, cgroups, "tracefs is not mounted")
     result = check("--state-dir", str(tmp_path / "check"), prefix=prefix)
     assert result.returncode == 1
-    assert "tracefs      NOT MOUNTED: mount -t tracefs tracefs /sys/kernel/tracing" in result.stdout, result.stdout
+    (tracefs,) = [line for line in result.stdout.splitlines() if line.startswith("  tracefs      ")]
+    assert tracefs.startswith("  tracefs      NOT MOUNTED: "), tracefs
+    assert "mount -t tracefs tracefs /sys/kernel/tracing" in tracefs
+    assert "  cgroup_cpu       ok " in result.stdout, result.stdout
 
 
 def test_tracefs_absent_is_mounted_by_the_agent(cgroups: CgroupSandbox, yielder: Path, tmp_path: Path) -> None:

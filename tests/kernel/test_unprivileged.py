@@ -51,8 +51,20 @@ def test_check_reports_what_it_can_see_and_marks_the_rest(state: Path) -> None:
     assert any(line.startswith("  kernel       ") for line in lines)
     assert any(line.startswith("  cgroups      ") and "cgroup2 at" in line for line in lines)
     assert "  futex2       not checked: tracefs is readable by root only here (run it as root, e.g. with sudo)" in lines
-    assert any(line.startswith("  syscalls     CANNOT RUN: missing CAP_BPF") for line in lines), result.stdout
+    assert any(line.startswith("  syscalls         CANNOT RUN: missing CAP_BPF") for line in lines), result.stdout
     assert any(line.startswith("  mode         procfs (--mode auto)") for line in lines), result.stdout
+
+
+def test_check_says_tracefs_is_mounted_but_root_only_and_never_to_mount_it(state: Path) -> None:
+    assert (Path("/sys/kernel/tracing") / "events").is_dir(), "this test needs tracefs mounted (as root it is)"
+    result = as_nobody("check", "--no-load", "--state-dir", str(state))
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    tracefs = "  tracefs      /sys/kernel/tracing: mounted, readable by root only — fix: run it as root, e.g. with sudo"
+    assert any(line.startswith(tracefs) for line in lines), result.stdout
+    (mode,) = [line for line in lines if line.startswith("  mode         ")]
+    assert mode.endswith("; perf counters cannot either: tracefs at /sys/kernel/tracing is readable by root only")
+    assert "not mounted" not in result.stdout and "mount -t tracefs" not in result.stdout, result.stdout
 
 
 def test_check_json_says_the_same(state: Path) -> None:

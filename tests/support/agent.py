@@ -150,12 +150,13 @@ def kubelet_docker_agent(work: Path, docker_socket: Path, *extra: str) -> AgentP
 
 
 def only_collectors(*names: str) -> list[str]:
-    """The flags that leave an agent running the collectors *names* and no other registered one."""
+    """The flags that leave an agent running the collectors *names* (those off by default turned on) and no other
+    registered one."""
     from agent.collectors import registry
 
     known = registry()
     assert set(names) <= set(known), f"no such collectors: {set(names) - set(known)}"
-    return [f"--no-collector.{name}" for name in known if name not in names]
+    return [f"--collector.{name}" if name in names else f"--no-collector.{name}" for name in known]
 
 
 def require_root() -> None:

@@ -245,3 +245,43 @@ def floor_table(heading: str) -> dict[str, int]:
 def test_docs_architecture_draws_the_floors_this_test_checks() -> None:
     assert floor_table("## Floors") == FLOORS
     assert floor_table("Inside `diagnosis/` each sub-package") == DIAGNOSIS_FLOORS
+
+
+def command_modules(known: dict[str, Path]) -> set[str]:
+    """The modules of agent/commands/ that define a subcommand (``COMMAND = Command(...)``)."""
+    found = set()
+    for name, path in known.items():
+        if name.startswith("agent.commands.") and path.name != "__init__.py":
+            tree = ast.parse(path.read_text(), str(path))
+            assigned = {
+                target.id
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            }
+            if "COMMAND" in assigned:
+                found.add(name)
+    return found
+
+
+def commands_importing_commands(edges: Iterable[Edge], commands: set[str]) -> set[str]:
+    """Each import of one command module by another: what two commands share lives in a module of its own."""
+    return {f"{source} -> {target}" for source, target in edges if source in commands and target in commands}
+
+
+def test_no_command_imports_another() -> None:
+    known = modules()
+    commands = command_modules(known)
+    assert {"agent.commands.run", "agent.commands.diagnose", "agent.commands.top"} <= commands, commands
+    found = commands_importing_commands(imports(known), commands)
+    assert not found, (
+        "a command imports another (move what they share into a module of agent/commands/ or below):\n"
+        + ("\n".join(sorted(found)))
+    )
+
+
+def test_the_command_check_finds_a_command_importing_another() -> None:
+    commands = {"agent.commands.top", "agent.commands.diagnose"}
+    edges = {("agent.commands.top", "agent.commands.diagnose"), ("agent.commands.top", "agent.commands.sources")}
+    assert commands_importing_commands(edges, commands) == {"agent.commands.top -> agent.commands.diagnose"}

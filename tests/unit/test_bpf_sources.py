@@ -1,4 +1,5 @@
-"""Guard: every tracepoint program in bpf/ (and the benchmark's empty floor) lets the event through.
+"""Guard: every tracepoint program in bpf/ (the shared header's included) and the benchmark's empty floor lets the event
+through.
 
 A perf-attached tracepoint program that returns 0 drops the event for every perf user of that tracepoint
 (tests/kernel/test_coexistence.py is the proof on a real kernel); this scan keeps a 0 from coming back.
@@ -13,7 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = REPO / "bpf" / "schedwatch.h"
-SOURCES = sorted((REPO / "bpf").glob("*.c")) + sorted((REPO / "bench").glob("empty*.bpf.c"))
+# The header holds the process lifecycle's programs, which every program includes.
+SOURCES = [HEADER, *sorted((REPO / "bpf").glob("*.c")), *sorted((REPO / "bench").glob("empty*.bpf.c"))]
 # Programs on a perf event of their own (on-CPU sampling) sit on no tracepoint another tracer reads.
 SAMPLING = sorted(path for path in SOURCES if "struct bpf_perf_event_data" in path.read_text())
 TRACING = [path for path in SOURCES if path not in SAMPLING]

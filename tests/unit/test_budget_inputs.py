@@ -239,7 +239,7 @@ def test_memory_facts_grow_over_the_window_and_an_event_first_seen_counts_from_z
     assert not_read.memory_events is None and not_read.page_faults is None
 
 
-def test_processes_exited_are_zero_without_a_series_while_the_families_collector_runs() -> None:
+def test_processes_exited_are_zero_without_a_series_while_the_sched_collector_runs() -> None:
     assert view(MEASURED).processes_exited == 0.0
-    text = AFTER.replace('schedwatch_source_up{source="syscall_families"} 1.0', "")
+    text = AFTER.replace('schedwatch_source_up{source="sched"} 1.0', "")
     assert view(MEASURED, BEFORE, text).processes_exited is None

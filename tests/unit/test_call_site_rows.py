@@ -1,13 +1,14 @@
-"""Call sites from the kernel map to exported rows: each entry's growth counted once, an exited process's entries
-deleted after their last read and their counts kept, the busiest workloads named, the rest in (other)."""
+"""Call sites from the kernel map to exported rows: each site's growth counted once (a read that finds a site's calls
+between a CPU's last-site slot and the map counts them at the next), an exited process's entries deleted after their
+last read and their counts kept, the busiest workloads named, the rest in (other)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
 from agent.bpf.probes.base import ProbeLimits
-from agent.bpf.probes.families import CallSite, compile_defines
+from agent.bpf.probes.syscalls import CallSite, compile_defines
 from agent.collectors.common.call_sites import CallSiteRows
 from agent.identity.placement import Placement
 from agent.identity.resolver import Identity, IdentityResolver
@@ -42,7 +43,22 @@ def rows_of(sites: CallSiteRows, cgroup: str) -> dict[str, int]:
     return {row[2]: count for row, count in sites.rows_of("sched_yield", labels)}
 
 
-def make(alive: set[int], forgotten: list[CallSite], named_workloads: int = 16) -> CallSiteRows:
+def forgetting(
+    forgotten: list[CallSite], held: frozenset[int] = frozenset()
+) -> Callable[[list[CallSite]], list[CallSite]]:
+    """A probe's forget_call_sites: deletes the entries of *sites* but those whose caller a CPU still holds calls of."""
+
+    def forget(sites: list[CallSite]) -> list[CallSite]:
+        deleted = [site for site in sites if site.caller not in held]
+        forgotten.extend(deleted)
+        return deleted
+
+    return forget
+
+
+def make(
+    alive: set[int], forgotten: list[CallSite], named_workloads: int = 16, held: frozenset[int] = frozenset()
+) -> CallSiteRows:
     return CallSiteRows(
         Keys(),  # type: ignore[arg-type]
         IdentityResolver([]),
@@ -50,7 +66,7 @@ def make(alive: set[int], forgotten: list[CallSite], named_workloads: int = 16) 
         top_k=2,
         named_workloads=named_workloads,
         grace_seconds=300,
-        forget=forgotten.extend,
+        forget=forgetting(forgotten, held),
         alive=lambda tgid: tgid in alive,
     )
 
@@ -74,6 +90,27 @@ def test_each_read_adds_what_an_entry_grew_and_exited_processes_keep_their_count
     assert rows_of(sites, "/pool") == {"fa": 55, "fb": 10}
 
 
+def test_calls_a_read_finds_neither_pending_nor_in_the_map_are_counted_once_at_the_next_read() -> None:
+    sites = make({100}, [])
+    sites.update([yields(POOL, 100, 0xA, 30), yields(POOL, 100, 0xB, 7)])  # 7 pending on a CPU, not yet in the map
+    sites.update([yields(POOL, 100, 0xA, 40)])  # B's 7 left the CPU's slot after the map was read: not seen
+    assert rows_of(sites, "/pool") == {"fa": 40, "fb": 7}
+    sites.update([yields(POOL, 100, 0xA, 41), yields(POOL, 100, 0xB, 7)])  # now in the map
+    sites.update([yields(POOL, 100, 0xA, 35 + 6), yields(POOL, 100, 0xB, 9)])  # A's 6 pending missed, 2 more of B
+    assert rows_of(sites, "/pool") == {"fa": 41, "fb": 9}
+    sites.update([yields(POOL, 100, 0xA, 45), yields(POOL, 100, 0xB, 9)])
+    assert rows_of(sites, "/pool") == {"fa": 45, "fb": 9}
+
+
+def test_a_site_a_cpu_still_holds_calls_of_is_forgotten_only_once_they_reached_the_map() -> None:
+    forgotten: list[CallSite] = []
+    sites = make(set(), forgotten, held=frozenset({0xA}))
+    sites.update([yields(POOL, 100, 0xA, 30), yields(POOL, 100, 0xB, 10)])  # the process has exited
+    assert [site.caller for site in forgotten] == [0xB]
+    sites.update([yields(POOL, 100, 0xA, 30)])  # still held: read again, not counted again
+    assert rows_of(sites, "/pool") == {"fa": 30, "fb": 10}
+
+
 def test_beyond_the_top_rows_the_rest_is_other_and_the_total_is_kept() -> None:
     sites = make({100}, [])
     sites.update([yields(POOL, 100, caller, 10 * caller) for caller in (1, 2, 3, 4)])
@@ -88,9 +125,10 @@ def test_only_the_busiest_workloads_are_named() -> None:
 
 
 def test_call_sites_are_compiled_in_on_x86_64_only_when_asked() -> None:
-    with_sites = compile_defines(ProbeLimits(), None, 8, False, 4096)
+    with_sites = compile_defines(ProbeLimits(), None, 4096)
     assert with_sites.get("MAX_CALL_SITES") in (4096, None)  # None: another architecture
-    assert "CALL_SITES" not in compile_defines(ProbeLimits(), None, 8, False, 0)
+    assert with_sites.get("MAX_CPUS", 1) >= 1
+    assert "CALL_SITES" not in compile_defines(ProbeLimits(), None, 0)
 
 
 def test_a_container_named_after_its_first_reads_keeps_one_series_under_its_names() -> None:
@@ -102,7 +140,7 @@ def test_a_container_named_after_its_first_reads_keeps_one_series_under_its_name
         top_k=2,
         named_workloads=16,
         grace_seconds=300,
-        forget=[].extend,
+        forget=forgetting([]),
         alive=lambda tgid: True,
     )
     id_only = (CONTAINER_ID, "", "", "", "")

@@ -1,18 +1,24 @@
-"""`schedwatch check` renders one gathered report: golden text and JSON for two machines (this VM as root, and the
-same VM seen by an unprivileged user), and the JSON carries every fact the text states."""
+"""`schedwatch check` renders one gathered report: golden text and JSON for four machines (this VM as root; the same
+VM seen by an unprivileged user; as root with one program the verifier refuses; as root where bcc cannot be
+imported), the JSON carries every fact the text states, and the mode and the collectors' reasons are the ones the
+owner of "can BPF run here" gives for those facts."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from agent.collectors.modes import MISSING, PERF, PROCFS, ModeChoice
+from agent.collectors import registry
+from agent.collectors.common.availability import bpf_support, tracefs_availability
+from agent.collectors.modes import BPF, MISSING, PERF, ModeChoice, choose
+from agent.collectors.starting import LOAD_FAILED, NOT_RUNNING, UNSUPPORTED, Degraded
 from agent.commands.check import CheckReport, CollectorCheck, WebCheck, to_json, to_text
 from agent.machine.cgroups.layout import CgroupLayout
-from agent.machine.facts import MachineFacts
+from agent.machine.facts import BccFound, MachineFacts
 from agent.machine.kernel import HeadersChoice
 from tests.support.schemas import assert_valid
 
@@ -41,6 +47,12 @@ RUNTIMES = {
     "/var/run/docker.sock": "missing (containers are labelled by id only)",
     "/run/podman/podman.sock": "listening",
 }
+BCC = BccFound("0.26.0", "/usr/lib/python3/dist-packages/bcc")
+# What the verifier said when a test define made it refuse sched.bpf.c here (tests/kernel/test_refused_program.py).
+REFUSED = (
+    "cannot load sched.bpf.c: the kernel's verifier refused tracepoint__sched__sched_switch: R1 invalid mem access "
+    "'scalar' (at instruction 2: r1 = *(u64 *)(r1 +0))"
+)
 COLLECTORS = (
     CollectorCheck("syscalls", "sched_yield and futex calls, futex wait time (bpf/syscalls.bpf.c)", True),
     CollectorCheck("sched", "off-CPU time (preempted, blocked) and run-queue latency (bpf/sched.bpf.c)", True),
@@ -61,6 +73,7 @@ def root_report() -> CheckReport:
         cgroup_root=Path("/sys/fs/cgroup/unified"),
         bpf_stats=False,
         memlock_bytes=8388608,
+        bcc=BCC,
     )
     return CheckReport(
         version="0.1.0",
@@ -81,8 +94,6 @@ def root_report() -> CheckReport:
 
 
 def unprivileged_report() -> CheckReport:
-    refused = "missing CAP_BPF (create maps, load programs) and CAP_PERFMON (load tracepoint programs)"
-    fix = "run as root, or add BPF, PERFMON to securityContext.capabilities.add"
     facts = MachineFacts(
         release="6.18.44-fc-v657",
         is_root=False,
@@ -97,7 +108,9 @@ def unprivileged_report() -> CheckReport:
         memlock_bytes=8388608,
         bpf_refused="EPERM (Operation not permitted)",
         tracefs_denied=Path("/sys/kernel/tracing"),
+        bcc=BCC,
     )
+    refused = bpf_support(facts)
     needs_root = "not checked: tracefs is readable by root only here (run it as root, e.g. with sudo)"
     return CheckReport(
         version="0.1.0",
@@ -109,16 +122,20 @@ def unprivileged_report() -> CheckReport:
         delay_accounting=False,
         runtimes={"/run/podman/podman.sock": "not reachable: permission denied"},
         mode_requested="auto",
-        mode=ModeChoice(PROCFS, f"BPF cannot run: {refused}", MISSING[PROCFS], f"for bpf mode: {fix}"),
+        mode=choose("auto", facts),
         collectors=(
-            CollectorCheck("syscalls", COLLECTORS[0].description, False, refused, fix),
-            CollectorCheck("sched", COLLECTORS[1].description, False, refused, fix),
+            CollectorCheck("syscalls", COLLECTORS[0].description, False, refused.reason, refused.fix),
+            CollectorCheck("sched", COLLECTORS[1].description, False, refused.reason, refused.fix),
             COLLECTORS[2],
         ),
         mode_collectors=(
             CollectorCheck("sched", "run-queue wait and on-CPU time from /proc/TID/schedstat (no BPF)", True),
             COLLECTORS[2],
         ),
+        degraded={
+            "syscalls": Degraded(NOT_RUNNING, UNSUPPORTED, refused.reason, refused.fix),
+            "sched": Degraded("procfs", UNSUPPORTED, refused.reason, refused.fix),
+        },
         loaded=True,
         web=WebCheck(
             "127.0.0.1:17953",
@@ -132,7 +149,62 @@ def unprivileged_report() -> CheckReport:
     )
 
 
-REPORTS = {"root": root_report, "unprivileged": unprivileged_report}
+def refused_program_report() -> CheckReport:
+    """Auto on this VM as root, where the verifier refused sched.bpf.c: sched counts in its perf form."""
+    fix = "a defect of schedwatch on this kernel: report it"
+    root = root_report()
+    return replace(
+        root,
+        mode=replace(root.mode, reason=f"{root.mode.reason}, except for sched (degraded)"),
+        collectors=(
+            COLLECTORS[0],
+            CollectorCheck("sched", COLLECTORS[1].description, False, REFUSED, fix),
+            COLLECTORS[2],
+        ),
+        mode_collectors=(
+            CollectorCheck(
+                "sched",
+                "run-queue wait and on-CPU time from /proc/TID/schedstat (no BPF)",
+                True,
+            ),
+        ),
+        degraded={"sched": Degraded("perf", LOAD_FAILED, REFUSED, fix)},
+    )
+
+
+def no_bcc_report() -> CheckReport:
+    """Auto on this VM as root with bcc's module nowhere the loader looks: perf mode, and why."""
+    root = root_report()
+    bcc = BccFound(
+        None,
+        error="bcc cannot be imported (No module named 'bcc'; looked in this Python's path and "
+        "/usr/lib/python3/dist-packages and /usr/lib/python3/site-packages)",
+    )
+    facts = replace(root.facts, bcc=bcc)
+    missing = bpf_support(facts)
+    return replace(
+        root,
+        facts=facts,
+        mode=choose("auto", facts),
+        collectors=tuple(
+            CollectorCheck(c.name, c.description, False, missing.reason, missing.fix) if c.name != "cgroup_cpu" else c
+            for c in COLLECTORS
+        ),
+        mode_collectors=(
+            CollectorCheck("syscalls", "sched_yield and futex calls by op (counting perf events; no BPF)", True),
+            CollectorCheck("sched", "run-queue wait and on-CPU time from /proc/TID/schedstat (no BPF)", True),
+            COLLECTORS[2],
+        ),
+        degraded={name: Degraded("perf", UNSUPPORTED, missing.reason, missing.fix) for name in ("syscalls", "sched")},
+    )
+
+
+REPORTS = {
+    "root": root_report,
+    "unprivileged": unprivileged_report,
+    "refused_program": refused_program_report,
+    "no_bcc": no_bcc_report,
+}
 
 
 @pytest.mark.parametrize("name", sorted(REPORTS))
@@ -163,6 +235,11 @@ def test_the_json_carries_every_fact_the_text_states(name: str) -> None:
         assert f"{capability} {'yes' if held else 'no'}" in text
     assert (machine["tracefs"] or machine["tracefs_denied"]) in text
     assert machine["headers"]["path"] in text
+    bcc = machine["bcc"]
+    if bcc["version"] is None:
+        assert f"bcc          CANNOT BE IMPORTED: {bcc['error']}" in text
+    else:
+        assert f"bcc          {bcc['version']} from {bcc['path']}" in text
     assert machine["cgroups"]["unified"] in text
     for controller in machine["cgroups"]["v1"]:
         assert controller in text
@@ -186,6 +263,8 @@ def test_the_json_carries_every_fact_the_text_states(name: str) -> None:
                 assert collector["description"] in text
             else:
                 assert f"CANNOT RUN: {collector['reason']} — fix: {collector['fix']}" in text
+    for name, degraded in document["degraded"].items():
+        assert f"degraded     {name} " in text and f"): {degraded['reason']}" in text
     web = document["web"]
     if web["problem"]:
         assert f"web          CANNOT SERVE: {web['problem']}" in text
@@ -194,6 +273,7 @@ def test_the_json_carries_every_fact_the_text_states(name: str) -> None:
         assert f"at most {web['max_connections']} connections, {web['timeout_seconds']:g} s timeout" in text
         assert (f"basic auth as {web['basic_auth_user']}" if web["basic_auth_user"] else "no basic auth") in text
     assert document["ok"] == report.ok == (name == "root")
+    assert document["mode"]["mode"] == (BPF if name in ("root", "refused_program") else report.mode.mode)
     assert_valid(json.loads(json.dumps(document)))
     assert document["schema"] == "schedwatch.check/v1"
 
@@ -203,3 +283,36 @@ def test_perf_mode_lists_what_it_cannot_tell() -> None:
     perf = CheckReport(**{**report.__dict__, "mode": ModeChoice(PERF, "asked for with --mode", MISSING[PERF])})
     text = to_text(perf)
     assert all(f"mode lacks   {missing}" in text for missing in MISSING[PERF])
+
+
+def test_a_tracefs_that_cannot_be_read_is_not_called_absent() -> None:
+    """Unprivileged, tracefs is there and root's alone: nothing says it is not mounted or to mount it."""
+    report = unprivileged_report()
+    text = to_text(report)
+    assert "  tracefs      /sys/kernel/tracing: mounted, readable by root only — fix: run it as root" in text
+    assert "not mounted" not in text and "mount -t tracefs" not in text, text
+    assert report.mode.reason.endswith(
+        "perf counters cannot either: tracefs at /sys/kernel/tracing is readable by root only"
+    )
+    assert tracefs_availability(report.facts).reason == "tracefs at /sys/kernel/tracing is readable by root only"
+
+
+def test_without_bcc_no_bpf_collector_is_ok_and_check_fails() -> None:
+    report = no_bcc_report()
+    assert not report.ok
+    assert report.mode.mode != BPF and "bcc cannot be imported (No module named 'bcc'" in report.mode.reason
+    assert [c.name for c in report.collectors if not c.ok] == ["syscalls", "sched"]
+    text = to_text(report)
+    assert "  bcc          CANNOT BE IMPORTED: bcc cannot be imported (No module named 'bcc'" in text
+    assert "apt-get install python3-bpfcc" in text
+    assert to_json(report)["machine"]["bcc"]["version"] is None
+
+
+def test_the_collectors_table_is_aligned_for_every_collector_name() -> None:
+    checks = tuple(CollectorCheck(name, f"what {name} counts", True) for name in registry())
+    text = to_text(replace(root_report(), collectors=checks))
+    rows = text.split("\ncollectors\n")[1].splitlines()
+    assert len(rows) == len(registry()) >= 7
+    columns = {row.index(" ok ") for row in rows}
+    assert len(columns) == 1, rows
+    assert all(row[2:].split()[0] in registry() for row in rows)

@@ -18,7 +18,7 @@ HEAD = """# TYPE schedwatch_build_info gauge
 schedwatch_build_info{version="x"} 1
 # TYPE schedwatch_source_up gauge
 schedwatch_source_up{source="oncpu"} 1
-schedwatch_source_up{source="syscall_families"} 1
+schedwatch_source_up{source="syscalls"} 1
 """
 
 

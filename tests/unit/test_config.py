@@ -148,8 +148,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
     [
         (
             ["--max-cgroups", "1000000"],
-            "argument --max-cgroups: 1000000 would preallocate about 832 MiB of kernel memory (872 bytes per cgroup "
-            "in the syscalls, sched and families maps); give at most 524288 (436 MiB)",
+            "argument --max-cgroups: 1000000 would preallocate about 839 MiB of kernel memory (880 bytes per cgroup "
+            "in the syscalls, sched and families maps); give at most 524288 (440 MiB)",
         ),
         (
             ["--max-processes", "2000000"],
@@ -303,9 +303,11 @@ def _map_costs_from_the_bpf_sources() -> dict[str, int]:
 
 
 def test_the_kernel_memory_in_the_messages_follows_the_bpf_maps() -> None:
-    # The bounds a --max-* flag sets (code attribution's maps, MAX_CALL_SITES and MAX_SAMPLE_SLOTS, are sized apart).
+    # The bounds a --max-* flag sets (code attribution's maps, MAX_CALL_SITES, MAX_SITE_WORKLOADS and MAX_SAMPLE_SLOTS,
+    # are sized apart).
     costs = _map_costs_from_the_bpf_sources()
-    assert {bound: cost for bound, cost in costs.items() if bound not in {"MAX_CALL_SITES", "MAX_SAMPLE_SLOTS"}} == {
+    apart = {"MAX_CALL_SITES", "MAX_SITE_WORKLOADS", "MAX_SAMPLE_SLOTS"}
+    assert {bound: cost for bound, cost in costs.items() if bound not in apart} == {
         "MAX_CGROUPS": config.BYTES_PER_CGROUP,
         "MAX_PROCESSES": config.BYTES_PER_PROCESS,
         "MAX_THREADS": config.BYTES_PER_THREAD,

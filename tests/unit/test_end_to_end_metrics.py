@@ -98,6 +98,17 @@ class FixtureProbe:
     def program_stats(self) -> list[ProgramStats]:
         return self.programs
 
+    call_sites = 0  # the capture counted none
+
+    def read_call_sites(self) -> None:
+        return None
+
+    def forget_call_sites(self, sites: Iterable[Any]) -> list[Any]:
+        return []
+
+    def choose_site_workloads(self, keys: Iterable[int]) -> None:
+        pass
+
     def forget_cgroups(self, cgroup_ids: Iterable[int]) -> None:
         self.forgotten.extend(cgroup_ids)
 

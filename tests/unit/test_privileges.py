@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from agent.collectors.common.availability import bpf_availability
+from agent.collectors.common.availability import bpf_availability, missing_bpf_capabilities, needs_memlock
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import MachineFacts
 
@@ -34,16 +34,16 @@ def machine(release: str = "6.18.0", **capabilities: bool) -> MachineFacts:
 
 
 def test_a_recent_kernel_names_the_missing_capability_of_the_two() -> None:
-    assert machine(BPF=True).missing_bpf_capabilities() == ["CAP_PERFMON"]
-    assert machine(PERFMON=True).missing_bpf_capabilities() == ["CAP_BPF"]
-    assert machine().missing_bpf_capabilities() == ["CAP_BPF", "CAP_PERFMON"]
-    assert machine(BPF=True, PERFMON=True).missing_bpf_capabilities() == []
-    assert machine(SYS_ADMIN=True).missing_bpf_capabilities() == []
+    assert missing_bpf_capabilities(machine(BPF=True)) == ["CAP_PERFMON"]
+    assert missing_bpf_capabilities(machine(PERFMON=True)) == ["CAP_BPF"]
+    assert missing_bpf_capabilities(machine()) == ["CAP_BPF", "CAP_PERFMON"]
+    assert missing_bpf_capabilities(machine(BPF=True, PERFMON=True)) == []
+    assert missing_bpf_capabilities(machine(SYS_ADMIN=True)) == []
 
 
 def test_a_kernel_before_5_8_asks_for_sys_admin_and_points_at_the_overlay() -> None:
     old = machine("5.4.0-150-generic", BPF=True, PERFMON=True)
-    assert old.missing_bpf_capabilities() == ["CAP_SYS_ADMIN"]
+    assert missing_bpf_capabilities(old) == ["CAP_SYS_ADMIN"]
     result = bpf_availability(old, [])
     assert not result.ok
     assert result.reason == "missing CAP_SYS_ADMIN (kernels < 5.8 have no CAP_BPF or CAP_PERFMON)"
@@ -68,8 +68,8 @@ def test_a_refused_map_on_a_kernel_before_5_11_with_a_low_memlock_asks_for_sys_r
     assert result.reason.endswith("kernels < 5.11 charge BPF maps to RLIMIT_MEMLOCK (64 KiB here)")
     assert result.fix.startswith("add SYS_RESOURCE")
     # With SYS_RESOURCE, or on a kernel that charges maps to the memory cgroup, memlock is not the reason.
-    assert not replace(old, capabilities={**old.capabilities, "CAP_SYS_RESOURCE": True}).needs_memlock()
-    assert not replace(old, release="5.11.0").needs_memlock()
+    assert not needs_memlock(replace(old, capabilities={**old.capabilities, "CAP_SYS_RESOURCE": True}))
+    assert not needs_memlock(replace(old, release="5.11.0"))
 
 
 def test_a_refusal_without_seccomp_points_at_lsms(tmp_path: Path) -> None:

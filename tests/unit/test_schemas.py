@@ -18,12 +18,13 @@ import pytest
 from agent.bpf.probes.syscalls import FUTEX_OPS
 from agent.cli import main
 from agent.collectors.modes import BPF, PERF, PROCFS, ModeChoice
+from agent.collectors.starting import LOAD_FAILED, NOT_RUNNING, UNSUPPORTED, Degraded
 from agent.commands import check, diagnose, profile, verify
 from agent.commands.check import CollectorCheck, WebCheck
 from agent.config import MODES
 from agent.diagnosis import comparison, facts, findings
 from agent.diagnosis.render.json_report import COMPARISON_SCHEMA, comparison_to_json, to_json
-from agent.machine.facts import MachineFacts
+from agent.machine.facts import BccFound, MachineFacts
 from agent.machine.kernel import HeadersChoice
 from agent.verification.fix import Recommendation
 from agent.verification.runner import Counts, Run
@@ -257,6 +258,11 @@ def test_the_other_schemas_have_each_field_of_their_dataclasses() -> None:
     assert set(machine["properties"]) == _fields(MachineFacts)
     headers = machine["properties"]["headers"]["anyOf"][0]
     assert set(headers["properties"]) == _fields(HeadersChoice)
+    assert set(machine["properties"]["bcc"]["anyOf"][0]["properties"]) == _fields(BccFound)
+    degraded = schema_for(check.SCHEMA)["properties"]["degraded"]["additionalProperties"]
+    assert set(degraded["properties"]) == _fields(Degraded)
+    assert degraded["properties"]["runs_as"]["enum"] == [PERF, PROCFS, NOT_RUNNING]
+    assert degraded["properties"]["cause"]["enum"] == [LOAD_FAILED, UNSUPPORTED]
     assert _properties(schema_for(check.SCHEMA), "properties", "web") == _fields(WebCheck)
     assert _properties(schema_for(check.SCHEMA), "$defs", "collector") == _fields(CollectorCheck)
     assert _properties(schema_for(check.SCHEMA), "properties", "mode") == _fields(ModeChoice) | {"requested"}

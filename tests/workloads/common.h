@@ -8,11 +8,32 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The kernel's count of this thread's waits for a CPU: the times it was given one after waiting on a run
+ * queue (the third field of its schedstat; Linux >= 5.14 counts nothing else there). */
+static unsigned long long thread_waits(void)
+{
+    unsigned long long on_cpu_ns, waited_ns, waits;
+    FILE *schedstat = fopen("/proc/thread-self/schedstat", "r");
+    if (!schedstat || fscanf(schedstat, "%llu %llu %llu", &on_cpu_ns, &waited_ns, &waits) != 3) {
+        perror("/proc/thread-self/schedstat");
+        exit(2);
+    }
+    fclose(schedstat);
+    return waits;
+}
+
+/* The joining thread's waits (thread_waits) just before and just after join_cgroup moved it: its waits before
+ * are counted in the cgroup it came from (an exec from a slow filesystem waits many times), and one that ended
+ * while it moved may be counted in either. */
+static unsigned long long waits_before_join, waits_after_join;
+
 /* Move this process into each cgroup directory of the ':'-separated `dirs` (cgroup2 and, on hybrid
  * hosts, v1 hierarchies such as cpu) before doing anything measured. "-" stays put (in a container). */
 static void join_cgroup(const char *dirs)
 {
     char list[4096], path[4200];
+    waits_before_join = thread_waits();
+    waits_after_join = waits_before_join;
     if (strcmp(dirs, "-") == 0)
         return;
     snprintf(list, sizeof(list), "%s", dirs);
@@ -24,6 +45,7 @@ static void join_cgroup(const char *dirs)
             exit(2);
         }
     }
+    waits_after_join = thread_waits();
 }
 
 /* Print the ground truth, then block until stdin closes (unless hold is 0). */

@@ -1,5 +1,6 @@
 /* sleeper CGROUP_DIRS COUNT SLEEP_NS HOLD
- * One thread sleeps COUNT times for SLEEP_NS each; reports the sleep time measured around the calls. */
+ * One thread sleeps COUNT times for SLEEP_NS each; reports the sleep time measured around the calls and its waits
+ * for a CPU counted before and after it joined the cgroup. */
 #include <stdint.h>
 #include <time.h>
 #include "common.h"
@@ -26,8 +27,10 @@ int main(int argc, char **argv)
         nanosleep(&ts, NULL);
         slept += now_ns() - start;
     }
-    char json[128];
-    snprintf(json, sizeof(json), "{\"pid\": %d, \"slept_ns\": %llu}", getpid(), (unsigned long long)slept);
+    char json[256];
+    snprintf(json, sizeof(json),
+             "{\"pid\": %d, \"slept_ns\": %llu, \"waits_before_join\": %llu, \"waits_after_join\": %llu}", getpid(),
+             (unsigned long long)slept, waits_before_join, waits_after_join);
     report_and_hold(json, atoi(argv[4]));
     return 0;
 }

@@ -1,6 +1,7 @@
 /* spinner CGROUP_DIRS THREADS SECONDS CPU HOLD
  * THREADS threads each burn CPU for SECONDS of wall time (all pinned to CPU, unless CPU is -1), then park
- * until released. Reports the thread ids while they are parked, so their schedstat can be read. */
+ * until released. Reports the thread ids while they are parked, so their schedstat can be read, and the main
+ * thread's waits for a CPU counted before and after it joined the cgroup (the others start in it). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -54,7 +55,8 @@ int main(int argc, char **argv)
     int length = snprintf(json, sizeof(json), "{\"pid\": %d, \"tids\": [%d", getpid(), getpid());
     for (int t = 0; t < threads; t++)
         length += snprintf(json + length, sizeof(json) - length, ", %d", tids[t]);
-    snprintf(json + length, sizeof(json) - length, "]}");
+    snprintf(json + length, sizeof(json) - length, "], \"waits_before_join\": %llu, \"waits_after_join\": %llu}",
+             waits_before_join, waits_after_join);
     report_and_hold(json, atoi(argv[5]));
 
     pthread_mutex_lock(&lock);

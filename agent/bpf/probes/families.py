@@ -19,23 +19,7 @@ FAMILY_COUNT = len(syscall_families.FAMILIES)
 REQUIRED_TRACEPOINTS = (("raw_syscalls", "sys_enter"), ("raw_syscalls", "sys_exit"), ("sched", "sched_process_exit"))
 # Raw tracepoint programs (BPF_PROG_TYPE_RAW_TRACEPOINT) came with Linux 4.17.
 RAW_TRACEPOINT_SINCE = (4, 17)
-_UNUSED_DROP_SLOT = "processes"  # enum drop_reason's slot 1: this program keeps no per-process entries
-SITE_KINDS = ("sched_yield", "futex_wait")  # enum site_kind order
-DEFAULT_CALL_SITES = 8192
-# Call sites need the x86-64 pt_regs layout; the numbers of futex, futex_waitv and futex_wait there.
-CALL_SITE_SYSCALLS = {"x86_64": {"SYS_FUTEX": 202, "SYS_FUTEX_WAITV": 449, "SYS_FUTEX_WAIT": 455}}
-
-
-@dataclass(frozen=True)
-class CallSite:
-    """Calls of one kind made from one place of one process of one workload, counted since the entry was made."""
-
-    workload: int
-    tgid: int
-    kind: str  # SITE_KINDS
-    ip: int  # after the system call instruction
-    caller: int  # the return address at the stack pointer (sched_yield), 0 (futex waits)
-    count: int
+_UNUSED_DROP_SLOT = "unused"  # enum drop_reason's slots this program does not use: no per-process map, no fifth
 
 
 @dataclass(frozen=True)
@@ -47,21 +31,15 @@ class FamiliesSnapshot:
 
 
 def compile_defines(
-    limits: ProbeLimits, tracefs: Path | None, max_timed: int, time_all: bool, call_sites: int = 0
+    limits: ProbeLimits, tracefs: Path | None, max_timed: int, time_all: bool
 ) -> dict[str, str | int | None]:
-    """-D options for bpf/families.bpf.c: map sizes, whether every workload is timed, and call sites (*call_sites*
-    entries; 0, or an architecture without the layout: not counted)."""
+    """-D options for bpf/families.bpf.c: map sizes, and whether every workload is timed."""
     defines = common_defines(limits, tracefs)
     defines.pop("MAX_PROCESSES", None)
     if time_all:
         defines["TIME_ALL"] = None
     else:
         defines["MAX_TIMED"] = max(1, max_timed)
-    numbers = CALL_SITE_SYSCALLS.get(os.uname().machine)
-    if call_sites > 0 and numbers is not None:
-        defines["CALL_SITES"] = None
-        defines["MAX_CALL_SITES"] = call_sites
-        defines.update(numbers)
     return defines
 
 
@@ -85,7 +63,7 @@ class FamiliesProbe(BpfProbe):
     """The loaded families program. Counting begins once the family table is written, right after loading."""
 
     source = "families.bpf.c"
-    drop_maps = ("cgroups", _UNUSED_DROP_SLOT, "calls_in_progress", "new_processes", "call_sites")  # enum order
+    drop_maps = ("cgroups", _UNUSED_DROP_SLOT, "calls_in_progress", "new_processes", _UNUSED_DROP_SLOT)  # enum order
 
     def __init__(
         self,
@@ -94,14 +72,11 @@ class FamiliesProbe(BpfProbe):
         decode_cgroup: Callable[[Any], Any],
         max_timed: int = 8,
         time_all: bool = False,
-        call_sites: int = DEFAULT_CALL_SITES,
     ) -> None:
         self.limits = limits
         self.max_timed = max_timed
         self.time_all = time_all
-        defines = compile_defines(limits, tracefs, max_timed, time_all, call_sites)
-        self.call_sites = int(defines.get("MAX_CALL_SITES") or 0)
-        super().__init__(defines, decode_cgroup)
+        super().__init__(compile_defines(limits, tracefs, max_timed, time_all), decode_cgroup)
         self._timed: frozenset[int] = frozenset()
         self._epoch = 0
         self._generation = 0
@@ -152,33 +127,6 @@ class FamiliesProbe(BpfProbe):
         capacity = {"cgroups": self.limits.max_cgroups, "calls_in_progress": self.limits.max_threads}
         if not self.time_all:
             capacity["timed_workloads"] = self.max_timed
-        if self.call_sites:
-            capacity["call_sites"] = self.call_sites
         health = self.health(capacity)
-        drops = {
-            name: count
-            for name, count in health.drops.items()
-            if name != _UNUSED_DROP_SLOT and (name != "call_sites" or self.call_sites)
-        }
+        drops = {name: count for name, count in health.drops.items() if name != _UNUSED_DROP_SLOT}
         return FamiliesSnapshot(self.cgroup_entries(), MapHealth(health.entries, health.capacity, drops))
-
-    def read_call_sites(self) -> list[CallSite] | None:
-        """Every call site counted (None: not counted here, another architecture)."""
-        if not self.call_sites:
-            return None
-        return [
-            CallSite(key.workload, key.tgid, SITE_KINDS[key.kind], key.ip, key.caller, int(count))
-            for key, count in self.table("call_sites").items()
-            if key.kind < len(SITE_KINDS)
-        ]
-
-    def forget_call_sites(self, sites: list[CallSite]) -> None:
-        """Delete the entries of *sites* (their processes have exited and their last counts were read)."""
-        table = self.table("call_sites")
-        keys = []
-        for site in sites:
-            key = table.Key()
-            key.workload, key.ip, key.caller, key.tgid = site.workload, site.ip, site.caller, site.tgid
-            key.kind = SITE_KINDS.index(site.kind)
-            keys.append(key)
-        table.delete(keys)

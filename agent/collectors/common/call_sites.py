@@ -1,4 +1,4 @@
-"""Yields and futex waits by call site (bpf/families.bpf.c's `call_sites`): each entry's gain since the last read,
+"""Yields and futex waits by call site (bpf/syscalls.bpf.c's `call_sites`): each site's gain since the last read,
 named for the busiest workloads, kept as monotonic top-k rows per workload; entries of exited processes deleted
 after their last read."""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable
 from prometheus_client.core import Metric
 
 from agent import metrics
-from agent.bpf.probes.families import SITE_KINDS, CallSite
+from agent.bpf.probes.syscalls import SITE_KINDS, CallSite
 from agent.collectors.common.code_rows import OTHER_CODE, add_rows, busiest, gains_by_workload, renamed, safe_row
 from agent.collectors.common.ranked_rows import RankedTable, Row
 from agent.identity.placement import KeySpace
@@ -20,6 +20,22 @@ from agent.symbols.symbolizer import Symbolizer
 
 SiteKey = tuple[int, int, str, int, int]  # workload, tgid, kind, ip, caller
 FAMILY_OF_KIND = {"sched_yield": metrics.SCHED_YIELD_CALLS_BY_SITE, "futex_wait": metrics.FUTEX_WAITS_BY_SITE}
+
+
+class SiteChooser:
+    """Which workloads' call sites to count until the next scrape: the *size* whose yields and futex waits grew the
+    most since the last choice (any growth), busiest first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._last: dict[int, int] = {}
+
+    def choose(self, calls: dict[int, int]) -> list[int]:
+        """The keys to count the sites of, given each workload key's yields and futex waits so far."""
+        grown = {key: total - self._last.get(key, 0) for key, total in calls.items()}
+        self._last = dict(calls)
+        busy = [key for key, growth in grown.items() if growth > 0]
+        return sorted(busy, key=lambda key: grown[key], reverse=True)[: self.size]
 
 
 def process_alive(tgid: int) -> bool:
@@ -42,7 +58,7 @@ class CallSiteRows:
         top_k: int,
         named_workloads: int,
         grace_seconds: float,
-        forget: Callable[[list[CallSite]], None],
+        forget: Callable[[list[CallSite]], list[CallSite]],
         alive: Callable[[int], bool] = process_alive,
     ) -> None:
         self._keys = keys
@@ -61,7 +77,7 @@ class CallSiteRows:
         ticks between scrapes, which only name addresses while their processes live) only the entries that counted
         since the last read are looked at: an idle workload's sites cost a dictionary lookup per tick."""
         if not settle:
-            sites = [site for site in sites if site.count != self._last.get(_key(site))]
+            sites = [site for site in sites if site.count > self._last.get(_key(site), 0)]
         places = self._keys.place({site.workload for site in sites})
         labels_of: dict[int, Labels] = {
             key: workload_for_cgroup(place.path, self._identities).labels() for key, place in places.items()
@@ -72,14 +88,14 @@ class CallSiteRows:
                 table.rename(old, new)
         self._labels_of = placed if settle else {**self._labels_of, **placed}
         by_kind: dict[str, list[tuple[Labels, CallSite, int]]] = {kind: [] for kind in SITE_KINDS}
-        seen: dict[SiteKey, int] = {}
+        seen = dict(self._last)  # a site missing from one read (its calls between a CPU and the map) is still there
         live: set[Hashable] = set()
         for site in sites:
             key = _key(site)
-            seen[key] = site.count
-            gain = site.count - self._last.get(key, 0)
-            if gain < 0:  # the entry was made again (deleted and recreated): all of it is new
-                gain = site.count
+            # A read can find a site's calls neither pending on a CPU nor yet in its entry: they show at the next one.
+            last = self._last.get(key, 0)
+            seen[key] = max(site.count, last)
+            gain = max(site.count - last, 0)
             place = places[site.workload]
             labels = labels_of[site.workload]
             if place.path is not None and not place.final:
@@ -97,13 +113,12 @@ class CallSiteRows:
             if settle:
                 table.expire(live)
         if not settle:
-            self._last.update(seen)
+            self._last = seen
             return
         alive = {tgid: self._alive(tgid) for tgid in {site.tgid for site in sites}}
         finished = [site for site in sites if not alive[site.tgid]]
         if finished:
-            self._forget(finished)
-            for site in finished:
+            for site in self._forget(finished):
                 seen.pop(_key(site), None)
         self._last = seen
 

@@ -20,7 +20,10 @@ MAX_CPUS = 1024  # CPU time over wall time above this is no machine's: the accou
 MIN_CPU_SECONDS = 0.1  # below this, a split by mode is a few clock ticks: nothing to go on
 SEVERAL_CPUS = 1.5  # CPUs used above this: several threads ran at once, and their CPU times add up
 
-WHICH_CALLS = "run `perf trace -s -p PID` or `strace -f -c -p PID` for 10 s (which system calls take the time)"
+WHICH_CALLS = (
+    "run `schedwatch diagnose --pid PID` (it counts system calls by family, which the agent leaves off by default), "
+    "`perf trace -s -p PID` or `strace -f -c -p PID` for 10 s (which system calls take the time)"
+)
 WHICH_KERNEL_CODE = "`perf top -g -p PID` or `perf record -g -p PID -- sleep 10` (which kernel functions)"
 
 

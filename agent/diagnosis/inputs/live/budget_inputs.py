@@ -9,7 +9,7 @@ only while the workload was timed (its metrics.SYSCALL_TIMED 1 at both readings)
 with pressure series: a cgroup outside the cgroup2 tree has none, which is unknown, not zero. Waiting by holder and
 blocked time come from the BPF sched program only: unknown in perf and procfs modes, and from an agent older than
 these series (no workload of the reading has one), though its sched collector runs. Neighbours are known where
-waiting by holder is: a workload none held the CPU of has none. Processes exited come from the BPF families program
+waiting by holder is: a workload none held the CPU of has none. Processes exited come from the BPF sched program
 (0 without a series while it runs). The memory facts come from the cgroup_memory collector: events it exports only
 once they happened (0 until then), faults and refaults where the kernel's files give them, the limit where one
 applies.

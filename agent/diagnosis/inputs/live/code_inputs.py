@@ -1,5 +1,5 @@
 """A workload's code attribution over a window, from the agent's code rows: on-CPU samples by library, function and
-mode (the oncpu collector) and the call sites of its sched_yield calls and futex waits (syscall_families).
+mode (the oncpu collector) and the call sites of its sched_yield calls and futex waits (syscalls).
 
 Each row's count is its growth over the window. A row whose series started again within the window (it left the
 workload's top rows and came back, docs/attribution.md) counts what its new series counted. The ``(other)`` row
@@ -16,12 +16,12 @@ from agent.diagnosis.facts import CodeShare, Workload, WorkloadView
 from agent.diagnosis.inputs.live.window import Window
 from agent.metrics import MetricSpec
 from agent.series.schema import PART
-from agent.tables import families, files
+from agent.tables import files, syscalls
 
 OTHER = "(other)"
 UNKNOWN = "(unknown)"
 ONCPU_COLLECTOR = files.ONCPU.collector
-SITES_COLLECTOR = families.TABLE.collector
+SITES_COLLECTOR = syscalls.TABLE.collector
 
 
 def with_code_inputs(window: Window, view: WorkloadView) -> WorkloadView:

@@ -1,0 +1,44 @@
+"""The flags diagnose, top and profile share: which workloads (--namespace, --pod, --container, --cgroup, --pid) and,
+for the sampling commands, for how long (--duration)."""
+
+from __future__ import annotations
+
+import argparse
+
+from agent.identity.filter import Filter
+
+MIN_SECONDS = 1
+MAX_SECONDS = 600
+
+
+def duration(text: str) -> int:
+    """--duration: whole seconds within MIN_SECONDS..MAX_SECONDS."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of seconds") from None
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{seconds} s is out of range: give {MIN_SECONDS} to {MAX_SECONDS} seconds")
+    return seconds
+
+
+def pid_number(text: str) -> int:
+    """--pid: a positive process id."""
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a process id: give its number (pgrep -f NAME finds it)")
+    return int(text)
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """--namespace, --pod, --container, --cgroup and --pid: which workloads (diagnose, profile and top)."""
+    group = parser.add_argument_group("which workloads (default: every one)")
+    group.add_argument("--namespace", default="", metavar="NS", help="only those of this Kubernetes namespace")
+    group.add_argument("--pod", default="", metavar="NAME", help="only those of this pod")
+    group.add_argument("--container", default="", metavar="NAME", help="only this container (name, or 12+ of its id)")
+    group.add_argument("--cgroup", default="", metavar="PATH", help="only this cgroup (and the cgroups below it)")
+    group.add_argument("--pid", type=pid_number, default=None, help="only the workload that holds this process")
+
+
+def workload_filter(args: argparse.Namespace) -> Filter:
+    """The workloads the filter flags of add_filter_arguments name."""
+    return Filter(args.namespace, args.pod, args.container, args.cgroup, args.pid)
