@@ -30,7 +30,7 @@ from agent.commands.agent_flags import (
 )
 from agent.commands.parser import CommandParser, Example
 from agent.commands.sources import collected_source, source_client
-from agent.commands.workload_flags import add_filter_arguments, workload_filter
+from agent.commands.workload_flags import add_filter_arguments, seconds_within, workload_filter
 from agent.diagnosis.inputs.live.fleet import is_prometheus
 from agent.diagnosis.inputs.live.sources import AgentSource, SourceError
 from agent.diagnosis.standing import StandingFindings
@@ -47,24 +47,13 @@ DEFAULT_INTERVAL = 2.0
 Read = Callable[[], Reading]
 
 
-def interval(text: str) -> float:
-    """--interval: seconds within MIN_INTERVAL..MAX_INTERVAL."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
-        raise argparse.ArgumentTypeError(f"{text} s is out of range: give {MIN_INTERVAL:g} to {MAX_INTERVAL:g}")
-    return seconds
-
-
 def add_arguments(parser: CommandParser) -> None:
     """Refresh, sort, filters (as diagnose), the source; the flags of the collectors top loads itself in
     --help-all."""
     view = parser.add_argument_group("what it shows, how often")
     view.add_argument(
         "--interval",
-        type=interval,
+        type=seconds_within(MIN_INTERVAL, MAX_INTERVAL),
         default=DEFAULT_INTERVAL,
         metavar="S",
         help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g}; {MIN_INTERVAL:g}-{MAX_INTERVAL:g})",

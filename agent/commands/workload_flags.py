@@ -4,6 +4,7 @@ for the sampling commands, for how long (--duration)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from agent.identity.filter import Filter
 
@@ -11,15 +12,24 @@ MIN_SECONDS = 1
 MAX_SECONDS = 600
 
 
-def duration(text: str) -> int:
-    """--duration: whole seconds within MIN_SECONDS..MAX_SECONDS."""
-    try:
-        seconds = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of seconds") from None
-    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"{seconds} s is out of range: give {MIN_SECONDS} to {MAX_SECONDS} seconds")
+def seconds_within(low: float, high: float, whole: bool = False) -> Callable[[str], float]:
+    """An argparse type: a number of seconds within *low*..*high* (whole seconds when *whole*), else a one-line
+    error that gives the range."""
+    kind = "a whole number of seconds" if whole else "a number of seconds"
+
+    def seconds(text: str) -> float:
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not {kind}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} s is out of range: give {low:g} to {high:g} seconds")
+        return value
+
     return seconds
+
+
+duration = seconds_within(MIN_SECONDS, MAX_SECONDS, whole=True)  # --duration of diagnose and profile
 
 
 def pid_number(text: str) -> int:

@@ -2,11 +2,13 @@
 
 A real Python multiprocessing pool on numpy 1.26's OpenBLAS (threads unset) makes the yield-storm alert reach
 the webhook; the same pool on numpy 2.x (user-space spinning, no yields) makes a run-queue alert fire; both
-fixed variants (one BLAS thread per worker) fire nothing.
+fixed variants fire nothing: as many workers as CPUs, one BLAS thread each (4 single-threaded workers on 2 CPUs
+still wait for each other's slices, and the run-queue alert may rightly fire for them).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -25,6 +27,8 @@ RULES = REPO / "deploy" / "prometheus" / "alerts.yaml"
 WORKLOAD_IMAGE = "localhost/schedwatch-workload:test"
 COMPRESSION = 12  # 2 m -> 10 s: the same expressions and thresholds, on a shorter clock
 PHASE_SECONDS = 40
+WORKERS = 4  # the pool as written: 4 workers, each sizing its BLAS pool to every CPU
+CPUS = os.cpu_count() or 1  # the fixed pool: workers x 1 thread fit the CPUs
 
 
 def compressed_rules(target: Path) -> Path:
@@ -72,7 +76,7 @@ def alerting(
     webhook.stop()
 
 
-def run_phase(podman: Podman, prometheus: Prometheus, name: str, numpy: str, threads: str) -> set[str]:
+def run_phase(podman: Podman, prometheus: Prometheus, name: str, numpy: str, workers: int, threads: str) -> set[str]:
     """Run the pool in a container for PHASE_SECONDS; return the alerts that fired for it meanwhile."""
     container = f"{podman.prefix}-{name}"
     subprocess.run(
@@ -86,7 +90,7 @@ def run_phase(podman: Podman, prometheus: Prometheus, name: str, numpy: str, thr
             f"/opt/{numpy}/bin/python",
             "/numpy_pool.py",
             "-",
-            "4",
+            str(workers),
             threads,
             f"{PHASE_SECONDS}s",
             "0",
@@ -110,10 +114,10 @@ def test_numpy_pools_fire_the_right_alerts(podman: Podman, alerting: tuple[Prome
     build_workload_image()
     prometheus, webhook = alerting
     fired = {
-        "numpy1-unset": run_phase(podman, prometheus, "numpy1-unset", "numpy1", "unset"),
-        "numpy1-fixed": run_phase(podman, prometheus, "numpy1-fixed", "numpy1", "1"),
-        "numpy2-unset": run_phase(podman, prometheus, "numpy2-unset", "numpy2", "unset"),
-        "numpy2-fixed": run_phase(podman, prometheus, "numpy2-fixed", "numpy2", "1"),
+        "numpy1-unset": run_phase(podman, prometheus, "numpy1-unset", "numpy1", WORKERS, "unset"),
+        "numpy1-fixed": run_phase(podman, prometheus, "numpy1-fixed", "numpy1", CPUS, "1"),
+        "numpy2-unset": run_phase(podman, prometheus, "numpy2-unset", "numpy2", WORKERS, "unset"),
+        "numpy2-fixed": run_phase(podman, prometheus, "numpy2-fixed", "numpy2", CPUS, "1"),
     }
     assert "SchedwatchYieldStorm" in fired["numpy1-unset"], fired
     assert "SchedwatchYieldStorm" not in fired["numpy2-unset"], fired

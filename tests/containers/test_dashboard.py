@@ -27,9 +27,16 @@ LABELS = {
 def kubelet_agent(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """An agent told that Podman's Docker API is the kubelet's runtime (as cri-dockerd would be), so that the
     container's io.kubernetes.* labels are trusted as pod and namespace (docs/identity.md). It times every
-    workload's system calls: on a shared machine the container need not be among the busiest, which are timed by
-    default, and the panel of time inside system calls must have its data."""
-    agent = kubelet_docker_agent(tmp_path_factory.mktemp("kubelet-agent"), podman.socket, "--syscall-time", "all")
+    workload's system calls by family (syscall_families, off by default: the panels of system calls by family show
+    what an agent with it on exports): on a shared machine the container need not be among the busiest, which are
+    timed by default, and the panel of time inside system calls must have its data."""
+    agent = kubelet_docker_agent(
+        tmp_path_factory.mktemp("kubelet-agent"),
+        podman.socket,
+        "--collector.syscall_families",
+        "--syscall-time",
+        "all",
+    )
     agent.wait_ready()
     yield agent
     assert agent.stop() == 0, agent.log()

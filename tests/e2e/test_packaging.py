@@ -86,7 +86,11 @@ def test_the_installed_agent_loads_its_programs_when_run_inside_a_checkout(tmp_p
     entry.parent.mkdir()
     entry.write_text("import sys\nfrom agent.cli import main\nsys.exit(main())\n")
     result = subprocess.run(
-        [str(fresh / "bin" / "python"), str(entry), "check", "--format", "json", "--state-dir", str(tmp_path / "s")],
+        # syscall_families (off by default) turned on: every program the wheel ships is loaded
+        [
+            *(str(fresh / "bin" / "python"), str(entry), "check", "--format", "json"),
+            *("--collector.syscall_families", "--state-dir", str(tmp_path / "s")),
+        ],
         cwd=REPO,  # a checkout, whose agent/ has no agent/bpf/programs
         capture_output=True,
         text=True,

@@ -167,7 +167,9 @@ def test_samples_follow_the_cpu_time_of_each_function(code_agent: AgentProcess, 
     # kernel subtracts steal): the bound widens by the node's steal share over the run (measured here: 0 to 3 %).
     possible = FREQUENCY * truth["wall_ns"] / 1e9
     on_cpu = truth["half_ns"] / truth["wall_ns"]
-    assert 0.3 < on_cpu <= 0.55, truth
+    # The thread did what it says (6 ms on, 6 ms asleep): not starved and not spinning through its sleeps. Its spin
+    # overshoots by a round of its loop and its sleep by the timer's slack, so a half is approximate.
+    assert 0.3 < on_cpu < 0.6, truth
     assert abs(half / possible - on_cpu) < 0.04 + steal, (half, possible, truth, steal)
 
 

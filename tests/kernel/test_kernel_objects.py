@@ -143,7 +143,9 @@ def test_verifier_rejection_reaches_the_user_in_one_line(
         handover.load(str(source), {})
     message = str(raised.value)
     assert "\n" not in message
-    assert "Failed to load BPF program b'tracepoint__syscalls__sys_enter_sched_yield'" in message
+    # the program and the verifier's reason, with the instruction it refused (agent/bpf/verifier.py)
+    assert "verifier refused tracepoint__syscalls__sys_enter_sched_yield: " in message, message
+    assert "R0 invalid mem access 'map_value_or_null' (at instruction " in message, message
     assert "map_value_or_null" in capfd.readouterr().err  # the verifier's log, passed through
 
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     ("arguments", "says"),
     [
-        (("--interval", "0.1"), "argument --interval: 0.1 s is out of range: give 0.5 to 60"),
+        (("--interval", "0.1"), "argument --interval: 0.1 s is out of range: give 0.5 to 60 seconds"),
         (("--interval", "soon"), "argument --interval: 'soon' is not a number of seconds"),
         (("--sort", "colour"), "argument --sort: invalid choice: 'colour'"),
         (("--listen", ":1"), "top serves nothing; it is `schedwatch run`'s flag"),
