@@ -104,6 +104,7 @@ class SyscallProbe(BpfProbe):
         self.site_workloads = int(defines.get("MAX_SITE_WORKLOADS") or 0)
         super().__init__(defines, decode_cgroup)
         self._site_choice: frozenset[int] = frozenset()
+        self._call_sites: dict[tuple[int, int, int, int, int], CallSite] = {}  # at the last read_call_sites
         self._site_generation = 0
         self.site_choice_refused = False
         if self.call_sites:
@@ -166,11 +167,18 @@ class SyscallProbe(BpfProbe):
             if slot.pending:
                 site = _site(slot.site)
                 counts[site] = counts.get(site, 0) + int(slot.pending)
-        return [
-            CallSite(workload, tgid, SITE_KINDS[kind], ip, caller, count)
-            for (workload, tgid, kind, ip, caller), count in counts.items()
-            if kind < len(SITE_KINDS)
-        ]
+        # A site whose count did not move is its last CallSite again: at every 1 s tick most of them are.
+        last, made = self._call_sites, {}
+        for site, count in counts.items():
+            call = last.get(site)
+            if call is None or call.count != count:
+                workload, tgid, kind, ip, caller = site
+                if kind >= len(SITE_KINDS):
+                    continue
+                call = CallSite(workload, tgid, SITE_KINDS[kind], ip, caller, count)
+            made[site] = call
+        self._call_sites = made
+        return list(made.values())
 
     def forget_call_sites(self, sites: Iterable[CallSite]) -> list[CallSite]:
         """Delete the entries of *sites* (their processes have exited and their last counts were read), but for those
