@@ -76,7 +76,8 @@ class CgroupMemoryCollector:
         self._known: set[str] = set()  # of COUNTS, those this kernel's files give (a missing one has no series)
         roots = [str(path) for path in (self._root, self._v1_root) if path is not None]
         self._files = HeldFiles(FILES_PER_CGROUP * context.settings.max_cgroups, roots)
-        self._gate = ActivityGate(self._root, self._files.read)
+        read_stat = context.cpu_stats.read if context.cpu_stats is not None else self._files.read
+        self._gate = ActivityGate(self._root, read_stat)
         self._last: dict[int, tuple[Hashable, MemoryState] | None] = {}  # each cgroup's reading when last read
 
     def collect(self) -> list[Metric]:

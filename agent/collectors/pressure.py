@@ -62,7 +62,8 @@ class PressureCollector:
         roots = [str(self._root)] if self._root is not None else []
         self._files = HeldFiles(FILES_PER_CGROUP * context.settings.max_cgroups, roots)
         self._stalled: set[int] = set()  # cgroups seen with a stall: exported from then on
-        self._gate = ActivityGate(self._root, self._files.read) if self._root is not None else None
+        read_stat = context.cpu_stats.read if context.cpu_stats is not None else self._files.read
+        self._gate = ActivityGate(self._root, read_stat) if self._root is not None else None
         self._last: dict[int, list[int] | None] = {}  # each cgroup's totals when its files were last read
 
     def collect(self) -> list[Metric]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.machine.cgroups.activity import ActivityGate
+from agent.machine.cgroups.activity import ActivityGate, CpuStats
 
 IDLE = "usage_usec 1000\nuser_usec 600\nsystem_usec 400\n"
 RAN = "usage_usec 1250\nuser_usec 800\nsystem_usec 450\n"
@@ -34,3 +34,21 @@ def test_a_cgroup_whose_cpu_stat_cannot_be_read_is_never_idle_and_gone_ones_are_
     assert not gate.idle(1, "/a")
     gate.keep_only({1})
     assert len(gate) == 0  # /a unreadable, /b not kept
+
+
+def test_cpu_stat_is_read_once_a_scrape_for_every_collector(tmp_path: Path) -> None:
+    stat = tmp_path / "a" / "cpu.stat"
+    stat.parent.mkdir()
+    stat.write_text(IDLE)
+    scrape: list[int | None] = [None]
+    stats = CpuStats(tmp_path, 16, lambda: scrape[0])
+    assert stats.read(str(stat)) == IDLE
+    stat.write_text(RAN)
+    assert stats.read(str(stat)) == RAN  # outside scrapes: read afresh each time
+    scrape[0] = 1
+    assert stats.read(str(stat)) == RAN
+    stat.write_text(IDLE)
+    assert stats.read(str(stat)) == RAN  # the same scrape: what its first reader read
+    assert stats.read(str(tmp_path / "gone" / "cpu.stat")) is None
+    scrape[0] = 2
+    assert stats.read(str(stat)) == IDLE  # the next scrape reads it again

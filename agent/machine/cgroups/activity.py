@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.machine.held_files import HeldFiles
+
 REFRESH_SECONDS = 60.0  # an idle cgroup's files are read again at least this often (60 to 120 s, by id)
 
 
@@ -49,3 +51,32 @@ class ActivityGate:
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+class CpuStats:
+    """Each cgroup2 directory's cpu.stat read once a scrape for every collector that asks (cgroup_cpu's CPU time, the
+    gates of pressure and cgroup_memory), through descriptors held open. *round_of*: which scrape this is (None
+    outside scrapes: every read is made afresh). At 1,000 workloads the three collectors read 3,000 cpu.stat files
+    a scrape where 1,000 say the same."""
+
+    def __init__(self, root: Path | None, limit: int, round_of: Callable[[], int | None]) -> None:
+        self._files = HeldFiles(limit, [str(root)] if root is not None else [])
+        self._round_of = round_of
+        self._round: int | None = None
+        self._texts: dict[str, str | None] = {}
+
+    def read(self, path: str) -> str | None:
+        """The text of the cpu.stat file at *path* as first read this scrape; None when it cannot be read."""
+        now = self._round_of()
+        if now is None:
+            return self._files.read(path)
+        if now != self._round:
+            self._files.end_round()  # what the last scrape did not read is closed
+            self._round, self._texts = now, {}
+        if path not in self._texts:
+            self._texts[path] = self._files.read(path)
+        return self._texts[path]
+
+    def close(self) -> None:
+        """Close the files held open."""
+        self._files.close()
