@@ -328,8 +328,7 @@ class FamiliesReader:
     """
 
     def __init__(self) -> None:
-        self._blocks: dict[tuple[str, int], tuple[Sequence[Any], Values]] = {}  # (family, id) -> (block, workload)
-        self._counts: dict[Values, int] = {}  # each workload's blocks at the last read
+        self._blocks: dict[Values, list[Sequence[Any]]] = {}  # each workload's blocks at the last read, in order
         self._loose: dict[Values, Totals] = {}  # each workload's totals of its other rows at the last read
         self._totals: dict[Values, Totals] = {}  # each workload's totals at the last read
         self._refs = _Refs()
@@ -337,8 +336,9 @@ class FamiliesReader:
     def read(self, families: Iterable[Metric], at: float) -> Reading:
         """A Reading of *families*; NotSchedwatch when they hold no build-info series."""
         reader = _Reader()  # its workloads: the totals of rows outside workloads' blocks
-        known: dict[Values, list[tuple[_Way, Sequence[Any]]]] = {}  # each workload's blocks, by workload
-        last_blocks, blocks = self._blocks, {}
+        last_blocks = self._blocks
+        blocks: dict[Values, list[Sequence[Any]]] = {}
+        ways: dict[Values, list[_Way]] = {}  # how to read each of a workload's blocks
         changed: set[Values] = set()
         for family in families:
             way = reader.way_of(family) if isinstance(family, RowFamily) and not family.replaced else None
@@ -348,44 +348,43 @@ class FamiliesReader:
                 continue
             if way is SKIP:
                 continue
+            workload = way.workload
             for block in family.blocks:
                 if not block:
                     continue
-                key = (family.name, id(block))
-                seen = last_blocks.get(key)
-                if seen is not None and seen[0] is block:
-                    blocks[key] = seen
-                    known.setdefault(seen[1], []).append((way, block))
-                    continue
-                owners = {way.workload(row[0]) for row in block}
-                if len(owners) == 1:  # a workload's block, new or made again
-                    owner = next(iter(owners))
-                    changed.add(owner)
-                    blocks[key] = (block, owner)
-                    known.setdefault(owner, []).append((way, block))
-                else:  # rows of several workloads, filled row by row: read at every reading
-                    reader.block(way, block)
+                owner = workload(block[0][0])
+                mine = blocks.get(owner)
+                if mine is None:
+                    mine = blocks[owner] = []
+                    ways[owner] = []
+                last = last_blocks.get(owner)
+                if last is None or len(mine) >= len(last) or last[len(mine)] is not block:
+                    if any(workload(row[0]) != owner for row in block):  # rows of several workloads, one by one
+                        reader.block(way, block)
+                        continue
+                    changed.add(owner)  # a workload's block, new or made again
+                mine.append(block)
+                ways[owner].append(way)
         loose, reader.workloads = reader.workloads, {}
         totals: dict[Values, Totals] = {}
-        for values in [*known, *(values for values in loose if values not in known)]:
-            in_blocks = known.get(values, [])
-            last = self._totals.get(values)
+        for values in [*blocks, *(values for values in loose if values not in blocks)]:
+            mine = blocks.get(values, [])
+            last_totals = self._totals.get(values)
             if (
-                last is not None
+                last_totals is not None
                 and values not in changed
-                and len(in_blocks) == self._counts.get(values)
+                and len(mine) == len(last_blocks.get(values, ()))
                 and loose.get(values) == self._loose.get(values)
             ):
-                totals[values] = last
+                totals[values] = last_totals
                 continue
             made = reader.workloads[values] = _copy(loose[values]) if values in loose else Totals()
-            for way, block in in_blocks:
+            for way, block in zip(ways.get(values, []), mine, strict=True):
                 reader.block(way, block)
             totals[values] = made
         reading = reader.reading(at, totals, self._refs)  # reader.workloads: only those made again
         self._refs.end()
-        self._blocks = blocks
-        self._counts = {values: len(in_blocks) for values, in_blocks in known.items()}
+        self._blocks = {values: mine for values, mine in blocks.items() if mine}
         self._loose, self._totals = loose, totals
         return reading
 
