@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, CollectorContext, CollectorFactory
+from agent.exposition.family import BlockCache
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.activity import ActivityGate
 from agent.machine.cgroups.files import first_process, outermost, v2_controllers
@@ -79,6 +81,8 @@ class CgroupMemoryCollector:
         read_stat = context.cpu_stats.read if context.cpu_stats is not None else self._files.read
         self._gate = ActivityGate(self._root, read_stat)
         self._last: dict[int, tuple[Hashable, MemoryState] | None] = {}  # each cgroup's reading when last read
+        self._limit_blocks = BlockCache(_limit_rows)
+        self._blocks = BlockCache(_count_rows)
 
     def collect(self) -> list[Metric]:
         """Read each workload's memory files and build the families."""
@@ -152,21 +156,30 @@ class CgroupMemoryCollector:
         events = metrics.MEMORY_EVENTS.family()
         faults = metrics.PAGE_FAULTS.family()
         refaults = metrics.MEMORY_REFAULTS.family()
-        for labels, value in limits.items():
-            limit.add_metric(list(labels), value)
-        for labels, totals in self._table.rows():
-            for index, event in enumerate(EVENTS):
-                if totals[index] > 0:
-                    events.add_metric([*labels, event], totals[index])
-            minor, major, refaulted = totals[len(EVENTS) :]
-            for kind, count in (("minor", minor), ("major", major)):
-                if kind in self._known:
-                    faults.add_metric([*labels, kind], count)
-            if "refaults" in self._known:
-                refaults.add_metric(list(labels), refaulted)
+        self._limit_blocks.add_to([limit], limits.items())
+        known = frozenset(self._known)
+        self._blocks.add_to(
+            [events, faults, refaults], ((labels, (totals, known)) for labels, totals in self._table.rows())
+        )
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(self._table))
         return [limit, events, faults, refaults, tracked]
+
+
+def _limit_rows(labels: Labels, value: int) -> tuple[list[tuple[Labels, int]]]:
+    """A workload's one row of the limit family."""
+    return ([(labels, value)],)
+
+
+def _count_rows(labels: Labels, counted: tuple[tuple[int, ...], frozenset[str]]) -> tuple[list[Any], ...]:
+    """A workload's rows of the events, faults and refaults families, from its totals and the counts this kernel
+    gives (a block made once while they stand: the writer and the standing evaluation reuse it)."""
+    totals, known = counted
+    events = [((*labels, event), totals[index]) for index, event in enumerate(EVENTS) if totals[index] > 0]
+    minor, major, refaulted = totals[len(EVENTS) :]
+    faults = [((*labels, kind), count) for kind, count in (("minor", minor), ("major", major)) if kind in known]
+    refaults = [(labels, refaulted)] if "refaults" in known else []
+    return events, faults, refaults
 
 
 def _vector(state: MemoryState) -> tuple[int, ...]:

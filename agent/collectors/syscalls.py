@@ -63,7 +63,7 @@ class SyscallsCollector(BpfCollector):
         self._site_chooser = SiteChooser(settings.code_workloads)
 
     def _read_sites(self, settle: bool = True) -> None:
-        sites = self._syscall_probe.read_call_sites()
+        sites = self._syscall_probe.read_call_sites(moved_only=not settle)  # a tick looks at moved sites only
         if sites is not None:
             self.sites.update(sites, settle)
 
