@@ -107,6 +107,7 @@ class SyscallProbe(BpfProbe):
         self._site_choice: frozenset[int] = frozenset()
         self._call_sites: dict[tuple[int, int, int, int, int], CallSite] = {}  # at the last read_call_sites
         self._site_keys: dict[bytes, tuple[int, int, int, int, int]] = {}  # each entry's key, decoded
+        self._last_slots: list[tuple[bytes, bytes]] | None = None  # the CPUs' last-site slots at the last read
         self._site_generation = 0
         self.site_choice_refused = False
         if self.call_sites:
@@ -163,6 +164,12 @@ class SyscallProbe(BpfProbe):
         changed since the last read. None: not counted here."""
         if not self.call_sites:
             return None
+        slots = self.table("last_sites").raw_items()
+        if moved_only and slots == self._last_slots:
+            # No CPU's slot changed since the last read: no call was counted since (a call adds to its CPU's slot, and
+            # moves the slot's calls to the map only when its site differs). A CPU alternating between two sites can
+            # return to the very same slot within a tick: those calls show at the next tick that reads, or the scrape.
+            return []
         table = self.table("call_sites")
         # An entry is decoded once: its key's bytes name the same site for as long as it lives.
         known, keys = self._site_keys, {}
@@ -174,7 +181,10 @@ class SyscallProbe(BpfProbe):
             keys[raw_key] = site
             counts[site] = int.from_bytes(raw_count, sys.byteorder)
         self._site_keys = keys
-        for _cpu, slot in self.table("last_sites").items():
+        cache = self.table("last_sites")
+        self._last_slots = cache.raw_items()  # after the entries: the reverse of the order the program writes them in
+        for _cpu, raw_slot in self._last_slots:
+            slot = cache.Leaf.from_buffer_copy(raw_slot)
             if slot.pending:
                 site = _site(slot.site)
                 counts[site] = counts.get(site, 0) + int(slot.pending)
