@@ -33,6 +33,7 @@ from agent.identity.runtimes.containerd import ContainerdClient
 from agent.identity.runtimes.cri import CriClient
 from agent.identity.runtimes.docker import DockerClient
 from agent.machine import kernel
+from agent.machine.cgroups.activity import CpuStats
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.clocksource import read_clocksource
 from agent.machine.cpus import online_cpu_count
@@ -93,7 +94,10 @@ def build_context(settings: config.Settings, facts: MachineFacts, identities: Id
     """What every collector gets: settings, facts, the cgroup2 tree, the workload key space, names."""
     resolver = CgroupPathResolver(facts.cgroup_root)
     keys = workload_keys(settings, facts, resolver)
-    return CollectorContext(settings, facts, resolver, keys, identities, library_version=pool_library_version())
+    cpu_stats = CpuStats(facts.cgroup_root, settings.max_cgroups, lambda: resolver.round)
+    return CollectorContext(
+        settings, facts, resolver, keys, identities, library_version=pool_library_version(), cpu_stats=cpu_stats
+    )
 
 
 def pool_library_version() -> Callable[[str, Path], str | None]:

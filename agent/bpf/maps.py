@@ -70,6 +70,18 @@ class BpfMap:
                     self._batch = error.errno == errno.ENOSPC  # a crowded bucket: only this read goes key by key
         return self.items_by_key()
 
+    def raw_items(self) -> list[tuple[bytes, bytes]]:
+        """Every entry as the bytes of its key and value, read now (for a reader that decodes only what changed)."""
+        if self._batch:
+            with self._reading:
+                try:
+                    return self._items_batched(raw=True)
+                except OSError as error:
+                    if error.errno not in (*_NO_BATCH, errno.ENOSPC):
+                        raise
+                    self._batch = error.errno == errno.ENOSPC
+        return [(bytes(key), bytes(value)) for key, value in self.items_by_key()]
+
     def drain(self) -> list[tuple[Any, Any]]:
         """Every entry, each deleted as it is read (BPF_MAP_LOOKUP_AND_DELETE_BATCH, Linux >= 5.6; elsewhere read,
         then deleted key by key: an update between the two is lost)."""
@@ -85,7 +97,9 @@ class BpfMap:
         self.delete(key for key, _value in rest)
         return found + rest
 
-    def _items_batched(self, delete: bool = False, found: list[tuple[Any, Any]] | None = None) -> list[tuple[Any, Any]]:
+    def _items_batched(
+        self, delete: bool = False, found: list[tuple[Any, Any]] | None = None, raw: bool = False
+    ) -> list[tuple[Any, Any]]:
         if self._buffers is None:
             token_size = max(self.spec.key_size, 8)
             self._buffers = (
@@ -99,7 +113,14 @@ class BpfMap:
         token_in = None
         while True:
             count, more = syscall.lookup_batch(self.fd, token_in, token_b, keys, values, BATCH_ENTRIES, delete)
-            if count:
+            if count and raw:
+                key_size, value_size = self.spec.key_size, self.spec.value_size
+                key_bytes, value_bytes = keys.raw, values.raw
+                found.extend(
+                    (key_bytes[i * key_size : (i + 1) * key_size], value_bytes[i * value_size : (i + 1) * value_size])
+                    for i in range(count)
+                )
+            elif count:
                 found.extend(
                     zip(
                         self._decode(self.Key, keys, count),

@@ -16,6 +16,7 @@ from prometheus_client.core import Metric
 from agent.config import Settings
 from agent.identity.placement import KeySpace
 from agent.identity.resolver import IdentityResolver
+from agent.machine.cgroups.activity import CpuStats
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
 
@@ -40,6 +41,7 @@ class CollectorContext:
     identities: IdentityResolver
     # (file name, path to open the mapped file) -> the version a library says (pool libraries), for code labels
     library_version: Callable[[str, Path], str | None] | None = None
+    cpu_stats: CpuStats | None = None  # cgroup2 cpu.stat read once a scrape for all (None: each reads its own)
 
 
 class Collector(Protocol):

@@ -111,6 +111,8 @@ class CgroupCpuCollector:
             4 * context.settings.max_cgroups, [str(p) for p in (self._root, *self._layout.v1.values()) if p]
         )
         self._clock: Callable[[], float] = time.monotonic
+        shared = context.cpu_stats if context.facts.cgroup_root is not None else None
+        self._read_stat = shared.read if shared is not None else self._files.read
         self._usage_blocks = BlockCache(
             lambda labels, row: ([((*labels, "user"), row[0] / 1e9), ((*labels, "system"), row[1] / 1e9)],)
         )
@@ -167,7 +169,7 @@ class CgroupCpuCollector:
         usage: tuple[Hashable, CpuUsage] | None = None
         stat_text = None
         if self._threads_file == "cgroup.threads" and path != "/":
-            stat_text = self._files.read(f"{self._root}{path}/cpu.stat")
+            stat_text = self._read_stat(f"{self._root}{path}/cpu.stat")
             idle = last is not None and last.usage is not None and stat_text == last.stat_text
             if idle and last is not None and now < last.refresh_at:
                 return last  # not a byte of its cpu.stat (CPU time included) moved

@@ -59,13 +59,13 @@ class SyscallsCollector(BpfCollector):
             settings.series_grace_seconds,
             probe.forget_call_sites,
         )
-        self._sites_ticker = Ticker(NAME, self._read_sites) if probe.call_sites else None
+        self._sites_ticker = Ticker(NAME, lambda: self._read_sites(settle=False)) if probe.call_sites else None
         self._site_chooser = SiteChooser(settings.code_workloads)
 
-    def _read_sites(self) -> None:
-        sites = self._syscall_probe.read_call_sites()
+    def _read_sites(self, settle: bool = True) -> None:
+        sites = self._syscall_probe.read_call_sites(moved_only=not settle)  # a tick looks at moved sites only
         if sites is not None:
-            self.sites.update(sites)
+            self.sites.update(sites, settle)
 
     def snapshot_families(self, snapshot: SyscallSnapshot) -> list[Metric]:
         """Yields and futex waits by call site, per workload (read now, and every tick between scrapes); then the

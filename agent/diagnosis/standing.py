@@ -29,7 +29,7 @@ from agent.machine.clocksource import ClockSource
 from agent.machine.node_stat import CpuTicks, read_proc_stat
 from agent.machine.procfs import ProcFS
 from agent.model import Labels
-from agent.series.reading import NotSchedwatch, Reading, read_families
+from agent.series.reading import FamiliesReader, NotSchedwatch, Reading
 
 EVALUATE_SECONDS = 10.0  # shortest window judged: shorter ones make noisy rates
 MAX_SERIES = 1000  # findings exported at most (a node of 1,000 sick workloads has other problems first)
@@ -74,6 +74,7 @@ class StandingFindings:
         self._handed_at: float | None = None
         self._pending: tuple[list[Metric], float] | None = None
         self._pending_lock = threading.Lock()
+        self._reader = FamiliesReader()
         self._last: Reading | None = None
         self._rows: list[Row] = []
 
@@ -117,7 +118,7 @@ class StandingFindings:
         if pending is None:
             return
         try:
-            reading = read_families(*pending)
+            reading = self._reader.read(*pending)
         except NotSchedwatch:  # families without the build info: nothing to judge
             return
         ticks = None if self._node_ticks is None else self._node_ticks()

@@ -10,7 +10,7 @@ nor does a series its mode cannot give.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
@@ -183,39 +183,87 @@ class _Reader:
     def rows(self, family: RowFamily) -> bool:
         """Take a workload family's rows as they are (no Sample objects); False for a family to read by its
         samples (the agent's own series, a per-process family, one without the workload labels)."""
+        way = self.way_of(family)
+        if way is None:
+            return False
+        if way is not SKIP:
+            for block in family.blocks:
+                self.block(way, block)
+        return True
+
+    def way_of(self, family: RowFamily) -> _Way | None:
+        """How to take *family*'s rows (SKIP: not read at all); None for a family to read by its samples."""
         if isinstance(family, HistogramFamily):
             role = ROLES.get(family.name + "_sum")
         elif isinstance(family, Family):
             role = ROLES.get(family.sample_name())
         else:
-            return False
+            return None
         if role is None:
-            return family.name not in (AGENT, MODE, SOURCE_UP)  # not read at all, or read by its samples
+            return None if family.name in (AGENT, MODE, SOURCE_UP) else SKIP  # read by its samples, or not at all
         names = family.labelnames
         if role.process or not set(WORKLOAD_LABELS) <= set(names):
-            return False
-        workload = _picker(names, WORKLOAD_LABELS)
-        part = _picker(names, role.parts)
-        if isinstance(family, HistogramFamily):
-            for values, les, counts, total in family.rows:
+            return None
+        histogram = family.name if isinstance(family, HistogramFamily) else None
+        return _Way(role, _picker(names, WORKLOAD_LABELS), _picker(names, role.parts), histogram)
+
+    def block(self, way: _Way, block: Sequence[Any]) -> None:
+        """One block of a family's rows, read *way*."""
+        role, workload, part = way.role, way.workload, way.part
+        if way.histogram is not None:
+            for values, les, counts, total in block:
                 totals = self.of(workload(values))
                 put(totals, role, part(values), total)
-                buckets = totals.buckets.get(family.name)
+                buckets = totals.buckets.get(way.histogram)
                 if buckets is None:
-                    totals.buckets[family.name] = dict(zip(les, counts, strict=True))
+                    totals.buckets[way.histogram] = dict(zip(les, counts, strict=True))
                 else:
                     for le, count in zip(les, counts, strict=True):
                         buckets[le] = buckets.get(le, 0.0) + count
-            return True
-        for values, value in family.rows:
+            return
+        for values, value in block:
             put(self.of(workload(values)), role, part(values), value)
-        return True
 
-    def reading(self, at: float) -> Reading:
+    def reading(self, at: float, workloads: dict[Values, Totals] | None = None, refs: _Refs | None = None) -> Reading:
+        """The reading of what was read (*workloads*, where given, instead of the totals read here)."""
         if not self.agent:
             raise NotSchedwatch(f"no {AGENT} series")
-        workloads = {Workload(*values): totals for values, totals in self.workloads.items()}
-        return Reading(at, frozenset(self.up), merge_unnamed(workloads), self.unknown, self.processes)
+        by_values = self.workloads if workloads is None else workloads
+        ref = refs.of if refs is not None else (lambda values: Workload(*values))
+        merged = merge_unnamed({ref(values): totals for values, totals in by_values.items()})
+        return Reading(at, frozenset(self.up), merged, self.unknown, self.processes)
+
+
+@dataclass(frozen=True)
+class _Way:
+    """How to read the rows of one family: its role, the pickers of a row's workload and part, and for a histogram
+    its name (None otherwise)."""
+
+    role: Role
+    workload: Any
+    part: Any
+    histogram: str | None
+
+
+SKIP = _Way(Role("", COUNT, (), False), None, None, None)  # a family the reading leaves out
+
+
+class _Refs:
+    """Workloads by label values, the same object while they are seen."""
+
+    def __init__(self) -> None:
+        self._last: dict[Values, Workload] = {}
+        self._now: dict[Values, Workload] = {}
+
+    def of(self, values: Values) -> Workload:
+        ref = self._last.get(values)
+        if ref is None:
+            ref = Workload(*values)
+        self._now[values] = ref
+        return ref
+
+    def end(self) -> None:
+        self._last, self._now = self._now, {}
 
 
 def _picker(names: tuple[str, ...], wanted: tuple[str, ...]) -> Any:
@@ -266,6 +314,89 @@ def read_families(families: Iterable[Metric], at: float) -> Reading:
         for sample in family.samples:
             reader.sample(sample.name, sample.labels, sample.value)
     return reader.reading(at)
+
+
+class FamiliesReader:
+    """Reads the families of this process's successive scrapes into Readings, a workload's totals made again only
+    when its series may have changed.
+
+    A block of rows (agent/exposition/family.py) never changes once made: an idle workload's blocks come back as the
+    same objects. A workload whose blocks are all the ones it had at the last read, as many, and whose other rows
+    (families filled row by row) read the same, has the same totals: the last Totals object is its totals again (and
+    the evaluation, comparing the two readings, finds it unchanged at once). At 1,000 workloads, reading every row of
+    every scrape handed over (55,000 series) was half of the standing evaluation's cost.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[Values, list[Sequence[Any]]] = {}  # each workload's blocks at the last read, in order
+        self._loose: dict[Values, Totals] = {}  # each workload's totals of its other rows at the last read
+        self._totals: dict[Values, Totals] = {}  # each workload's totals at the last read
+        self._refs = _Refs()
+
+    def read(self, families: Iterable[Metric], at: float) -> Reading:
+        """A Reading of *families*; NotSchedwatch when they hold no build-info series."""
+        reader = _Reader()  # its workloads: the totals of rows outside workloads' blocks
+        last_blocks = self._blocks
+        blocks: dict[Values, list[Sequence[Any]]] = {}
+        ways: dict[Values, list[_Way]] = {}  # how to read each of a workload's blocks
+        changed: set[Values] = set()
+        for family in families:
+            way = reader.way_of(family) if isinstance(family, RowFamily) and not family.replaced else None
+            if way is None or not isinstance(family, RowFamily):
+                for sample in family.samples:
+                    reader.sample(sample.name, sample.labels, sample.value)
+                continue
+            if way is SKIP:
+                continue
+            workload = way.workload
+            for block in family.blocks:
+                if not block:
+                    continue
+                owner = workload(block[0][0])
+                mine = blocks.get(owner)
+                if mine is None:
+                    mine = blocks[owner] = []
+                    ways[owner] = []
+                last = last_blocks.get(owner)
+                if last is None or len(mine) >= len(last) or last[len(mine)] is not block:
+                    if any(workload(row[0]) != owner for row in block):  # rows of several workloads, one by one
+                        reader.block(way, block)
+                        continue
+                    changed.add(owner)  # a workload's block, new or made again
+                mine.append(block)
+                ways[owner].append(way)
+        loose, reader.workloads = reader.workloads, {}
+        totals: dict[Values, Totals] = {}
+        for values in [*blocks, *(values for values in loose if values not in blocks)]:
+            mine = blocks.get(values, [])
+            last_totals = self._totals.get(values)
+            if (
+                last_totals is not None
+                and values not in changed
+                and len(mine) == len(last_blocks.get(values, ()))
+                and loose.get(values) == self._loose.get(values)
+            ):
+                totals[values] = last_totals
+                continue
+            made = reader.workloads[values] = _copy(loose[values]) if values in loose else Totals()
+            for way, block in zip(ways.get(values, []), mine, strict=True):
+                reader.block(way, block)
+            totals[values] = made
+        reading = reader.reading(at, totals, self._refs)  # reader.workloads: only those made again
+        self._refs.end()
+        self._blocks = {values: mine for values, mine in blocks.items() if mine}
+        self._loose, self._totals = loose, totals
+        return reading
+
+
+def _copy(totals: Totals) -> Totals:
+    """A copy of *totals* that adding to leaves the original as it was."""
+    return Totals(
+        {key: dict(by_part) for key, by_part in totals.counts.items()},
+        {key: dict(by_part) for key, by_part in totals.gauges.items()},
+        {key: dict(by_le) for key, by_le in totals.buckets.items()},
+        set(totals.no_value),
+    )
 
 
 def merge_unnamed(workloads: dict[Workload, Totals]) -> dict[Workload, Totals]:

@@ -1,5 +1,6 @@
 """Addresses of samples and call sites to code names (library, its version, function), with the caches that make a
-scrape cheap: a process's maps read once a round, a file's functions once per build id, kallsyms once."""
+scrape cheap: a process's maps read again only when they may have changed, a file's functions once per build id,
+kallsyms once."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from agent.symbols.process_maps import VDSO, ExecutableMappings, Mapping, read_m
 # system call is the return address into their caller (glibc, musl).
 LEAF_STUBS = frozenset({"sched_yield", "syscall"})
 FILES_REMEMBERED = 4096  # (device, inode) -> functions and version, for processes that have exited since
-ROUNDS_REMEMBERED = 2  # a process's maps are kept this many rounds after it was last looked at (it may have exited)
+ROUNDS_REMEMBERED = 60  # a process's maps are kept this many rounds after it was last looked at (it may have exited)
+MAPS_REFRESH_ROUNDS = 60  # a process's maps are read again at least this often (a library swapped at one address)
 
 VersionReader = Callable[[str, Path], str | None]  # (file name, path to open it) -> the version the library says
 
@@ -45,9 +47,26 @@ class _File:
     functions: ElfFunctions | None
 
 
+@dataclass
+class _Maps:
+    """A process's maps as last read, what its executable was then, and when."""
+
+    mappings: ExecutableMappings
+    exe: tuple[int, int] | None  # device and inode of /proc/PID/exe's target; None: unreadable
+    read_in: int  # the round they were read in
+    used_in: int  # the last round they were used in
+    checked_in: int  # the last round the executable was compared
+
+
 class Symbolizer:
-    """Names addresses of processes and of the kernel. Call :meth:`next_round` once per scrape: each process's maps
-    are read again at its first address of a round (libraries come and go with dlopen)."""
+    """Names addresses of processes and of the kernel. Call :meth:`next_round` at each read (a tick or a scrape).
+
+    A process's maps are read once and again only when they may have changed: at its first address of a round after
+    it executed another program (the target of /proc/PID/exe moved: one stat), for an address none of its kept
+    mappings holds (a library loaded since: dlopen, once per round), and at least every MAPS_REFRESH_ROUNDS rounds
+    (a library unloaded and another mapped at the same addresses). Reading and parsing maps at every 1 s tick for
+    every sampled process was most of the code collectors' cost between scrapes.
+    """
 
     def __init__(
         self,
@@ -62,15 +81,15 @@ class Symbolizer:
         self._read_kernel_symbols = kernel_symbols or (lambda: read_kallsyms(self._proc))
         self._kernel: KernelSymbols | None = None
         self._round = 0
-        self._maps: dict[int, tuple[ExecutableMappings, int]] = {}  # pid -> (maps, round last used)
+        self._maps: dict[int, _Maps] = {}
         self._files: dict[tuple[tuple[int, int], int], _File] = {}
         self._vdso: _File | None = None
 
     def next_round(self) -> None:
-        """Start a round: maps are read again when used, and those of processes unused for ROUNDS_REMEMBERED
-        rounds are forgotten."""
+        """Start a round: each process's executable is checked again at its first use, and the maps of processes
+        unused for ROUNDS_REMEMBERED rounds are forgotten."""
         self._round += 1
-        self._maps = {pid: kept for pid, kept in self._maps.items() if self._round - kept[1] <= ROUNDS_REMEMBERED}
+        self._maps = {pid: kept for pid, kept in self._maps.items() if self._round - kept.used_in <= ROUNDS_REMEMBERED}
 
     def kernel(self, address: int) -> CodeName:
         """The kernel function at *address*."""
@@ -80,7 +99,7 @@ class Symbolizer:
 
     def user(self, pid: int, address: int) -> CodeName:
         """The library and function at *address* of process *pid*."""
-        maps = self._mappings(pid)
+        maps = self._mappings(pid, address)
         mapping = None if maps is None else maps.find(address)
         if mapping is None:
             return UNKNOWN_CODE
@@ -96,18 +115,38 @@ class Symbolizer:
             return self.user(pid, caller - 1)  # the call instruction, before the return address
         return made_in
 
-    def _mappings(self, pid: int) -> ExecutableMappings | None:
+    def _mappings(self, pid: int, address: int) -> ExecutableMappings | None:
         kept = self._maps.get(pid)
-        if kept is not None and kept[1] == self._round:
-            return kept[0]
+        if kept is not None and not self._stale(pid, kept, address):
+            kept.used_in = self._round
+            return kept.mappings
         fresh = read_maps(self._proc, pid)
         if fresh is None:  # gone: what it mapped when last read, if it was
             if kept is None:
                 return None
-            self._maps[pid] = (kept[0], self._round)
-            return kept[0]
-        self._maps[pid] = (fresh, self._round)
+            kept.used_in = kept.checked_in = self._round
+            return kept.mappings
+        self._maps[pid] = _Maps(fresh, self._exe(pid), self._round, self._round, self._round)
         return fresh
+
+    def _stale(self, pid: int, kept: _Maps, address: int) -> bool:
+        """Whether *pid*'s kept maps may no longer be its own (read them again)."""
+        if kept.read_in == self._round:
+            return False
+        if self._round - kept.read_in >= MAPS_REFRESH_ROUNDS or kept.mappings.find(address) is None:
+            return True
+        if kept.checked_in != self._round:
+            kept.checked_in = self._round
+            if self._exe(pid) != kept.exe:
+                return True
+        return False
+
+    def _exe(self, pid: int) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self._proc.path(pid, "exe"))
+        except OSError:
+            return None
+        return (found.st_dev, found.st_ino)
 
     def _file(self, pid: int, mapping: Mapping) -> _File:
         if mapping.path == VDSO:

@@ -175,6 +175,15 @@ def _plain(items: list[tuple[int, _Value]]) -> dict[int, tuple[int, int, int]]:
     return found
 
 
+def _from_bytes(items: list[tuple[bytes, bytes]]) -> dict[int, tuple[int, int, int]]:
+    found = {
+        int.from_bytes(key, sys.byteorder): tuple(int.from_bytes(value[i : i + 8], sys.byteorder) for i in (0, 8, 16))
+        for key, value in items
+    }
+    assert len(found) == len(items), "a key was read twice"
+    return found  # type: ignore[return-value]
+
+
 def test_batch_lookup_equals_per_key_lookup_on_a_real_hash_map() -> None:
     require_root()
     entries = {key * 7919 + 3: (key, key * 2, 2**64 - 1 - key) for key in range(3 * BATCH_ENTRIES + 17)}
@@ -182,6 +191,7 @@ def test_batch_lookup_equals_per_key_lookup_on_a_real_hash_map() -> None:
     try:
         assert _plain(table.items()) == entries
         assert _plain(table.items_by_key()) == entries
+        assert _from_bytes(table.raw_items()) == entries  # the bytes as written, in batches
         gone = list(entries)[::3]
         assert table.delete([*gone, 1]) == len(gone)  # key 1 was never there
         for key in gone:

@@ -151,3 +151,54 @@ def test_a_container_named_after_its_first_reads_keeps_one_series_under_its_name
     named = (CONTAINER_ID, "trainer", "pool-0", "ml", "")
     assert sites.rows_of("sched_yield", id_only) == []
     assert {row[2]: count for row, count in sites.rows_of("sched_yield", named)} == {"fa": 31}
+
+
+class CountingKeys(Keys):
+    """Keys that remember which were placed."""
+
+    def __init__(self) -> None:
+        self.placed: list[int] = []
+
+    def place(self, keys: Iterable[int]) -> dict[int, Placement]:
+        keys = list(keys)
+        self.placed.extend(keys)
+        return super().place(keys)
+
+
+def test_ticks_between_scrapes_look_only_at_sites_that_counted_and_end_where_scrapes_alone_would() -> None:
+    reads = [
+        [yields(POOL, 100, 0xA, 30), yields(OTHER_WORKLOAD, 200, 0xB, 10)],
+        [yields(POOL, 100, 0xA, 45), yields(OTHER_WORKLOAD, 200, 0xB, 10)],  # a tick: only the pool counted
+        [yields(POOL, 100, 0xA, 60), yields(OTHER_WORKLOAD, 200, 0xB, 12)],
+    ]
+    checked: list[int] = []
+
+    def alive(tgid: int) -> bool:
+        checked.append(tgid)
+        return True
+
+    keys = CountingKeys()
+    ticked = CallSiteRows(
+        keys,  # type: ignore[arg-type]
+        IdentityResolver([]),
+        Names(),
+        2,
+        16,
+        300,
+        forget=lambda _sites: None,
+        alive=alive,
+    )
+    scraped = make({100, 200}, [])
+    ticked.update(reads[0])
+    keys.placed.clear()
+    checked.clear()
+    ticked.update(reads[1], settle=False)
+    assert keys.placed == [POOL]  # the idle workload's site was not placed again
+    assert checked == []  # nor was any process looked for
+    ticked.update(reads[2])
+    scraped.update(reads[0])
+    scraped.update(reads[2])
+    for cgroup in ("/pool", "/other"):
+        assert rows_of(ticked, cgroup) == rows_of(scraped, cgroup)
+    assert rows_of(ticked, "/pool") == {"fa": 60}
+    assert rows_of(ticked, "/other") == {"fb": 12}

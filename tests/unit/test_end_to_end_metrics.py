@@ -100,7 +100,7 @@ class FixtureProbe:
 
     call_sites = 0  # the capture counted none
 
-    def read_call_sites(self) -> None:
+    def read_call_sites(self, moved_only: bool = False) -> None:
         return None
 
     def forget_call_sites(self, sites: Iterable[Any]) -> list[Any]:

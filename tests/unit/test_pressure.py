@@ -95,3 +95,18 @@ def test_without_psi_nothing_is_exported_and_check_says_why(tmp_path: Path) -> N
     assert samples(collector(tmp_path / "cgroup", no_psi)) == {}
     assert not node_pressure_available(no_psi)
     assert node_pressure_available() == check(None).ok  # type: ignore[arg-type]
+
+
+def test_a_cgroup_that_ran_nothing_serves_its_last_totals_until_its_cpu_stat_moves(tmp_path: Path) -> None:
+    root = tree(tmp_path / "cgroup")
+    node = tmp_path / "proc-pressure"
+    node.mkdir()
+    (root / "work" / "cpu.stat").write_text("usage_usec 100\n")
+    found = collector(root, node)
+    waiting = "schedwatch_pressure_waiting_seconds"
+    assert samples(found)[(waiting, "/work", "cpu")] == 2.5
+    (root / "work" / "cpu.pressure").write_text(psi(3_000_000, 1_000_000))
+    assert samples(found)[(waiting, "/work", "cpu")] == 2.5  # idle since: not read again (the gate)
+    (root / "work" / "cpu.stat").write_text("usage_usec 180\n")
+    assert samples(found)[(waiting, "/work", "cpu")] == 3.0  # it ran: read again
+    assert samples(found)[(waiting, "/work/inner", "cpu")] == 0.9  # no cpu.stat to tell: read every scrape

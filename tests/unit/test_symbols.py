@@ -7,6 +7,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from agent.symbols.elf_symbols import SymbolCache, read_functions
 from agent.symbols.kernel_symbols import parse_kallsyms
 from agent.symbols.names import UNKNOWN, is_c_library, library_name
 from agent.symbols.process_maps import parse_maps
-from agent.symbols.symbolizer import Symbolizer, own_vdso
+from agent.symbols.symbolizer import MAPS_REFRESH_ROUNDS, Symbolizer, own_vdso
 from tests.support.workloads import build
 
 MAPS = """\
@@ -136,3 +137,86 @@ def test_kallsyms_text_symbols() -> None:
     assert symbols.function_at(0xFFFFFFFF81002010) == "do_sched_yield"  # data symbols do not end a function
     assert symbols.function_at(0xFFFFFFFF81003001) == "schedule"
     assert symbols.function_at(0x1000) is None
+
+
+class CountingProcFS(ProcFS):
+    """/proc (or a tree laid out like it), counting the reads of each process's maps."""
+
+    def __init__(self, root: Path = Path("/proc")) -> None:
+        super().__init__(root)
+        self.maps_read = 0
+
+    def read_text(self, pid: int | str, name: str, limit: int = 1 << 22) -> str | None:
+        if name == "maps":
+            self.maps_read += 1
+        return super().read_text(pid, name, limit)
+
+
+CHILD = """
+import ctypes, sys
+libc = ctypes.CDLL(None)
+print(ctypes.cast(libc.sched_yield, ctypes.c_void_p).value, flush=True)
+sys.stdin.readline()
+uuid = ctypes.CDLL("libuuid.so.1")
+print(ctypes.cast(uuid.uuid_generate, ctypes.c_void_p).value, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_process_maps_are_read_again_only_for_a_library_loaded_since() -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        sched_yield = int(child.stdout.readline())
+        procfs = CountingProcFS()
+        symbolizer = Symbolizer(procfs)
+        for _ in range(5):  # five ticks: the maps are read once
+            symbolizer.next_round()
+            assert symbolizer.user(child.pid, sched_yield + 2).function == "sched_yield"
+        assert procfs.maps_read == 1
+        child.stdin.write("\n")
+        child.stdin.flush()
+        uuid_generate = int(child.stdout.readline())
+        symbolizer.next_round()
+        code = symbolizer.user(child.pid, uuid_generate + 2)
+        assert code.library.startswith("libuuid.so.1") and code.function == "uuid_generate"
+        assert procfs.maps_read == 2
+    finally:
+        child.kill()
+        child.wait()
+
+
+def fixture_process(root: Path, library: str, exe: Path) -> None:
+    """/proc/1 of a fixture tree: *library* mapped executable at 0x7f0000000000, its exe a link to *exe*."""
+    process = root / "1"
+    process.mkdir(parents=True, exist_ok=True)
+    inode = sum(map(ord, library))  # a file of its own
+    (process / "maps").write_text(f"7f0000000000-7f0000010000 r-xp 00000000 fe:01 {inode} /lib/{library}\n")
+    link = process / "exe"
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(exe)
+
+
+def test_kept_maps_are_read_again_after_an_exec_and_at_the_refresh(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_text("a program")
+    second.write_text("another program")
+    root = tmp_path / "proc"
+    fixture_process(root, "libfirst.so.1", first)
+    procfs = CountingProcFS(root)
+    symbolizer = Symbolizer(procfs)
+    assert symbolizer.user(1, 0x7F0000000100).library == "libfirst.so.1"
+    fixture_process(root, "libsecond.so.2", first)  # another library at the same addresses: not seen yet
+    symbolizer.next_round()
+    assert symbolizer.user(1, 0x7F0000000100).library == "libfirst.so.1"
+    fixture_process(root, "libsecond.so.2", second)  # the process executed another program
+    symbolizer.next_round()
+    assert symbolizer.user(1, 0x7F0000000100).library == "libsecond.so.2"
+    fixture_process(root, "libthird.so.3", second)
+    for _ in range(MAPS_REFRESH_ROUNDS - 1):
+        symbolizer.next_round()
+        assert symbolizer.user(1, 0x7F0000000100).library == "libsecond.so.2"
+    symbolizer.next_round()
+    assert symbolizer.user(1, 0x7F0000000100).library == "libthird.so.3"
+    assert procfs.maps_read == 3

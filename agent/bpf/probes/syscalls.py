@@ -4,6 +4,7 @@ says which field of struct cgroup_stats and struct process_stats feeds which met
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,9 @@ class SyscallProbe(BpfProbe):
         self.site_workloads = int(defines.get("MAX_SITE_WORKLOADS") or 0)
         super().__init__(defines, decode_cgroup)
         self._site_choice: frozenset[int] = frozenset()
+        self._call_sites: dict[tuple[int, int, int, int, int], CallSite] = {}  # at the last read_call_sites
+        self._site_keys: dict[bytes, tuple[int, int, int, int, int]] = {}  # each entry's key, decoded
+        self._last_slots: list[tuple[bytes, bytes]] | None = None  # the CPUs' last-site slots at the last read
         self._site_generation = 0
         self.site_choice_refused = False
         if self.call_sites:
@@ -154,23 +158,49 @@ class SyscallProbe(BpfProbe):
         self.table("site_choice").set(0, self._site_generation)
         self._site_choice = wanted
 
-    def read_call_sites(self) -> list[CallSite] | None:
+    def read_call_sites(self, moved_only: bool = False) -> list[CallSite] | None:
         """Every call site counted: its `call_sites` entry plus the calls a CPU holds for it in `last_sites` (read
-        in that order, so a count may show at the next read, never twice). None: not counted here."""
+        in that order, so a count may show at the next read, never twice); with *moved_only*, only those whose count
+        changed since the last read. None: not counted here."""
         if not self.call_sites:
             return None
+        slots = self.table("last_sites").raw_items()
+        if moved_only and slots == self._last_slots:
+            # No CPU's slot changed since the last read: no call was counted since (a call adds to its CPU's slot, and
+            # moves the slot's calls to the map only when its site differs). A CPU alternating between two sites can
+            # return to the very same slot within a tick: those calls show at the next tick that reads, or the scrape.
+            return []
+        table = self.table("call_sites")
+        # An entry is decoded once: its key's bytes name the same site for as long as it lives.
+        known, keys = self._site_keys, {}
         counts: dict[tuple[int, int, int, int, int], int] = {}
-        for key, count in self.table("call_sites").items():
-            counts[_site(key)] = int(count)
-        for _cpu, slot in self.table("last_sites").items():
+        for raw_key, raw_count in table.raw_items():
+            site = known.get(raw_key)
+            if site is None:
+                site = _site(table.Key.from_buffer_copy(raw_key))
+            keys[raw_key] = site
+            counts[site] = int.from_bytes(raw_count, sys.byteorder)
+        self._site_keys = keys
+        cache = self.table("last_sites")
+        self._last_slots = cache.raw_items()  # after the entries: the reverse of the order the program writes them in
+        for _cpu, raw_slot in self._last_slots:
+            slot = cache.Leaf.from_buffer_copy(raw_slot)
             if slot.pending:
                 site = _site(slot.site)
                 counts[site] = counts.get(site, 0) + int(slot.pending)
-        return [
-            CallSite(workload, tgid, SITE_KINDS[kind], ip, caller, count)
-            for (workload, tgid, kind, ip, caller), count in counts.items()
-            if kind < len(SITE_KINDS)
-        ]
+        # A site whose count did not move is its last CallSite again: at every 1 s tick most of them are.
+        last, made, moved = self._call_sites, {}, []
+        for site, count in counts.items():
+            call = last.get(site)
+            if call is None or call.count != count:
+                workload, tgid, kind, ip, caller = site
+                if kind >= len(SITE_KINDS):
+                    continue
+                call = CallSite(workload, tgid, SITE_KINDS[kind], ip, caller, count)
+                moved.append(call)
+            made[site] = call
+        self._call_sites = made
+        return moved if moved_only else list(made.values())
 
     def forget_call_sites(self, sites: Iterable[CallSite]) -> list[CallSite]:
         """Delete the entries of *sites* (their processes have exited and their last counts were read), but for those

@@ -43,6 +43,10 @@ def process_alive(tgid: int) -> bool:
     return os.path.exists(f"/proc/{tgid}")
 
 
+def _key(site: CallSite) -> SiteKey:
+    return (site.workload, site.tgid, site.kind, site.ip, site.caller)
+
+
 class CallSiteRows:
     """Per kind of call, each workload's calls by the function that made them."""
 
@@ -67,8 +71,13 @@ class CallSiteRows:
         self._last: dict[SiteKey, int] = {}
         self._labels_of: dict[int, Labels] = {}  # each placed key's labels at the last read
 
-    def update(self, sites: list[CallSite]) -> None:
-        """Fold one read of the map in; delete the entries of processes that have exited (read for the last time)."""
+    def update(self, sites: list[CallSite], settle: bool = True) -> None:
+        """Fold one read of the map in. With *settle* (at scrapes) every entry is placed, the rows of gone workloads
+        expire and the entries of processes that have exited (read for the last time) are deleted; without it (the
+        ticks between scrapes, which only name addresses while their processes live) only the entries that counted
+        since the last read are looked at: an idle workload's sites cost a dictionary lookup per tick."""
+        if not settle:
+            sites = [site for site in sites if site.count > self._last.get(_key(site), 0)]
         places = self._keys.place({site.workload for site in sites})
         labels_of: dict[int, Labels] = {
             key: workload_for_cgroup(place.path, self._identities).labels() for key, place in places.items()
@@ -77,12 +86,12 @@ class CallSiteRows:
         for old, new in renamed(self._labels_of, placed).items():
             for table in self._tables.values():
                 table.rename(old, new)
-        self._labels_of = placed
+        self._labels_of = placed if settle else {**self._labels_of, **placed}
         by_kind: dict[str, list[tuple[Labels, CallSite, int]]] = {kind: [] for kind in SITE_KINDS}
         seen = dict(self._last)  # a site missing from one read (its calls between a CPU and the map) is still there
         live: set[Hashable] = set()
         for site in sites:
-            key = (site.workload, site.tgid, site.kind, site.ip, site.caller)
+            key = _key(site)
             # A read can find a site's calls neither pending on a CPU nor yet in its entry: they show at the next one.
             last = self._last.get(key, 0)
             seen[key] = max(site.count, last)
@@ -101,12 +110,16 @@ class CallSiteRows:
             named = busiest(per_workload, self._named_workloads)
             table = self._tables[kind]
             table.add(gains_by_workload(items, named, self._row, OTHER_CODE))
-            table.expire(live)
+            if settle:
+                table.expire(live)
+        if not settle:
+            self._last = seen
+            return
         alive = {tgid: self._alive(tgid) for tgid in {site.tgid for site in sites}}
         finished = [site for site in sites if not alive[site.tgid]]
         if finished:
             for site in self._forget(finished):
-                seen.pop((site.workload, site.tgid, site.kind, site.ip, site.caller), None)
+                seen.pop(_key(site), None)
         self._last = seen
 
     def _row(self, site: CallSite) -> Row:

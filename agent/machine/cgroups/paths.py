@@ -39,9 +39,11 @@ class CgroupPathResolver:
         self._descendants_at_walk: int | None = None
         self._round_unchanged: bool | None = None  # this round's answer of _tree_unchanged, once asked
         self._walked_at = -self.REWALK_SECONDS
+        self.round: int | None = None  # which scrape's round this is (None before the first)
 
     def begin_round(self) -> None:
         """A scrape begins: ids are checked again, and what is checked or walked now stands until the next round."""
+        self.round = (self.round or 0) + 1
         self._in_rounds = True
         self._walked_this_round = False
         self._confirmed = set()

@@ -122,4 +122,9 @@ def changed_workloads(window: Window) -> list[Workload]:
     """The workloads of the second reading whose totals (counts and gauges) are not what the first reading had:
     every other one did nothing in the window, and its view would count nothing."""
     before = window.before.workloads
-    return [ref for ref, totals in window.after.workloads.items() if before.get(window.earlier_ref(ref)) != totals]
+    changed = []
+    for ref, totals in window.after.workloads.items():
+        earlier = before.get(window.earlier_ref(ref))
+        if earlier is not totals and earlier != totals:  # the same object: read from the same rows (FamiliesReader)
+            changed.append(ref)
+    return changed

@@ -10,7 +10,8 @@ from pathlib import Path
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.inputs.processes.sampling import ProcessFacts
 from agent.diagnosis.inputs.processes.workers import worker_pools
-from agent.identity.members import cgroup_paths, workload_pids
+from agent.identity.members import workload_pids
+from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.process_stat import read_process_stat
 from agent.machine.procfs import ProcFS, printable
 
@@ -38,12 +39,16 @@ def pool_workers(procfs: ProcFS, pids: list[int]) -> int | None:
 
 
 def counter(procfs: ProcFS, tree: Path | None) -> Callable[[list[Workload]], dict[Workload, int]]:
-    """A function counting the pool workers of the given workloads (one walk of the cgroup tree per call)."""
+    """A function counting the pool workers of the given workloads. The cgroup tree is walked again only when a
+    cgroup was made or removed since the last call, or a minute after the last walk (agent/machine/cgroups/paths.py):
+    at 1,000 workloads a walk at every evaluation was a quarter of its cost."""
+    resolver = CgroupPathResolver(tree)
 
     def count(refs: list[Workload]) -> dict[Workload, int]:
         if tree is None or not refs:
             return {}
-        paths = cgroup_paths(tree)
+        resolver.begin_round()
+        paths = sorted(resolver.snapshot(this_round=True).values())
         found = {}
         for ref in refs:
             workers = pool_workers(procfs, workload_pids(tree, paths, ref, MAX_COUNTED))
