@@ -48,6 +48,7 @@ from agent.machine.cgroups.cpu import (
 from agent.machine.cgroups.files import count_threads, first_process, v2_controllers
 from agent.machine.cgroups.layout import CgroupLayout, parse_proc_cgroup
 from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.machine.cgroups.v1_owner import Claims, may_own
 from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import MachineFacts
 from agent.machine.held_files import HeldFiles
@@ -130,7 +131,7 @@ class CgroupCpuCollector:
         limits: dict[Labels, float] = {}
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
         usages: dict[Labels, list[tuple[str, Hashable, CpuUsage]]] = {}
-        claims: dict[str, set[Labels]] = {}  # a v1 cpu cgroup -> the workloads whose directories it was matched to
+        claims = Claims()
         now = self._clock()
         for cgroup_id, path in paths.items():
             reading = self._read_cgroup(cgroup_id, path, now)
@@ -143,7 +144,7 @@ class CgroupCpuCollector:
                 usages.setdefault(labels, []).append((path, usage[0], usage[1]))
             owned = source != ("v1", "/") and self._own(source, path)
             if owned and isinstance(source, tuple) and source[0] == "v1":
-                claims.setdefault(str(source[1]), set()).add(labels)
+                claims.add(_v1_path(source), labels)
             if control is None:
                 continue
             limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
@@ -155,11 +156,11 @@ class CgroupCpuCollector:
         self._v1_paths = {k: v for k, v in self._v1_paths.items() if k in self._tracked}
         self._last_read = {k: v for k, v in self._last_read.items() if k in self._tracked}
         if self._threads_file == "tasks":  # a cpu cgroup elsewhere that several workloads are in is none of theirs
-            live = {source: row for source, row in live.items() if _sole(claims, source)}
+            live = {source: row for source, row in live.items() if claims.sole(_v1_path(source))}
         self._table.update(live)
         live_usage = _outermost(usages)
         if self._threads_file == "tasks":
-            live_usage = {source: row for source, row in live_usage.items() if _sole(claims, source)}
+            live_usage = {source: row for source, row in live_usage.items() if claims.sole(_v1_path(source))}
         self._v1_split.keep_only(set(live_usage))
         self._usage_table.update(live_usage)
         self._files.end_round()
@@ -232,13 +233,11 @@ class CgroupCpuCollector:
     def _own(self, source: Hashable, path: str) -> bool:
         """Whether the cpu cgroup *source* may be the directory at *path*'s own. On hosts with cgroup2 every directory
         keeps the v1 cpu cgroup it is matched to (several directories of one container share one); on a v1 host
-        whose workload hierarchy is not the cpu one, a cpu cgroup is its mirror's (the directory at its path), or,
-        where the workload hierarchy has no directory at its path, of the one workload whose processes are in it
-        (collect drops it when several are)."""
-        if self._threads_file == "cgroup.threads" or source == ("v1", path):
+        as agent.machine.cgroups.v1_owner says (collect drops one that several workloads claim)."""
+        if self._threads_file == "cgroup.threads":
             return True
-        assert self._root is not None and isinstance(source, tuple)
-        return not (self._root / str(source[1]).lstrip("/")).is_dir()
+        assert self._root is not None
+        return may_own(self._root, path, _v1_path(source))
 
     def _find_v1_paths(self, cgroup_id: int, path: str, cpu_root: Path) -> tuple[str, str]:
         """v1 cpu and cpuset paths of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""
@@ -271,10 +270,10 @@ class CgroupCpuCollector:
         return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]
 
 
-def _sole(claims: dict[str, set[Labels]], source: Hashable) -> bool:
-    """Whether the v1 cpu (or cpuacct) cgroup *source* was matched to one workload's directories only."""
+def _v1_path(source: Hashable) -> str:
+    """The v1 cgroup path of a ("v1" or "cpuacct", path) source."""
     assert isinstance(source, tuple)
-    return len(claims.get(str(source[1]), ())) == 1
+    return str(source[1])
 
 
 def _gauge_rows(labels: Labels, value: float) -> tuple[list[tuple[Labels, float]]]:
