@@ -5,8 +5,10 @@ tree, else the cpu hierarchy's), so a workload's threads are counted in the dire
 by. cgroup2 files are used where the cpu controller is enabled there; otherwise (hybrid hosts, v1 hosts) each
 directory is matched to its v1 cpu and cpuset cgroups through the same relative path or, failing that, through
 /proc/PID/cgroup of one of its processes. On a v1 host a directory's throttling and CPU used are read only from a
-cpu cgroup of its own (the same path): one that several workloads share (a systemd service without CPU accounting
-sits in its slice's) is counted under its own directory's workload, not under each of theirs.
+cpu cgroup of its own: the same path, or a cpu cgroup at a path the workload hierarchy has no directory at (a runtime
+that places the cpu cgroup elsewhere) that no other workload's processes are in. One that several workloads share (a
+systemd service without CPU accounting sits in its slice's) is counted under its own directory's workload, not under
+each of theirs.
 
 CPU used comes from cgroup2's cpu.stat (user_usec, system_usec: there even when the cpu controller lives in v1),
 else from the v1 cpuacct files. The kernel counts it for a cgroup and its descendants together, so of the cgroups
@@ -46,6 +48,7 @@ from agent.machine.cgroups.cpu import (
 from agent.machine.cgroups.files import count_threads, first_process, v2_controllers
 from agent.machine.cgroups.layout import CgroupLayout, parse_proc_cgroup
 from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.machine.cgroups.v1_owner import Claims, may_own
 from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import MachineFacts
 from agent.machine.held_files import HeldFiles
@@ -130,6 +133,7 @@ class CgroupCpuCollector:
         limits: dict[Labels, float] = {}
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
         usages: dict[Labels, list[tuple[str, Hashable, CpuUsage]]] = {}
+        claims = Claims()
         now = self._clock()
         for cgroup_id, path in paths.items():
             reading = self._read_cgroup(cgroup_id, path, now)
@@ -140,18 +144,25 @@ class CgroupCpuCollector:
             threads[labels] = threads.get(labels, 0) + count
             if usage is not None:
                 usages.setdefault(labels, []).append((path, usage[0], usage[1]))
+            owned = source != ("v1", "/") and self._own(source, path)
+            if owned and isinstance(source, tuple) and source[0] == "v1":
+                claims.add(_v1_path(source), labels)
             if control is None:
                 continue
             limits[labels] = min(limits.get(labels, control.limit_cores), control.limit_cores)
-            if source == ("v1", "/") or not self._own(source, path):
+            if not owned:
                 continue  # not in any v1 cpu cgroup of its own: the root's counters are nobody's throttling
             if source not in live:  # several cgroup2 dirs can share one v1 cpu cgroup: count it once
                 live[source] = (labels, [control.periods, control.throttled_periods, control.throttled_ns])
         self._tracked &= set(paths)
         self._v1_paths = {k: v for k, v in self._v1_paths.items() if k in self._tracked}
         self._last_read = {k: v for k, v in self._last_read.items() if k in self._tracked}
+        if self._threads_file == "tasks":  # a cpu cgroup elsewhere that several workloads are in is none of theirs
+            live = {source: row for source, row in live.items() if claims.sole(_v1_path(source))}
         self._table.update(live)
         live_usage = _outermost(usages)
+        if self._threads_file == "tasks":
+            live_usage = {source: row for source, row in live_usage.items() if claims.sole(_v1_path(source))}
         self._v1_split.keep_only(set(live_usage))
         self._usage_table.update(live_usage)
         self._files.end_round()
@@ -222,10 +233,13 @@ class CgroupCpuCollector:
         return None if usage is None else (source, self._v1_split.adjust(source, usage))
 
     def _own(self, source: Hashable, path: str) -> bool:
-        """Whether the cpu cgroup *source* is the directory at *path*'s own. On hosts with cgroup2 every directory
+        """Whether the cpu cgroup *source* may be the directory at *path*'s own. On hosts with cgroup2 every directory
         keeps the v1 cpu cgroup it is matched to (several directories of one container share one); on a v1 host
-        whose workload hierarchy is not the cpu one, a cpu cgroup is its own directory's only (its mirror)."""
-        return self._threads_file == "cgroup.threads" or source == ("v1", path)
+        as agent.machine.cgroups.v1_owner says (collect drops one that several workloads claim)."""
+        if self._threads_file == "cgroup.threads":
+            return True
+        assert self._root is not None
+        return may_own(self._root, path, _v1_path(source))
 
     def _find_v1_paths(self, cgroup_id: int, path: str, cpu_root: Path) -> tuple[str, str]:
         """v1 cpu and cpuset paths of a cgroup2 directory (runtimes usually mirror the path in every hierarchy)."""
@@ -256,6 +270,12 @@ class CgroupCpuCollector:
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(threads))
         return [periods, throttled, throttled_seconds, usage, limit, thread_count, tracked]
+
+
+def _v1_path(source: Hashable) -> str:
+    """The v1 cgroup path of a ("v1" or "cpuacct", path) source."""
+    assert isinstance(source, tuple)
+    return str(source[1])
 
 
 def _gauge_rows(labels: Labels, value: float) -> tuple[list[tuple[Labels, float]]]:

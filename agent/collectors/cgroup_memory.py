@@ -1,16 +1,19 @@
 """The cgroup_memory collector: per workload, the memory limit that applies, the times it was hit (memory.events,
 or v1's failcnt and oom_kill), and its page faults and refaults, from cgroup files (agent/machine/cgroups/memory.py).
 
-Where the memory controller is enabled in cgroup2 each directory's own files are read; on hybrid hosts (memory in
-the v1 hierarchy) each cgroup2 directory is matched to its v1 memory cgroup through the same relative path or,
-failing that, through /proc/PID/cgroup of one of its processes. The counters include a cgroup's descendants, so of
-one workload's cgroups only the outermost are read (as for CPU used and pressure), and the root cgroup, whose
-totals are the machine's, none. Only what a workload has is exported: a limit when one applies, an event once it
-happened. The files are read through descriptors held open, at a scrape when the cgroup's cpu.stat moved since they
-were last read (agent/machine/cgroups/activity.py), and at least every 60-120 s: a cgroup that ran nothing in
-between (no fault, no allocation, no reclaim of its own) serves its last reading; a limit changed, or reclaim by
-others' pressure, on an idle cgroup shows within two minutes (docs/benchmarks.md: the gate saved about 30 ms a scrape
-at 1,000 idle workloads).
+The workloads are the directories of the workload hierarchy (agent.machine.cgroups.layout: cgroup2, or on hosts
+without it systemd's v1 tree, else the memory hierarchy's). Where the memory controller is enabled in cgroup2 each
+directory's own files are read; otherwise (hybrid hosts, v1 hosts) each directory is matched to its v1 memory
+cgroup through the same relative path or, failing that, through /proc/PID/cgroup of one of its processes. On a host
+without cgroup2 a memory cgroup is a workload's as agent.machine.cgroups.v1_owner says (its mirror's, or one
+elsewhere of one workload only). The counters include a cgroup's descendants, so of one workload's cgroups only the
+outermost are read (as for CPU used and pressure), and the root cgroup, whose totals are the machine's, none. Only
+what a workload has is exported: a limit when one applies, an event once it happened. The files are read through
+descriptors held open, at a scrape when the cgroup's cpu.stat moved since they were last read
+(agent/machine/cgroups/activity.py), and at least every 60-120 s: a cgroup that ran nothing in between (no fault, no
+allocation, no reclaim of its own) serves its last reading; a limit changed, or reclaim by others' pressure, on an
+idle cgroup shows within two minutes (docs/benchmarks.md: the gate saved about 30 ms a scrape at 1,000 idle
+workloads).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from agent.machine.cgroups.activity import ActivityGate
 from agent.machine.cgroups.files import first_process, outermost, v2_controllers
 from agent.machine.cgroups.layout import parse_proc_cgroup
 from agent.machine.cgroups.memory import EVENTS, MemoryState, read_memory_v1, read_memory_v2
+from agent.machine.cgroups.paths import CgroupPathResolver
+from agent.machine.cgroups.v1_owner import Claims, may_own
 from agent.machine.facts import MachineFacts
 from agent.machine.held_files import HeldFiles
 from agent.machine.procfs import SMALL_FILE, ProcFS
@@ -42,13 +47,14 @@ COUNTS = ("minor", "major", "refaults")  # the counters after the events, by the
 
 
 def check(facts: MachineFacts) -> Availability:
-    """Needs the cgroup2 tree (its directories are the workloads) and a memory controller in some hierarchy."""
-    root = facts.cgroup_root
-    if root is None:
+    """Needs a workload tree (cgroup2, or on hosts without it the v1 workload hierarchy) and a memory controller in
+    some hierarchy."""
+    root = _tree(facts)
+    if root is None or not (root / "cgroup.procs").exists():
         return Availability(
             False,
-            "no cgroup2 tree is visible: workloads are told by their cgroup2 directories",
-            "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup/unified) or pass --cgroup-root",
+            "no cgroup tree is visible (neither cgroup2 nor a v1 hierarchy)",
+            "mount the cgroup hierarchies (in a container: the host's /sys/fs/cgroup) and pass --cgroup-root",
         )
     if "memory" not in facts.cgroups.v1 and "memory" not in v2_controllers(root):
         return Availability(
@@ -59,15 +65,22 @@ def check(facts: MachineFacts) -> Availability:
     return Availability(True)
 
 
+def _tree(facts: MachineFacts) -> Path | None:
+    """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 workload hierarchy."""
+    return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.workload_tree
+
+
 class CgroupMemoryCollector:
     """Reads the memory files of every workload's outermost cgroups, once per scrape."""
 
     name = NAME
 
     def __init__(self, context: CollectorContext) -> None:
-        assert context.facts.cgroup_root is not None
-        self._root: Path = context.facts.cgroup_root
-        self._resolver = context.resolver
+        root = _tree(context.facts)
+        assert root is not None
+        self._root: Path = root
+        self._without_cgroup2 = context.facts.cgroup_root is None
+        self._resolver = CgroupPathResolver(root) if self._without_cgroup2 else context.resolver
         self._identities = context.identities
         self._v1_root = context.facts.cgroups.v1.get("memory")
         self._v2_memory = "memory" in v2_controllers(self._root)
@@ -93,6 +106,7 @@ class CgroupMemoryCollector:
                 by_labels.setdefault(workload_for_cgroup(path, self._identities).labels(), []).append((path, cgroup_id))
         live: dict[Hashable, tuple[Labels, Sequence[int]]] = {}
         limits: dict[Labels, int] = {}
+        claims = Claims()
         for labels, cgroups in by_labels.items():
             for path, cgroup_id in outermost(cgroups):
                 if len(live) >= self._max_cgroups:
@@ -101,6 +115,8 @@ class CgroupMemoryCollector:
                 if found is None:
                     continue
                 source, state = found
+                if self._without_cgroup2:
+                    claims.add(_v1_path(source), labels)
                 if source not in live:  # several cgroup2 directories can share one v1 memory cgroup
                     live[source] = (labels, _vector(state))
                     self._known |= _known(state)
@@ -109,6 +125,8 @@ class CgroupMemoryCollector:
         self._v1_paths = {key: value for key, value in self._v1_paths.items() if key in paths}
         self._last = {key: value for key, value in self._last.items() if key in paths}
         self._gate.keep_only(set(paths))
+        if self._without_cgroup2:  # a memory cgroup elsewhere that several workloads are in is none of theirs
+            live = {source: row for source, row in live.items() if claims.sole(_v1_path(source))}
         self._table.update(live)
         self._files.end_round()
         return self._families(limits)
@@ -133,11 +151,13 @@ class CgroupMemoryCollector:
         v1_path = self._v1_paths.get(cgroup_id) or self._find_v1_path(cgroup_id, path)
         if v1_path == "/":
             return None  # in no v1 memory cgroup of its own: the root's counters are the machine's
+        if self._without_cgroup2 and not may_own(self._root, path, v1_path):
+            return None  # its slice's (or another workload's) memory cgroup: counted there
         state = read_memory_v1(self._v1_root, v1_path, self._files.read)
         return None if state is None else (("v1", v1_path), state)
 
     def _find_v1_path(self, cgroup_id: int, path: str) -> str:
-        """The v1 memory cgroup of a cgroup2 directory (runtimes usually mirror the path in every hierarchy); "/"
+        """The v1 memory cgroup of a workload directory (runtimes usually mirror the path in every hierarchy); "/"
         when it cannot be told yet (no process in it, or the process gone), which is asked again next scrape."""
         assert self._v1_root is not None
         if (self._v1_root / path.lstrip("/")).is_dir():
@@ -180,6 +200,12 @@ def _count_rows(labels: Labels, counted: tuple[tuple[int, ...], frozenset[str]])
     faults = [((*labels, kind), count) for kind, count in (("minor", minor), ("major", major)) if kind in known]
     refaults = [(labels, refaulted)] if "refaults" in known else []
     return events, faults, refaults
+
+
+def _v1_path(source: Hashable) -> str:
+    """The v1 memory cgroup path of a ("v1", path) source."""
+    assert isinstance(source, tuple)
+    return str(source[1])
 
 
 def _vector(state: MemoryState) -> tuple[int, ...]:

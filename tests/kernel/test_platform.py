@@ -141,6 +141,6 @@ def test_diagnose_names_a_throttled_pool_and_its_cpu_limit(
         f"cpu.stat: {throttled} of {periods} periods throttled: the pool got less than {limit} CPU from this machine"
     )
     findings = {finding["cause"]: finding for finding in report["findings"] if finding["workload"]["cgroup"] == cgroup}
-    assert {"thread-pool-oversubscription", "cpu-throttling"} <= set(findings), report["findings"]
+    assert {"thread-pool-oversubscription", "cpu-throttling"} <= set(findings), json.dumps(report, default=str)
     pool_evidence = {item["fact"]: item for item in findings["thread-pool-oversubscription"]["evidence"]}
     assert pool_evidence["threads in processes with a pool library"]["compared_with"] == f"CPUs it may use: {limit}"

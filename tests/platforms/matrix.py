@@ -1,6 +1,7 @@
 """`make platforms`: the kernel tests of the tier on every machine (tests/platforms/machines.py), results in a table.
 
 ``python -m tests.platforms.matrix [--machines NAME,...] [--report docs/platforms.md] [--out platforms-out]``
+``[--tests NODE,...]`` runs those pytest nodes alone in each machine chosen (to run a machine's failures again).
 
 Each Debian kernel is fetched into the kernel cache and booted under QEMU (kernels.py, vm.py); this machine's own
 kernel runs the same tests in place. Exit status 1 when any machine failed a test or did not finish.
@@ -69,10 +70,13 @@ def prepare_host() -> None:
         partial.rename(NUMPY126)
 
 
-def run_machine(machine: Machine, out: Path, short: bool = False, timeout: float = VM_TIMEOUT) -> MachineResult:
-    """Run *machine*'s tests (the short tier's alone with *short*); results and logs land in *out*/NAME."""
+def run_machine(
+    machine: Machine, out: Path, short: bool = False, timeout: float = VM_TIMEOUT, tests: list[str] | None = None
+) -> MachineResult:
+    """Run *machine*'s tests (the short tier's alone with *short*, or the pytest nodes *tests*); results and logs
+    land in *out*/NAME."""
     results = out / machine.name
-    nodes = nodes_for(machine.layout, short)
+    nodes = tests or nodes_for(machine.layout, short)
     if not machine.in_vm:
         return _run_here(machine, nodes, results)
     assert machine.series is not None and machine.flavour is not None
@@ -123,9 +127,9 @@ def _read_junit(path: Path, result: MachineResult) -> None:
         result.outcomes[node] = outcome
 
 
-def _run_and_tell(machine: Machine, out: Path, short: bool) -> MachineResult:
+def _run_and_tell(machine: Machine, out: Path, short: bool, tests: list[str] | None) -> MachineResult:
     print(f"platforms: {machine.name} ...", flush=True)
-    result = run_machine(machine, out, short)
+    result = run_machine(machine, out, short, tests=tests)
     passed = sum(outcome == "passed" for outcome in result.outcomes.values())
     failure = f" — {result.failure.splitlines()[0]}" if result.failure else ""
     print(
@@ -188,6 +192,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--report", type=Path, help="the document whose measured part to rewrite")
     parser.add_argument("--out", type=Path, default=REPO / "platforms-out")
     parser.add_argument("--short", action="store_true", help="the short tier's tests only")
+    parser.add_argument("--tests", help="pytest node ids, comma-separated, to run instead of the tier's")
     parser.add_argument("--jobs", type=int, default=1, help="machines run at once (each emulated VM takes a CPU)")
     args = parser.parse_args(argv)
     wanted = args.machines.split(",")
@@ -198,7 +203,8 @@ def main(argv: list[str]) -> int:
     prepare_host()
     chosen = [machine for machine in MACHINES if machine.name in wanted]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda machine: _run_and_tell(machine, args.out, args.short), chosen))
+        tests = args.tests.split(",") if args.tests else None
+        results = list(pool.map(lambda machine: _run_and_tell(machine, args.out, args.short, tests), chosen))
     measured = report(
         results, shlex.join(["python", "-m", "tests.platforms.matrix", *argv]), time.monotonic() - started
     )

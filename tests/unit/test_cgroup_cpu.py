@@ -155,3 +155,46 @@ def test_on_a_v1_host_threads_are_counted_in_systemds_tree_and_cpu_counters_only
     assert "/system.slice/web.service" not in throttled and "/system.slice/web.service" not in usage
     assert throttled["/system.slice"] == 4 and usage["/system.slice"] == 2.0  # 3 s: 2 user, 1 system
     assert throttled["/docker/abc"] == 4 and by_workload("schedwatch_cpu_limit_cores")["/docker/abc"] == 0.5
+
+
+def test_on_a_v1_host_a_cpu_cgroup_elsewhere_is_its_one_workloads_and_a_shared_one_nobodys(tmp_path: Path) -> None:
+    """A runtime that keeps the cpu cgroup at another path than systemd's tree (found through /proc/PID/cgroup, no
+    directory of the workload tree at that path) has its throttling and CPU time counted under its workload; a cpu
+    cgroup elsewhere that two workloads' processes are in is counted under neither."""
+    layout = v1_host(tmp_path)
+    systemd, cpu = layout.v1["name=systemd"], layout.v1["cpu"]
+    placed = {"/srv/app": ("70", "/limits/app"), "/batch/a": ("80", "/pool"), "/batch/b": ("90", "/pool")}
+    for path, (pid, cpu_path) in placed.items():
+        directory = systemd / path.lstrip("/")
+        directory.mkdir(parents=True)
+        (directory / "tasks").write_text(f"{pid}\n")
+        (directory / "cgroup.procs").write_text(f"{pid}\n")
+        (tmp_path / "proc" / pid).mkdir(parents=True)
+        (tmp_path / "proc" / pid / "cgroup").write_text(f"2:cpu,cpuacct:{cpu_path}\n1:name=systemd:{path}\n")
+    for cpu_path, (periods, throttled) in {"/limits/app": (30, 12), "/pool": (50, 20)}.items():
+        directory = cpu / cpu_path.lstrip("/")
+        directory.mkdir(parents=True)
+        (directory / "cpu.cfs_quota_us").write_text("20000\n")
+        (directory / "cpu.cfs_period_us").write_text("100000\n")
+        (directory / "cpu.stat").write_text(f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time 9000\n")
+        (directory / "cpuacct.usage").write_text("4000000000\n")
+        (directory / "cpuacct.stat").write_text("user 300\nsystem 100\n")
+    facts = MachineFacts("6.1.0", True, {}, False, None, None, "", layout, None, None)
+    context = CollectorContext(Settings(), facts, None, None, IdentityResolver([]))  # type: ignore[arg-type]
+    collector = CgroupCpuCollector(context)
+    collector._proc = ProcFS(tmp_path / "proc")
+    families = {family.name: family for family in collector.collect()}
+
+    def by_workload(name: str) -> dict[str, float]:
+        return {s.labels["cgroup"]: s.value for s in families[name].samples if s.labels.get("mode") != "system"}
+
+    assert by_workload("schedwatch_cpu_periods")["/srv/app"] == 30
+    assert by_workload("schedwatch_cpu_throttled_periods")["/srv/app"] == 12
+    assert by_workload("schedwatch_cpu_usage_seconds")["/srv/app"] == 3.0  # 4 s: 3 user, 1 system
+    assert by_workload("schedwatch_cpu_limit_cores")["/srv/app"] == 0.2
+    for shared in ("/batch/a", "/batch/b"):
+        assert shared not in by_workload("schedwatch_cpu_periods")
+        assert shared not in by_workload("schedwatch_cpu_usage_seconds")
+        assert by_workload("schedwatch_cpu_limit_cores")[shared] == 0.2  # the limit binds each of them all the same
+    assert by_workload("schedwatch_cpu_throttled_periods")["/docker/abc"] == 4  # mirrored ones as before
+    assert "/system.slice/web.service" not in by_workload("schedwatch_cpu_throttled_periods")

@@ -124,3 +124,32 @@ def test_the_collector_on_cgroup2_with_the_memory_controller(tmp_path: Path) -> 
     assert found[("schedwatch_page_faults", service, "minor")] == 131_650 - 3
     # /user.slice has no memory.stat here: not read, nothing exported for it, and no limit from its "max".
     assert not [key for key in found if key[1] == "/user.slice"]
+
+
+def test_the_collector_on_a_v1_host_reads_systemds_tree_and_each_memory_cgroup_once(tmp_path: Path) -> None:
+    """No cgroup2 (CentOS 7, Docker CE's cgroupfs driver): the workloads are systemd's directories. /reread is read
+    from its mirror in the memory hierarchy; a service in its slice's memory cgroup (no MemoryAccounting) is not
+    given its slice's counters, which stay its slice's own. Before, the collector did not run at all there."""
+    from agent.collectors.cgroup_memory import check
+    from agent.machine.procfs import ProcFS
+
+    systemd, memory = tmp_path / "systemd", tmp_path / "memory"
+    for path in ("", "reread", "system.slice", "system.slice/web.service"):
+        (systemd / path).mkdir(parents=True, exist_ok=True)
+        (systemd / path / "cgroup.procs").write_text("50\n" if path.endswith("web.service") else "")
+    shutil.copytree(FIXTURES / "v1" / "reread", memory / "reread")
+    shutil.copytree(FIXTURES / "v1" / "reread", memory / "system.slice")
+    (tmp_path / "proc" / "50").mkdir(parents=True)
+    proc_cgroup = "3:memory:/system.slice\n1:name=systemd:/system.slice/web.service\n"
+    (tmp_path / "proc" / "50" / "cgroup").write_text(proc_cgroup)
+    layout = CgroupLayout(unified=None, v1={"name=systemd": systemd, "memory": memory})
+    facts = MachineFacts("6.1.0", True, {}, False, None, None, "", layout, None, None)
+    assert check(facts).ok
+    context = CollectorContext(Settings(), facts, None, None, IdentityResolver([]))  # type: ignore[arg-type]
+    collector = CgroupMemoryCollector(context)
+    collector._proc = ProcFS(tmp_path / "proc")
+    found = samples(collector)
+    for workload in ("/reread", "/system.slice"):
+        assert found[("schedwatch_memory_limit_bytes", workload, "")] == 32 * MIB
+        assert found[("schedwatch_memory_events", workload, "max")] == 5181
+    assert not [key for key in found if key[1] == "/system.slice/web.service"]

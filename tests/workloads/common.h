@@ -26,6 +26,9 @@ static unsigned long long thread_waits(void)
  * are counted in the cgroup it came from (an exec from a slow filesystem waits many times), and one that ended
  * while it moved may be counted in either. */
 static unsigned long long waits_before_join, waits_after_join;
+/* CLOCK_BOOTTIME when join_cgroup was done: with the process's start time (/proc/PID/stat), how long it lived
+ * before it joined (where the kernel keys counts by process, that life is counted in the cgroup it joined). */
+static unsigned long long joined_at_ns;
 
 /* Move this process into each cgroup directory of the ':'-separated `dirs` (cgroup2 and, on hybrid
  * hosts, v1 hierarchies such as cpu) before doing anything measured. "-" stays put (in a container). */
@@ -46,6 +49,9 @@ static void join_cgroup(const char *dirs)
         }
     }
     waits_after_join = thread_waits();
+    struct timespec joined;
+    clock_gettime(CLOCK_BOOTTIME, &joined);
+    joined_at_ns = (unsigned long long)joined.tv_sec * 1000000000ull + joined.tv_nsec;
 }
 
 /* Print the ground truth, then block until stdin closes (unless hold is 0). */

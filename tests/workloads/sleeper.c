@@ -29,8 +29,9 @@ int main(int argc, char **argv)
     }
     char json[256];
     snprintf(json, sizeof(json),
-             "{\"pid\": %d, \"slept_ns\": %llu, \"waits_before_join\": %llu, \"waits_after_join\": %llu}", getpid(),
-             (unsigned long long)slept, waits_before_join, waits_after_join);
+             "{\"pid\": %d, \"slept_ns\": %llu, \"waits_before_join\": %llu, \"waits_after_join\": %llu, "
+             "\"joined_at_ns\": %llu}",
+             getpid(), (unsigned long long)slept, waits_before_join, waits_after_join, joined_at_ns);
     report_and_hold(json, atoi(argv[4]));
     return 0;
 }
