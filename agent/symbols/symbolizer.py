@@ -1,11 +1,14 @@
 """Addresses of samples and call sites to code names (library, its version, function), with the caches that make a
-scrape cheap: a process's maps read once a round, a file's functions once per build id, kallsyms once."""
+scrape cheap: a process's maps read once a round, a file's functions once per build id, kallsyms once; and the maps
+of processes captured when first seen, for those that exit before a round reads them."""
 
 from __future__ import annotations
 
 import ctypes
 import io
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,7 @@ from agent.symbols.process_maps import VDSO, ExecutableMappings, Mapping, read_m
 LEAF_STUBS = frozenset({"sched_yield", "syscall"})
 FILES_REMEMBERED = 4096  # (device, inode) -> functions and version, for processes that have exited since
 ROUNDS_REMEMBERED = 2  # a process's maps are kept this many rounds after it was last looked at (it may have exited)
+CAPTURED_PROCESSES = 1024  # processes whose maps were captured when first seen, the oldest forgotten first
 
 VersionReader = Callable[[str, Path], str | None]  # (file name, path to open it) -> the version the library says
 
@@ -47,7 +51,8 @@ class _File:
 
 class Symbolizer:
     """Names addresses of processes and of the kernel. Call :meth:`next_round` once per scrape: each process's maps
-    are read again at its first address of a round (libraries come and go with dlopen)."""
+    are read again at its first address of a round (libraries come and go with dlopen). :meth:`capture` reads a
+    process's maps and files at once, from any thread, so that it is named after it exits."""
 
     def __init__(
         self,
@@ -65,12 +70,30 @@ class Symbolizer:
         self._maps: dict[int, tuple[ExecutableMappings, int]] = {}  # pid -> (maps, round last used)
         self._files: dict[tuple[tuple[int, int], int], _File] = {}
         self._vdso: _File | None = None
+        self._captured: OrderedDict[int, ExecutableMappings] = OrderedDict()  # pid -> maps when first seen
+        self._lock = threading.Lock()  # capture() runs on a listener's thread
 
     def next_round(self) -> None:
         """Start a round: maps are read again when used, and those of processes unused for ROUNDS_REMEMBERED
         rounds are forgotten."""
         self._round += 1
         self._maps = {pid: kept for pid, kept in self._maps.items() if self._round - kept[1] <= ROUNDS_REMEMBERED}
+
+    def capture(self, pid: int) -> bool:
+        """Read the maps of process *pid* now, and the functions of each file it maps, so that its addresses are
+        named after it exits (until CAPTURED_PROCESSES later ones were captured); whether it was still there."""
+        maps = read_maps(self._proc, pid)
+        if maps is None:
+            return False
+        with self._lock:
+            self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
+            for mapping in maps.all():
+                self._file(pid, mapping)
+            self._captured[pid] = maps
+            self._captured.move_to_end(pid)
+            if len(self._captured) > CAPTURED_PROCESSES:
+                self._captured.popitem(last=False)
+        return True
 
     def kernel(self, address: int) -> CodeName:
         """The kernel function at *address*."""
@@ -80,6 +103,10 @@ class Symbolizer:
 
     def user(self, pid: int, address: int) -> CodeName:
         """The library and function at *address* of process *pid*."""
+        with self._lock:
+            return self._user(pid, address)
+
+    def _user(self, pid: int, address: int) -> CodeName:
         maps = self._mappings(pid)
         mapping = None if maps is None else maps.find(address)
         if mapping is None:
@@ -101,9 +128,9 @@ class Symbolizer:
         if kept is not None and kept[1] == self._round:
             return kept[0]
         fresh = read_maps(self._proc, pid)
-        if fresh is None:  # gone: what it mapped when last read, if it was
+        if fresh is None:  # gone: what it mapped when last read, or when first seen
             if kept is None:
-                return None
+                return self._captured.get(pid)
             self._maps[pid] = (kept[0], self._round)
             return kept[0]
         self._maps[pid] = (fresh, self._round)
