@@ -85,15 +85,36 @@ class Symbolizer:
         maps = read_maps(self._proc, pid)
         if maps is None:
             return False
-        with self._lock:
-            self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
-            for mapping in maps.all():
-                self._file(pid, mapping)
-            self._captured[pid] = maps
-            self._captured.move_to_end(pid)
-            if len(self._captured) > CAPTURED_PROCESSES:
-                self._captured.popitem(last=False)
+        held = self._open_files(pid, maps)  # first, while the process lives: reading them takes longer
+        try:
+            with self._lock:
+                self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
+                for mapping in maps.all():
+                    descriptor = held.get((mapping.device, mapping.inode))
+                    self._file(pid, mapping, None if descriptor is None else Path(f"/proc/self/fd/{descriptor}"))
+                self._captured[pid] = maps
+                self._captured.move_to_end(pid)
+                if len(self._captured) > CAPTURED_PROCESSES:
+                    self._captured.popitem(last=False)
+        finally:
+            for descriptor in held.values():
+                os.close(descriptor)
         return True
+
+    def _open_files(self, pid: int, maps: ExecutableMappings) -> dict[tuple[tuple[int, int], int], int]:
+        """A descriptor of each file process *pid* maps that is not known yet, by (device, inode)."""
+        held: dict[tuple[tuple[int, int], int], int] = {}
+        for mapping in maps.all():
+            key = (mapping.device, mapping.inode)
+            if mapping.path == VDSO or key in held or key in self._files:
+                continue
+            for path in self._paths(pid, mapping):
+                try:
+                    held[key] = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    break
+                except OSError:
+                    continue
+        return held
 
     def kernel(self, address: int) -> CodeName:
         """The kernel function at *address*."""
@@ -136,7 +157,15 @@ class Symbolizer:
         self._maps[pid] = (fresh, self._round)
         return fresh
 
-    def _file(self, pid: int, mapping: Mapping) -> _File:
+    def _paths(self, pid: int, mapping: Mapping) -> tuple[Path, Path]:
+        """Where the file of *mapping* opens: map_files names the very file mapped but needs CAP_SYS_ADMIN (or
+        CHECKPOINT_RESTORE); the path in the process's own root needs only the ptrace read check (CAP_PERFMON passes
+        it: docs/security.md)."""
+        opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
+        return opened, self._proc.path(pid, "root") / mapping.path.lstrip("/")
+
+    def _file(self, pid: int, mapping: Mapping, held: Path | None = None) -> _File:
+        """What is known of the file of *mapping* (*held*: a path of a descriptor already open on it)."""
         if mapping.path == VDSO:
             if self._vdso is None:
                 self._vdso = _File(VDSO, "", own_vdso(self._proc))
@@ -144,12 +173,9 @@ class Symbolizer:
         key = (mapping.device, mapping.inode)
         known = self._files.get(key)
         if known is None:
-            opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
+            opened, in_root = self._paths(pid, mapping) if held is None else (held, held)
             basename = mapping.path.rsplit("/", 1)[-1]
             version = self._version_of(basename, opened) if self._version_of is not None else None
-            # map_files names the very file mapped but needs CAP_SYS_ADMIN (or CHECKPOINT_RESTORE); the path in the
-            # process's own root needs only the ptrace read check (CAP_PERFMON passes it: docs/security.md).
-            in_root = self._proc.path(pid, "root") / mapping.path.lstrip("/")
             functions = self._cache.functions(opened, in_root)
             known = _File(printable(library_name(mapping.path)), printable(version or ""), functions)
             if len(self._files) >= FILES_REMEMBERED:
