@@ -36,7 +36,7 @@ test:
 	scripts/setup.sh test
 	$(MAKE) lint
 	$(PYTHON) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PARALLEL_TIERS) $(ARGS)
-	$(PYTHON) -m pytest -ra -p no:xdist $(SERIAL_TIERS) $(ARGS)
+	$(PYTHON) -m pytest -ra -p no:xdist --durations=40 $(SERIAL_TIERS) $(ARGS)
 
 lint:
 	$(VENV)/bin/ruff check agent bpf tests bench

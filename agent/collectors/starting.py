@@ -78,10 +78,10 @@ def start_collectors(
     BPF does not serve, are logged unless *silent*; each collector's outcome too unless *quiet* (or *silent*).
     Nothing raises: what cannot run is in Started, with its fix."""
     logger: Logger = _Silent() if quiet or silent else log.get_logger("agent")
-    mode = modes.choose(settings.mode, facts)
-    started = _start_mode(mode, settings, facts, context, load, logger)
+    starter = _Starter(settings, facts, context, load, logger)
+    started = starter.start_mode(modes.choose(settings.mode, facts))
     if settings.mode == "auto":
-        started = _fall_back(started, settings, facts, context, load, logger)
+        started = starter.fall_back(started)
     if not silent:
         _log_mode(started)
     return started
@@ -111,90 +111,83 @@ def _log_mode(started: Started) -> None:
     )
 
 
-def _start_mode(
-    mode: modes.ModeChoice,
-    settings: config.Settings,
-    facts: MachineFacts,
-    context: CollectorContext,
-    load: bool,
-    logger: Logger,
-) -> Started:
-    """Check each enabled collector of *mode* and, when *load*, start it; one that cannot is unavailable."""
-    started = Started(mode)
-    for factory in enabled(mode.mode, settings):
-        _start_one(started, factory, mode.mode, facts, context, load, logger)
-    return started
+@dataclass(frozen=True)
+class _Starter:
+    """What starting the collectors needs throughout: the settings, this machine's facts, the collectors' context,
+    whether to load them (or only check them), and where their outcomes are logged."""
 
+    settings: config.Settings
+    facts: MachineFacts
+    context: CollectorContext
+    load: bool
+    logger: Logger
 
-def _start_one(
-    started: Started,
-    factory: CollectorFactory,
-    form: str,
-    facts: MachineFacts,
-    context: CollectorContext,
-    load: bool,
-    logger: Logger,
-) -> None:
-    name = factory.name
-    availability = factory.check(facts)
-    if not availability.ok:
-        started.unavailable[name] = availability
-        logger.error("collector_unavailable", collector=name, reason=availability.reason, fix=availability.fix)
-        return
-    if not load:
-        started.forms[name] = form
-        return
-    try:
-        started.running[name] = factory.start(context)
-    except BpfUnavailable as error:
-        started.load_failures[name] = error
-        started.unavailable[name] = load_failure(error)
-        logger.error("collector_failed_to_start", collector=name, error=str(error), verifier=error.verifier_log)
-        return
-    except SourceUnavailable as error:
-        started.unavailable[name] = Availability(False, str(error), COUNTERS_FIX)
-        logger.error("collector_failed_to_start", collector=name, error=str(error))
-        return
-    started.forms[name] = form
-    logger.info("collector_started", collector=name, mode=form)
-
-
-def _fall_back(
-    started: Started,
-    settings: config.Settings,
-    facts: MachineFacts,
-    context: CollectorContext,
-    load: bool,
-    logger: Logger,
-) -> Started:
-    """Under --mode auto: each BPF collector BPF does not serve runs in its form without BPF, or not at all."""
-    wanted = [factory for factory in enabled(modes.BPF, settings) if modes.needs_bpf(factory)]
-    if started.mode.mode != modes.BPF:  # BPF cannot run here at all: auto chose without trying
-        missed = {factory.name: (factory.check(facts), UNSUPPORTED) for factory in wanted}
-        return _degrade(started, missed, started.mode.mode)
-    missed = {
-        name: (why, LOAD_FAILED if name in started.load_failures else UNSUPPORTED)
-        for name, why in started.unavailable.items()
-        if name in {factory.name for factory in wanted}
-    }
-    if not missed:
+    def start_mode(self, mode: modes.ModeChoice) -> Started:
+        """Check each enabled collector of *mode* and, when loading, start it; one that cannot is unavailable."""
+        started = Started(mode)
+        for factory in enabled(mode.mode, self.settings):
+            self.start_one(started, factory, mode.mode)
         return started
-    if not any(form == modes.BPF for form in started.forms.values()):  # no program loaded: BPF does not work here
-        errors = [str(error) for error in started.load_failures.values()]
-        started.close()
-        mode = modes.choose("auto", facts, bpf_error=(errors or [next(iter(missed.values()))[0].reason])[0])
-        return _degrade(_start_mode(mode, settings, facts, context, load, logger), missed, mode.mode)
-    form = modes.without_bpf(facts)
-    # A form without BPF never does the work of a collector that runs as BPF (perf's families, say).
-    as_bpf = {name for name, runs in started.forms.items() if runs == modes.BPF}
-    rest = replace(context, settings=replace(settings, collectors=settings.collectors - as_bpf))
-    for factory in enabled(form, settings):
-        if factory.name in missed:
-            del started.unavailable[factory.name]
-            _start_one(started, factory, form, facts, rest, load, logger)
-    chosen = started.mode
-    started.mode = replace(chosen, reason=f"{chosen.reason}, except for {', '.join(missed)} (degraded)")
-    return _degrade(started, missed, form)
+
+    def start_one(self, started: Started, factory: CollectorFactory, form: str) -> None:
+        """Check one collector and, when loading, start it in *form*; record what became of it in *started*."""
+        name = factory.name
+        availability = factory.check(self.facts)
+        if not availability.ok:
+            started.unavailable[name] = availability
+            self.logger.error("collector_unavailable", collector=name, reason=availability.reason, fix=availability.fix)
+            return
+        if not self.load:
+            started.forms[name] = form
+            return
+        try:
+            started.running[name] = factory.start(self.context)
+        except BpfUnavailable as error:
+            started.load_failures[name] = error
+            started.unavailable[name] = load_failure(error)
+            self.logger.error(
+                "collector_failed_to_start", collector=name, error=str(error), verifier=error.verifier_log
+            )
+            return
+        except SourceUnavailable as error:
+            started.unavailable[name] = Availability(False, str(error), COUNTERS_FIX)
+            self.logger.error("collector_failed_to_start", collector=name, error=str(error))
+            return
+        started.forms[name] = form
+        self.logger.info("collector_started", collector=name, mode=form)
+
+    def fall_back(self, started: Started) -> Started:
+        """Under --mode auto: each BPF collector BPF does not serve runs in its form without BPF, or not at all."""
+        settings, facts = self.settings, self.facts
+        wanted = [factory for factory in enabled(modes.BPF, settings) if modes.needs_bpf(factory)]
+        if started.mode.mode != modes.BPF:  # BPF cannot run here at all: auto chose without trying
+            missed = {factory.name: (factory.check(facts), UNSUPPORTED) for factory in wanted}
+            return _degrade(started, missed, started.mode.mode)
+        missed = {
+            name: (why, LOAD_FAILED if name in started.load_failures else UNSUPPORTED)
+            for name, why in started.unavailable.items()
+            if name in {factory.name for factory in wanted}
+        }
+        if not missed:
+            return started
+        if not any(form == modes.BPF for form in started.forms.values()):  # no program loaded: BPF does not work here
+            errors = [str(error) for error in started.load_failures.values()]
+            started.close()
+            mode = modes.choose("auto", facts, bpf_error=(errors or [next(iter(missed.values()))[0].reason])[0])
+            return _degrade(self.start_mode(mode), missed, mode.mode)
+        form = modes.without_bpf(facts)
+        # A form without BPF never does the work of a collector that runs as BPF (perf's families, say).
+        as_bpf = {name for name, runs in started.forms.items() if runs == modes.BPF}
+        rest = replace(
+            self, context=replace(self.context, settings=replace(settings, collectors=settings.collectors - as_bpf))
+        )
+        for factory in enabled(form, settings):
+            if factory.name in missed:
+                del started.unavailable[factory.name]
+                rest.start_one(started, factory, form)
+        chosen = started.mode
+        started.mode = replace(chosen, reason=f"{chosen.reason}, except for {', '.join(missed)} (degraded)")
+        return _degrade(started, missed, form)
 
 
 def _degrade(started: Started, missed: dict[str, tuple[Availability, str]], form: str) -> Started:

@@ -11,16 +11,7 @@ import argparse
 from pathlib import Path
 
 from agent.commands import SAVED, Command
-from agent.commands.output import (
-    add_known_arguments,
-    add_output_arguments,
-    fail,
-    made_now,
-    print_json,
-    to_stdout,
-    told_of,
-    write_page,
-)
+from agent.commands.output import add_known_arguments, add_output_arguments, deliver, fail, made_now, told_of
 from agent.commands.parser import CommandParser, Example
 
 NAME = "analyze"
@@ -51,11 +42,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     diagnosis = diagnose(facts)
     made = made_now(NAME)
     title = "schedwatch analyze " + " ".join(path.name for path in args.files)
-    if args.html is not None and (problem := write_page(args.html, diagnosis_page(diagnosis, title, made))):
-        return fail(NAME, problem)
-    if args.json:
-        return to_stdout(lambda: print_json(to_json(diagnosis, made)))
-    return to_stdout(lambda: render_text(diagnosis, make_console(), title=title, made=made))
+    return deliver(
+        NAME,
+        args,
+        page=lambda: diagnosis_page(diagnosis, title, made),
+        document=lambda: to_json(diagnosis, made),
+        draw=lambda: render_text(diagnosis, make_console(), title=title, made=made),
+    )
 
 
 COMMAND = Command(

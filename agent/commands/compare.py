@@ -10,16 +10,7 @@ import re
 from pathlib import Path
 
 from agent.commands import SAVED, Command
-from agent.commands.output import (
-    add_known_arguments,
-    add_output_arguments,
-    fail,
-    made_now,
-    print_json,
-    to_stdout,
-    told_of,
-    write_page,
-)
+from agent.commands.output import add_known_arguments, add_output_arguments, deliver, fail, made_now, told_of
 from agent.commands.parser import CommandParser, Example
 
 NAME = "compare"
@@ -111,11 +102,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return fail(NAME, str(error))
     comparison = compare_told(name_a, name_b, facts_a, facts_b, told_of(args))
     made = made_now(NAME)
-    if args.html is not None and (problem := write_page(args.html, comparison_page(comparison, made))):
-        return fail(NAME, problem)
-    if args.json:
-        return to_stdout(lambda: print_json(comparison_to_json(comparison, made)))
-    return to_stdout(lambda: render_comparison_text(comparison, make_console(), made=made))
+    return deliver(
+        NAME,
+        args,
+        page=lambda: comparison_page(comparison, made),
+        document=lambda: comparison_to_json(comparison, made),
+        draw=lambda: render_comparison_text(comparison, make_console(), made=made),
+    )
 
 
 COMMAND = Command(

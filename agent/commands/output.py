@@ -90,3 +90,19 @@ def to_stdout(draw: Callable[[], None]) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def deliver(
+    command: str,
+    args: argparse.Namespace,
+    page: Callable[[], str],
+    document: Callable[[], dict[str, Any]],
+    draw: Callable[[], None],
+) -> int:
+    """Give a report as the flags of :func:`add_output_arguments` ask: the HTML *page* written to --html OUT when
+    given (a page that cannot be written fails *command*), then the JSON *document* with --json, else *draw*'s tree."""
+    if args.html is not None and (problem := write_page(args.html, page())):
+        return fail(command, problem)
+    if args.json:
+        return to_stdout(lambda: print_json(document()))
+    return to_stdout(draw)

@@ -11,6 +11,7 @@ None and rules judge counts and shares of time rather than rates.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agent.identity.workload import Workload as Workload  # which workload: the metrics' labels
@@ -134,6 +135,14 @@ class CodeShare:
     count: float
     version: str | None = None  # the library's own version, where it says
     inclusive: float | None = None  # count with its callees' (perf report --children); None: not told
+
+
+def by_library(rows: Iterable[CodeShare]) -> dict[str, list[CodeShare]]:
+    """*rows* grouped by their library, libraries and rows in the order met."""
+    grouped: dict[str, list[CodeShare]] = {}
+    for row in rows:
+        grouped.setdefault(row.library, []).append(row)
+    return grouped
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,7 @@ def probe_bpf_map() -> str | None:
         return None
     libc, number = call
     attr = (ctypes.c_uint32 * 16)(_BPF_MAP_TYPE_ARRAY, 4, 4, 1)  # map_type, key_size, value_size, max_entries
-    fd = int(libc.syscall(number, _BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr)))
-    if fd < 0:
-        return _strerror(ctypes.get_errno())
-    os.close(fd)
-    return None
+    return _closed(int(libc.syscall(number, _BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr))))
 
 
 def probe_tracepoint_event(tracefs: Path | None) -> str | None:
@@ -127,40 +123,42 @@ def probe_tracepoint_event(tracefs: Path | None) -> str | None:
 
     None when it works, or when it cannot be tried (no tracefs, or no such tracepoint: reported elsewhere).
     """
-    call = _syscall("perf_event_open")
-    if call is None or tracefs is None:
+    if tracefs is None:
         return None
     try:
         tracepoint_id = int((tracefs / "events" / _PROBE_TRACEPOINT[0] / _PROBE_TRACEPOINT[1] / "id").read_text())
     except (OSError, ValueError):
         return None
-    libc, number = call
-    attr = (ctypes.c_uint8 * _PERF_ATTR_SIZE)()
-    ctypes.c_uint32.from_buffer(attr, 0).value = _PERF_TYPE_TRACEPOINT
-    ctypes.c_uint32.from_buffer(attr, 4).value = _PERF_ATTR_SIZE
-    ctypes.c_uint64.from_buffer(attr, 8).value = tracepoint_id
-    ctypes.c_uint64.from_buffer(attr, 40).value = 1  # disabled: counts nothing while open
-    fd = int(libc.syscall(number, ctypes.byref(attr), -1, 0, -1, _PERF_FLAG_FD_CLOEXEC))
-    if fd < 0:
-        return _strerror(ctypes.get_errno())
-    os.close(fd)
-    return None
+    return _probe_perf_event(_PERF_TYPE_TRACEPOINT, tracepoint_id)
 
 
 def probe_sampling_event() -> str | None:
     """Open and close a disabled software cpu-clock sampling event on CPU 0, as on-CPU sampling does (it needs no
     hardware PMU). None when it works or cannot be tried."""
+    return _probe_perf_event(_PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_CPU_CLOCK, sample_freq=49)
+
+
+def _probe_perf_event(kind: int, config: int, sample_freq: int = 0) -> str | None:
+    """Open and close a disabled perf event of *kind* and *config* on CPU 0 for every process (sampling at
+    *sample_freq* Hz when given); the error if the kernel refuses, None if it allows it or it cannot be tried."""
     call = _syscall("perf_event_open")
     if call is None:
         return None
     libc, number = call
     attr = (ctypes.c_uint8 * _PERF_ATTR_SIZE)()
-    ctypes.c_uint32.from_buffer(attr, 0).value = _PERF_TYPE_SOFTWARE
+    ctypes.c_uint32.from_buffer(attr, 0).value = kind
     ctypes.c_uint32.from_buffer(attr, 4).value = _PERF_ATTR_SIZE
-    ctypes.c_uint64.from_buffer(attr, 8).value = _PERF_COUNT_SW_CPU_CLOCK
-    ctypes.c_uint64.from_buffer(attr, 16).value = 49  # sample_freq
-    ctypes.c_uint64.from_buffer(attr, 40).value = 1 | (1 << 10)  # disabled, freq
-    fd = int(libc.syscall(number, ctypes.byref(attr), -1, 0, -1, _PERF_FLAG_FD_CLOEXEC))
+    ctypes.c_uint64.from_buffer(attr, 8).value = config
+    flags = 1  # disabled: counts nothing while open
+    if sample_freq:
+        ctypes.c_uint64.from_buffer(attr, 16).value = sample_freq
+        flags |= 1 << 10  # freq: sample_freq is a frequency, not a period
+    ctypes.c_uint64.from_buffer(attr, 40).value = flags
+    return _closed(int(libc.syscall(number, ctypes.byref(attr), -1, 0, -1, _PERF_FLAG_FD_CLOEXEC)))
+
+
+def _closed(fd: int) -> str | None:
+    """Close *fd* the kernel gave; the error it gave instead when negative."""
     if fd < 0:
         return _strerror(ctypes.get_errno())
     os.close(fd)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from agent.diagnosis import pools
-from agent.diagnosis.facts import CodeShare, WorkloadView
+from agent.diagnosis.facts import CodeShare, WorkloadView, by_library
 from agent.diagnosis.render.numbers import number
 
 KERNEL = "[kernel]"
@@ -50,10 +50,7 @@ def samples_line(workload: WorkloadView) -> str | None:
     rows, total = workload.cpu_samples, workload.cpu_samples_total
     if not rows or not total:
         return None
-    by_library: dict[str, list[CodeShare]] = {}
-    for row in rows:
-        by_library.setdefault(row.library, []).append(row)
-    ranked = sorted(by_library.items(), key=lambda item: -sum(row.count for row in item[1]))
+    ranked = sorted(by_library(rows).items(), key=lambda item: -sum(row.count for row in item[1]))
     (top, top_rows), rest = ranked[0], ranked[1 : 1 + LIBRARIES_SHOWN]
     top_count = sum(row.count for row in top_rows)
     parts = [f"{percent(top_count, total)} in {library_title(top, top_rows[0].version)}: {_functions(top_rows, total)}"]

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 
 from agent.diagnosis import pools
-from agent.diagnosis.facts import CodeShare, WorkloadView
+from agent.diagnosis.facts import CodeShare, WorkloadView, by_library
 from agent.diagnosis.findings import Cause, Confidence, Evidence, Finding, Mechanism, Unchecked
 from agent.diagnosis.rules.code import KIND_SHARE, kind_of
 from agent.diagnosis.rules.common import COLLECT_LIVE, COLLECT_MAPS, COLLECT_THREADPOOLCTL, evidence, library_names
@@ -81,13 +81,12 @@ def pool_code(workload: WorkloadView) -> PoolCode | None:
     rows, total = workload.cpu_samples, workload.cpu_samples_total
     if not rows or not total:
         return None
-    by_library: dict[str, list[CodeShare]] = {}
-    for row in rows:
-        if row.mode == "user" and pools.implementation_of(row.library) is not None:
-            by_library.setdefault(row.library, []).append(row)
-    if not by_library:
+    in_pools = by_library(
+        row for row in rows if row.mode == "user" and pools.implementation_of(row.library) is not None
+    )
+    if not in_pools:
         return None
-    library, library_rows = max(by_library.items(), key=lambda item: sum(row.count for row in item[1]))
+    library, library_rows = max(in_pools.items(), key=lambda item: sum(row.count for row in item[1]))
     spinning = [row for row in library_rows if (kind := kind_of(row)) is not None and kind.name == "user-spin"]
     spin = max(spinning, key=lambda row: row.count, default=None)
     share = sum(row.count for row in library_rows) / total

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agent.identity.paths import is_container_id
+
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
 CONTAINER_NAME = "io.kubernetes.container.name"
@@ -42,6 +44,12 @@ def socket_absent(path: Path) -> bool:
     except OSError:
         return False
     return False
+
+
+def worth_asking(socket_path: Path, container_id: str) -> bool:
+    """Whether to ask the runtime at *socket_path* about *container_id*: only a container id (hex) is ever put into
+    a request, and only when something is at the socket (see :func:`socket_absent`)."""
+    return is_container_id(container_id) and not socket_absent(socket_path)
 
 
 class RuntimeUnavailable(OSError):

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.identity.paths import is_container_id
 from agent.identity.runtimes import (
     MAX_ANSWER_BYTES,
     ContainerInfo,
     RuntimeAnswerInvalid,
     RuntimeUnavailable,
     info_from_labels,
-    socket_absent,
+    worth_asking,
 )
 from agent.identity.runtimes.protowire import fields, message, string, string_field, string_map_of
 
@@ -41,10 +40,8 @@ class ContainerdClient:
 
     def inspect(self, container_id: str) -> ContainerInfo | None:
         """The container's labels in the first namespace that knows it."""
-        if not is_container_id(container_id):
+        if not worth_asking(self.socket_path, container_id):
             return None
-        if socket_absent(self.socket_path):
-            return None  # this runtime is not installed here
         for namespace in self.namespaces:
             # GetContainerResponse{container = 1} -> Container{id = 1, labels = 2}
             reply = self._call(GET_CONTAINER, container_id, namespace)

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.identity.paths import is_container_id
 from agent.identity.runtimes import (
     MAX_ANSWER_BYTES,
     POD_NAME,
@@ -30,7 +29,7 @@ from agent.identity.runtimes import (
     RuntimeAnswerInvalid,
     RuntimeUnavailable,
     info_from_labels,
-    socket_absent,
+    worth_asking,
 )
 from agent.identity.runtimes.protowire import (
     fields,
@@ -67,10 +66,8 @@ class CriClient:
 
     def inspect(self, container_id: str) -> ContainerInfo | None:
         """The container's (or pod sandbox's) names; None if this runtime knows neither."""
-        if not is_container_id(container_id):
+        if not worth_asking(self.socket_path, container_id):
             return None
-        if socket_absent(self.socket_path):
-            return None  # this runtime is not installed here
         try:
             reply = self._call("ContainerStatus", string_field(1, container_id) + varint_field(2, 1))
         except _NotFound:

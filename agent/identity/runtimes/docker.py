@@ -8,14 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.identity.paths import is_container_id
 from agent.identity.runtimes import (
     MAX_ANSWER_BYTES,
     ContainerInfo,
     RuntimeAnswerInvalid,
     RuntimeUnavailable,
     info_from_labels,
-    socket_absent,
+    worth_asking,
 )
 
 _CHUNK = 65536
@@ -37,10 +36,8 @@ class DockerClient:
 
     def inspect(self, container_id: str) -> ContainerInfo | None:
         """Name, one process and (for the kubelet's runtime) io.kubernetes.* labels of *container_id*."""
-        if not is_container_id(container_id):
-            return None  # never put anything but a hex id into a URL
-        if socket_absent(self.socket_path):
-            return None  # this runtime is not installed here
+        if not worth_asking(self.socket_path, container_id):
+            return None
         status, body = self._get(f"/containers/{container_id}/json")
         if status == 404:
             return None

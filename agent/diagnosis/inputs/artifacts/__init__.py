@@ -8,8 +8,8 @@ holding its detector, its parser (text -> frozen records of what the tool printe
 and its conversion to facts; one table of them (:mod:`.formats`) that detection and conversion both read. Shared
 pieces: :mod:`.text` (what pastes do to text), :mod:`.table` (column tables), :mod:`.opening`, :mod:`.sysstat`,
 :mod:`.syscalls`, :mod:`.code` and :mod:`.sampled` (profilers' names and counted stacks into code facts),
-:mod:`.errors`, :mod:`.known` (sums that keep unknown unknown), :mod:`.part` and :mod:`.merge` (the files of one
-environment combined), :mod:`.load` (files -> facts).
+:mod:`.moment` (a dump of threads at one moment), :mod:`.errors`, :mod:`.known` (sums that keep unknown unknown),
+:mod:`.part` and :mod:`.merge` (the files of one environment combined), :mod:`.load` (files -> facts).
 """
 
 from agent.diagnosis.inputs.artifacts.errors import ArtifactError, CommandFailed, Malformed, NotThisFormat, Unreadable

@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, stack_classes
+from agent.diagnosis.facts import NodeView, Workload, WorkloadView
+from agent.diagnosis.inputs.artifacts import code, moment, stack_classes
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.frames import (
     FUTEX,
@@ -224,31 +224,15 @@ def parse(text: str) -> StackDump:
     return StackDump(tuple(stacks), skipped, elisions)
 
 
-def _sites(stacks: list[Stack]) -> tuple[CodeShare, ...] | None:
-    counted: dict[tuple[str, str | None], float] = {}
-    for stack in stacks:
-        caller = stack.caller()
-        key = (caller.library, caller.function) if caller is not None else (code.UNKNOWN, None)
-        counted[key] = counted.get(key, 0.0) + 1
-    rows = sorted(counted.items(), key=lambda item: -item[1])
-    return tuple(CodeShare(library, function, "user", count) for (library, function), count in rows) or None
+def _caller(stack: Stack) -> tuple[str, str | None]:
+    caller = stack.caller()
+    return (caller.library, caller.function) if caller is not None else (code.UNKNOWN, None)
 
 
 def to_facts(dump: StackDump, source: str) -> Part:
     """Threads, the call sites of sched_yield and futex waits, and the running threads' innermost code."""
-    running: dict[tuple[str, str | None], float] = {}
-    for stack in dump.stacks:
-        if stack.state == "running" and stack.frames:
-            top = stack.frames[0]
-            running[(top.library, top.function)] = running.get((top.library, top.function), 0.0) + 1
-    samples = tuple(
-        CodeShare(library, function, "user", count)
-        for (library, function), count in sorted(running.items(), key=lambda item: -item[1])
-    )
-    states: dict[str, int] = {}
-    for stack in dump.stacks:
-        states[stack.state] = states.get(stack.state, 0) + 1
-    told = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+    samples, running = moment.running_code(dump.stacks)
+    told = moment.states_told(dump.stacks)
     notes = [
         f"{source}: {len(dump.stacks)} stacks ({told}): one moment, not a profile; how long each waited is unknown"
     ]
@@ -260,10 +244,10 @@ def to_facts(dump: StackDump, source: str) -> Part:
     workload = WorkloadView(
         ref=Workload(),
         threads=len(dump.stacks) if threaded else None,
-        cpu_samples=samples or None,
-        cpu_samples_total=float(sum(running.values())) if running else None,
-        yield_sites=_sites([stack for stack in dump.stacks if stack.state == "yield"]),
-        futex_sites=_sites([stack for stack in dump.stacks if stack.state == "futex"]),
+        cpu_samples=samples,
+        cpu_samples_total=running,
+        yield_sites=moment.callers(dump.stacks, "yield", _caller),
+        futex_sites=moment.callers(dump.stacks, "futex", _caller),
         stacks=stack_classes.classify(
             (stack_classes.Counted(stack.frames, 1.0, stack.thread) for stack in dump.stacks),
             "threads" if threaded else "stacks",

@@ -21,20 +21,16 @@ Facts (:func:`to_facts`): node facts only, since mpstat is machine-wide (every p
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import partial
 
 from agent.diagnosis.facts import CpuShares, NodeView
 from agent.diagnosis.inputs.artifacts import table
-from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
 from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
 from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.known import mean_known
-from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
 from agent.diagnosis.inputs.artifacts.part import MACHINE_WIDE, Part
-from agent.diagnosis.inputs.artifacts.sysstat import SystemLine, is_row, stamp, system_line
-from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
+from agent.diagnosis.inputs.artifacts.sysstat import Report, Tool, named_fields, stamp, stamped
+from agent.diagnosis.inputs.artifacts.text import Line
 
 __all__ = ["FORMAT", "MpstatReport", "MpstatRow", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -63,22 +59,12 @@ class MpstatRow:
     idle: float | None
 
 
-@dataclass(frozen=True)
-class MpstatReport:
+class MpstatReport(Report[MpstatRow]):
     """An ``mpstat`` report: every CPU row, in the order printed."""
-
-    system: SystemLine | None
-    rows: tuple[MpstatRow, ...]
-    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
-
-    def averages(self) -> tuple[MpstatRow, ...]:
-        """The ``Average:`` rows."""
-        return tuple(row for row in self.rows if row.average)
 
 
 # --- recognising and parsing ----------------------------------------------------------------------
 
-_ERROR = re.compile(r"(mpstat: |Usage: mpstat\b)")
 _ALIASES = {"%user": "%usr", "%system": "%sys"}
 
 
@@ -92,53 +78,23 @@ def _header_columns(line: Line) -> list[str] | None:
     return names if names[0] == "CPU" and "%idle" in names else None
 
 
-def _opens_report(line: Line) -> bool:
-    return system_line(line) is not None or _header_columns(line) is not None
+MPSTAT = Tool(FORMAT, _header_columns, "no 'CPU %usr ... %idle' header")
 
-
-def looks_like(text: str) -> bool:
-    """True when *text* holds an mpstat header (``... CPU %usr ... %idle``)."""
-    return any(_header_columns(line) for line in lines(text))
-
-
-def looks_like_error(text: str) -> bool:
-    """True when *text* is mpstat's own error or usage message and holds no table."""
-    return is_error_message(text, looks_like, _is_error)
-
-
-def _is_error(line: str) -> bool:
-    return _ERROR.match(line) is not None
+looks_like = MPSTAT.looks_like  # the text holds an mpstat header (``... CPU %usr ... %idle``)
+looks_like_error = MPSTAT.looks_like_error  # the text is mpstat's own error or usage message, and no table
 
 
 def parse(text: str) -> MpstatReport:
     """Every CPU row in *text*; raises NotThisFormat, CommandFailed or Malformed (see .errors)."""
-    rows = report_lines(text, FORMAT, looks_like, _is_error, "no 'CPU %usr ... %idle' header")
-    system: SystemLine | None = None
-    columns: list[str] | None = None
-    result: list[MpstatRow] = []
-    damage: list[Damage] = []
-    for line in trimmed(rows, _opens_report, is_row):
-        if (found := system_line(line)) is not None:
-            system = found
-        elif (names := _header_columns(line)) is not None:
-            columns = names
-        elif columns is None:
-            raise Malformed(FORMAT, line.number, f"a row before any column header: {line.text.strip()!r}")
-        else:
-            result.extend(read_rows([line], partial(_row, columns=columns), damage))
-    if not result:  # mpstat prints its rows with the header; a header alone was cut short
-        raise Malformed(FORMAT, rows[-1].number, "no CPU rows under the header (cut short?)")
-    return MpstatReport(system, tuple(result), tuple(damage))
+    tables = MPSTAT.tables(text, _row)
+    if not tables.rows:  # mpstat prints its rows with the header; a header alone was cut short
+        raise Malformed(FORMAT, tables.last_line, "no CPU rows under the header (cut short?)")
+    return MpstatReport(tables.system, tuple(tables.rows), tuple(tables.damage))
 
 
 def _row(line: Line, columns: list[str]) -> MpstatRow:
-    prefix = stamp(line.fields)
-    if prefix is None:
-        raise Malformed(FORMAT, line.number, f"a row that starts with neither a time nor 'Average:': {line.text!r}")
-    fields = line.fields[prefix.width :]
-    if len(fields) != len(columns):
-        raise Malformed(FORMAT, line.number, f"{len(columns)} columns in the header, {len(fields)} in this row")
-    values = dict(zip(columns, fields, strict=True))
+    prefix = stamped(FORMAT, line)
+    values = named_fields(FORMAT, line, columns, line.fields[prefix.width :])
 
     def share(name: str) -> float | None:
         return table.optional_number(FORMAT, line, name, values.get(name))

@@ -26,23 +26,18 @@ threads waited for a CPU (``%wait``), over the window the report's times span.
 from __future__ import annotations
 
 import itertools
-import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import partial
 
 from agent.diagnosis.facts import NodeView, ProcessView, ThreadView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import table
-from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
 from agent.diagnosis.inputs.artifacts.damage import notes as damage_notes
-from agent.diagnosis.inputs.artifacts.errors import Malformed
 from agent.diagnosis.inputs.artifacts.known import mean_known
-from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
 from agent.diagnosis.inputs.artifacts.part import Part
-from agent.diagnosis.inputs.artifacts.sysstat import SystemLine, is_row, stamp, system_line
-from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
+from agent.diagnosis.inputs.artifacts.sysstat import Report, Tool, named_fields, stamp, stamped
+from agent.diagnosis.inputs.artifacts.text import Line
 
 __all__ = ["FORMAT", "PidstatReport", "PidstatRow", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -84,23 +79,13 @@ class PidstatRow:
         return self.tid is not None and self.tgid is None
 
 
-@dataclass(frozen=True)
-class PidstatReport:
+class PidstatReport(Report[PidstatRow]):
     """A ``pidstat`` report: every row of every table, in the order printed."""
-
-    system: SystemLine | None
-    rows: tuple[PidstatRow, ...]
-    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
-
-    def averages(self) -> tuple[PidstatRow, ...]:
-        """The ``Average:`` rows (pidstat prints them when it was given a count)."""
-        return tuple(row for row in self.rows if row.average)
 
 
 # --- recognising and parsing ----------------------------------------------------------------------
 
 _IDS = ("UID", "USER", "PID", "TGID", "TID")
-_ERROR = re.compile(r"(pidstat: |Usage: pidstat\b)")
 _THREAD_MARK = "|__"
 
 
@@ -116,22 +101,10 @@ def _header_columns(line: Line) -> list[str] | None:
     return names if len(names) > 1 and names[0] in _IDS and names[-1] == "Command" else None
 
 
-def _opens_report(line: Line) -> bool:
-    return system_line(line) is not None or _header_columns(line) is not None
+PIDSTAT = Tool(FORMAT, _header_columns, "no column header ending in 'Command'")
 
-
-def looks_like(text: str) -> bool:
-    """True when *text* holds a pidstat column header (``... UID ... PID ... Command``)."""
-    return any(_header_columns(line) for line in lines(text))
-
-
-def looks_like_error(text: str) -> bool:
-    """True when *text* is pidstat's own error or usage message and holds no table."""
-    return is_error_message(text, looks_like, _is_error)
-
-
-def _is_error(line: str) -> bool:
-    return _ERROR.match(line) is not None
+looks_like = PIDSTAT.looks_like  # the text holds a pidstat column header (``... UID ... PID ... Command``)
+looks_like_error = PIDSTAT.looks_like_error  # the text is pidstat's own error or usage message, and no table
 
 
 def parse(text: str) -> PidstatReport:
@@ -139,32 +112,14 @@ def parse(text: str) -> PidstatReport:
 
     A report whose tables are all empty (pidstat found no such process) is returned with no rows.
     """
-    rows = report_lines(text, FORMAT, looks_like, _is_error, "no column header ending in 'Command'")
-    system: SystemLine | None = None
-    columns: list[str] | None = None
-    result: list[PidstatRow] = []
-    damage: list[Damage] = []
-    for line in trimmed(rows, _opens_report, is_row):
-        if (found := system_line(line)) is not None:
-            system = found
-        elif (names := _header_columns(line)) is not None:
-            columns = names
-        elif columns is None:
-            raise Malformed(FORMAT, line.number, f"a row before any column header: {line.text.strip()!r}")
-        else:
-            result.extend(read_rows([line], partial(_row, columns=columns), damage))
-    return PidstatReport(system, tuple(result), tuple(damage))
+    tables = PIDSTAT.tables(text, _row)
+    return PidstatReport(tables.system, tuple(tables.rows), tuple(tables.damage))
 
 
 def _row(line: Line, columns: list[str]) -> PidstatRow:
-    prefix = stamp(line.fields)
-    if prefix is None:
-        raise Malformed(FORMAT, line.number, f"a row that starts with neither a time nor 'Average:': {line.text!r}")
+    prefix = stamped(FORMAT, line)
     rest = Line(line.number, " ".join(line.fields[prefix.width :]))
-    fields = table.split_row(rest, len(columns))
-    if len(fields) != len(columns):
-        raise Malformed(FORMAT, line.number, f"{len(columns)} columns in the header, {len(fields)} in this row")
-    values = dict(zip(columns, fields, strict=True))
+    values = named_fields(FORMAT, line, columns, table.split_row(rest, len(columns)))
 
     def num(name: str) -> float | None:
         return table.optional_number(FORMAT, line, name, values.get(name))

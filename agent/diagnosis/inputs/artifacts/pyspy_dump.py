@@ -29,8 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
+from agent.diagnosis.facts import NodeView, Workload, WorkloadView
+from agent.diagnosis.inputs.artifacts import code, moment, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.backtrace import state_of
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.frames import Frame
@@ -147,30 +147,14 @@ def _skip(frame: Frame) -> bool:
     return bool(_INTERPRETER.match(frame.library)) or frame.library in _LOCKS
 
 
-def _sites(threads: list[PyThread]) -> tuple[CodeShare, ...] | None:
-    counted: dict[tuple[str, str | None], float] = {}
-    for thread in threads:
-        site = sampled.caller(thread.frames, -1, _skip)
-        counted[site] = counted.get(site, 0.0) + 1
-    ordered = sorted(counted.items(), key=lambda item: -item[1])
-    return tuple(CodeShare(library, function, "user", count) for (library, function), count in ordered) or None
+def _caller(thread: PyThread) -> tuple[str, str | None]:
+    return sampled.caller(thread.frames, -1, _skip)
 
 
 def to_facts(dump: PySpyDump, source: str) -> Part:
     """The callers of sched_yield and futex waits, and the running threads' innermost frames."""
-    running: dict[tuple[str, str | None], float] = {}
-    for thread in dump.threads:
-        if thread.state == "running" and thread.frames:
-            top = thread.frames[0]
-            running[(top.library, top.function)] = running.get((top.library, top.function), 0.0) + 1
-    samples = tuple(
-        CodeShare(library, function, "user", count)
-        for (library, function), count in sorted(running.items(), key=lambda item: -item[1])
-    )
-    states: dict[str, int] = {}
-    for thread in dump.threads:
-        states[thread.state] = states.get(thread.state, 0) + 1
-    told = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+    samples, running = moment.running_code(dump.threads)
+    told = moment.states_told(dump.threads)
     notes = [
         f"{source}: {len(dump.threads)} Python threads ({told}): one moment, not a profile; native threads (a BLAS "
         "or OpenMP pool's) are not in a py-spy dump"
@@ -181,10 +165,10 @@ def to_facts(dump: PySpyDump, source: str) -> Part:
         notes.append(f"{source}: {dump.skipped} lines that are not threads or frames (prompts, locals) skipped")
     workload = WorkloadView(
         ref=Workload(),
-        cpu_samples=samples or None,
-        cpu_samples_total=float(sum(running.values())) if running else None,
-        yield_sites=_sites([thread for thread in dump.threads if thread.state == "yield"]),
-        futex_sites=_sites([thread for thread in dump.threads if thread.state == "futex"]),
+        cpu_samples=samples,
+        cpu_samples_total=running,
+        yield_sites=moment.callers(dump.threads, "yield", _caller),
+        futex_sites=moment.callers(dump.threads, "futex", _caller),
         stacks=stack_classes.classify(
             (stack_classes.Counted(thread.frames, 1.0, index) for index, thread in enumerate(dump.threads)), "threads"
         ),

@@ -1,4 +1,5 @@
-"""What sysstat's reports (pidstat, mpstat) share: the system line, and the time or ``Average:`` before each row.
+"""What sysstat's reports (pidstat, mpstat) share: the system line, the time or ``Average:`` before each row, and
+the reading of tables whose rows are named by the column header above them (:class:`Tool`).
 
 A row starts with a time (``01:15:03``, ``01:15:03 PM`` in 12-hour locales, ``14时05分26秒`` in Chinese), or with the
 word the locale uses for the averages (``Average:``, ``Durchschn.:``, ``Moyenne :``).
@@ -7,10 +8,26 @@ word the locale uses for the averages (``Average:``, ``Durchschn.:``, ``Moyenne 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from agent.diagnosis.inputs.artifacts.text import Line
+from agent.diagnosis.inputs.artifacts.damage import Damage, read_rows
+from agent.diagnosis.inputs.artifacts.errors import Malformed
+from agent.diagnosis.inputs.artifacts.opening import is_error_message, report_lines
+from agent.diagnosis.inputs.artifacts.text import Line, lines, trimmed
+
+R = TypeVar("R")
+
+
+class Averaged(Protocol):
+    """A row of a sysstat table: an ``Average:`` row or one interval's."""
+
+    @property
+    def average(self) -> bool: ...
+
+
+A = TypeVar("A", bound=Averaged)
 
 _SYSTEM = re.compile(
     r"Linux (?P<kernel>\S+) \((?P<host>[^)]*)\) +(?P<date>\S+) +(?P<arch>\S+)(?: +\((?P<cpus>\d+) CPU\))?"
@@ -28,6 +45,19 @@ class SystemLine:
     date: str
     arch: str
     cpus: int | None
+
+
+@dataclass(frozen=True)
+class Report(Generic[A]):
+    """A sysstat tool's report: its system line, every row of every table in the order printed, the rows read past."""
+
+    system: SystemLine | None
+    rows: tuple[A, ...]
+    damage: tuple[Damage, ...] = ()  # rows cut or garbled: skipped, each named
+
+    def averages(self) -> tuple[A, ...]:
+        """The ``Average:`` rows (printed when the tool was given a count)."""
+        return tuple(row for row in self.rows if row.average)
 
 
 class Stamp(NamedTuple):
@@ -67,3 +97,72 @@ def stamp(fields: list[str]) -> Stamp | None:
 def is_row(line: Line) -> bool:
     """Whether *line* is a row of a sysstat table (it starts with the time stamp)."""
     return stamp(line.fields) is not None
+
+
+def stamped(tool: str, line: Line) -> Stamp:
+    """The stamp *line* starts with; raises Malformed when it starts with neither a time nor an average label."""
+    prefix = stamp(line.fields)
+    if prefix is None:
+        raise Malformed(tool, line.number, f"a row that starts with neither a time nor 'Average:': {line.text!r}")
+    return prefix
+
+
+def named_fields(tool: str, line: Line, columns: list[str], fields: list[str]) -> dict[str, str]:
+    """The *fields* of *line* by the *columns* of its header; raises Malformed when their counts differ."""
+    if len(fields) != len(columns):
+        raise Malformed(tool, line.number, f"{len(columns)} columns in the header, {len(fields)} in this row")
+    return dict(zip(columns, fields, strict=True))
+
+
+@dataclass(frozen=True)
+class Tables(Generic[R]):
+    """What a sysstat report holds: its system line, every row of every table in order, the rows read past."""
+
+    system: SystemLine | None
+    rows: list[R]
+    damage: list[Damage]
+    last_line: int  # the number of the report's last line
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One sysstat tool's report: its name (the format's too), how its column header is told, what is missing when
+    no header is found."""
+
+    name: str
+    header_columns: Callable[[Line], list[str] | None]  # the column names of a header line; None for another line
+    missing: str
+
+    def is_error(self, line: str) -> bool:
+        """True when *line* is the tool's own error or usage message (``mpstat: ...``, ``Usage: mpstat ...``)."""
+        return re.match(rf"({self.name}: |Usage: {self.name}\b)", line) is not None
+
+    def looks_like(self, text: str) -> bool:
+        """True when *text* holds the tool's column header."""
+        return any(self.header_columns(line) for line in lines(text))
+
+    def looks_like_error(self, text: str) -> bool:
+        """True when *text* is the tool's own error or usage message and holds no table."""
+        return is_error_message(text, self.looks_like, self.is_error)
+
+    def tables(self, text: str, row: Callable[[Line, list[str]], R]) -> Tables[R]:
+        """Every row of *text* read by *row* with the columns of the header above it; a malformed row is skipped and
+        named. Raises NotThisFormat, CommandFailed, or Malformed for a row before any header (see .errors)."""
+        report = report_lines(text, self.name, self.looks_like, self.is_error, self.missing)
+        system: SystemLine | None = None
+        columns: list[str] | None = None
+        found: list[R] = []
+        damage: list[Damage] = []
+        for line in trimmed(report, self._opens_report, is_row):
+            if (said := system_line(line)) is not None:
+                system = said
+            elif (names := self.header_columns(line)) is not None:
+                columns = names
+            elif columns is None:
+                raise Malformed(self.name, line.number, f"a row before any column header: {line.text.strip()!r}")
+            else:
+                found.extend(read_rows([(line, columns)], lambda under: row(*under), damage))
+        return Tables(system, found, damage, report[-1].number)
+
+    def _opens_report(self, line: Line) -> bool:
+        return system_line(line) is not None or self.header_columns(line) is not None

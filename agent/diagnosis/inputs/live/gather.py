@@ -64,16 +64,7 @@ def node_view(before: NodeSample, after: NodeSample, seconds: float) -> NodeView
         switches = (after.context_switches - before.context_switches) / seconds
     return NodeView(
         cpus=len(after.ticks.cpus),
-        cpu=CpuShares(
-            user=states.user,
-            nice=states.nice,
-            system=states.system,
-            idle=states.idle,
-            iowait=states.iowait,
-            irq=states.irq,
-            softirq=states.softirq,
-            steal=states.steal,
-        ),
+        cpu=CpuShares(**vars(states)),  # the same eight states, by the same names
         # procs_running counts the reader itself: one less is what else wanted a CPU.
         run_queue=None if after.procs_running is None else float(max(0, after.procs_running - 1)),
         load_average=after.load_average,
