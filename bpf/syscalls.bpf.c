@@ -39,7 +39,10 @@
  * pending calls are set to 0 before they are added to the map, so a read
  * counts them once, or at the next read. Entries stay until the agent has
  * read them for the last time after their process exited; a site that finds
- * the map full is counted in drops[DROP_SITE_MAP].
+ * the map full is counted in drops[DROP_SITE_MAP]. A process whose sites are
+ * counted is announced on `site_news` when a CPU first counts one of its sites
+ * (`site_processes` remembers it until it exits), so that the agent reads its
+ * maps while it lives: a process that exits within milliseconds is named too.
  *
  * Compile-time options (set by agent/probes/syscalls.py):
  *   MAX_CGROUPS, MAX_PROCESSES (0 turns per-process accounting off),
@@ -126,6 +129,29 @@ BPF_ARRAY(last_sites, struct site_cache, MAX_CPUS);
 BPF_ARRAY(site_choice, u32, 1);  /* written by the agent: a new generation with each new choice */
 BPF_HASH(site_workloads, u64, u8, MAX_SITE_WORKLOADS);
 
+/* Processes announced on `site_news` (tgid -> 1), deleted when they exit; the oldest are forgotten first. */
+#define SITE_PROCESSES 4096
+BPF_TABLE("lru_hash", u32, u8, site_processes, SITE_PROCESSES);
+BPF_RINGBUF_OUTPUT(site_news, 16);  /* pages: 2,730 announcements of 16 bytes and their 8-byte headers */
+struct site_news_record {
+    u32 tgid;
+    u32 unused;
+    u64 boot_ns;
+};
+
+/* Tell the agent that process `tgid` has call sites, once while it lives (again if the ring was full). */
+static __always_inline void announce_site_process(u32 tgid)
+{
+    u8 one = 1;
+    if (site_processes.lookup(&tgid))
+        return;
+    if (site_processes.insert(&tgid, &one))
+        return;  /* another CPU announced it first */
+    struct site_news_record news = {.tgid = tgid, .boot_ns = bpf_ktime_get_boot_ns()};
+    if (site_news.ringbuf_output(&news, sizeof(news), 0))
+        site_processes.delete(&tgid);
+}
+
 /* Whether the call sites of workload `key` (entry `cg`) are counted: chosen by the agent, or new since its last
  * choice. */
 static __always_inline bool sites_counted(struct cgroup_stats *cg, u64 key)
@@ -175,6 +201,7 @@ static __always_inline void count_site(u64 key, u32 kind)
     u32 cpu = bpf_get_smp_processor_id();
     struct site_cache *last = last_sites.lookup(&cpu);
     if (!last) {
+        announce_site_process(site.tgid);
         add_to_site(&site, 1);
         return;
     }
@@ -183,6 +210,8 @@ static __always_inline void count_site(u64 key, u32 kind)
         last->pending += 1;  /* only this CPU writes its slot, one program at a time */
         return;
     }
+    if (last->site.tgid != site.tgid)  /* a process's own sites in turn pay nothing more */
+        announce_site_process(site.tgid);
     /* In this order, with the compiler kept from reordering (x86-64 keeps stores in order): a reader never finds
      * the same calls both pending and in call_sites. */
     u64 pending = last->pending;
@@ -401,6 +430,9 @@ static __always_inline void forget_thread(u32 tid)
 
 static __always_inline void process_exits(u32 tgid)
 {
+#ifdef CALL_SITES
+    site_processes.delete(&tgid);
+#endif
 #if MAX_PROCESSES > 0
     processes.delete(&tgid);
 #endif

@@ -50,10 +50,11 @@ class SyscallsCollector(BpfCollector):
             )
         super().__init__(context, probe)
         self._syscall_probe = probe
+        symbolizer = Symbolizer(version_of=context.library_version)
         self.sites = CallSiteRows(
             context.keys,
             context.identities,
-            Symbolizer(version_of=context.library_version),
+            symbolizer,
             settings.code_top_k,
             settings.code_workloads,
             settings.series_grace_seconds,
@@ -61,6 +62,8 @@ class SyscallsCollector(BpfCollector):
         )
         self._sites_ticker = Ticker(NAME, lambda: self._read_sites(settle=False)) if probe.call_sites else None
         self._site_chooser = SiteChooser(settings.code_workloads)
+        # A process is named after it exits if its maps were read when its first site was counted.
+        probe.announce_site_processes(symbolizer.capture)
 
     def _read_sites(self, settle: bool = True) -> None:
         sites = self._syscall_probe.read_call_sites(moved_only=not settle)  # a tick looks at moved sites only

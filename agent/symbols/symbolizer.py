@@ -1,12 +1,14 @@
 """Addresses of samples and call sites to code names (library, its version, function), with the caches that make a
 scrape cheap: a process's maps read again only when they may have changed, a file's functions once per build id,
-kallsyms once."""
+kallsyms once; and the maps of processes captured when first seen, for those that exit before a round reads them."""
 
 from __future__ import annotations
 
 import ctypes
 import io
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ LEAF_STUBS = frozenset({"sched_yield", "syscall"})
 FILES_REMEMBERED = 4096  # (device, inode) -> functions and version, for processes that have exited since
 ROUNDS_REMEMBERED = 60  # a process's maps are kept this many rounds after it was last looked at (it may have exited)
 MAPS_REFRESH_ROUNDS = 60  # a process's maps are read again at least this often (a library swapped at one address)
+CAPTURED_PROCESSES = 1024  # processes whose maps were captured when first seen, the oldest forgotten first
 
 VersionReader = Callable[[str, Path], str | None]  # (file name, path to open it) -> the version the library says
 
@@ -65,7 +68,8 @@ class Symbolizer:
     it executed another program (the target of /proc/PID/exe moved: one stat), for an address none of its kept
     mappings holds (a library loaded since: dlopen, once per round), and at least every MAPS_REFRESH_ROUNDS rounds
     (a library unloaded and another mapped at the same addresses). Reading and parsing maps at every 1 s tick for
-    every sampled process was most of the code collectors' cost between scrapes.
+    every sampled process was most of the code collectors' cost between scrapes. :meth:`capture` reads a process's
+    maps and files at once, from any thread, so that it is named after it exits.
     """
 
     def __init__(
@@ -84,12 +88,54 @@ class Symbolizer:
         self._maps: dict[int, _Maps] = {}
         self._files: dict[tuple[tuple[int, int], int], _File] = {}
         self._vdso: _File | None = None
+        self._captured: OrderedDict[int, ExecutableMappings] = OrderedDict()  # pid -> maps when first seen
+        self._lock = threading.Lock()  # capture() runs on a listener's thread
 
     def next_round(self) -> None:
         """Start a round: each process's executable is checked again at its first use, and the maps of processes
         unused for ROUNDS_REMEMBERED rounds are forgotten."""
-        self._round += 1
-        self._maps = {pid: kept for pid, kept in self._maps.items() if self._round - kept.used_in <= ROUNDS_REMEMBERED}
+        with self._lock:
+            self._round += 1
+            self._maps = {
+                pid: kept for pid, kept in self._maps.items() if self._round - kept.used_in <= ROUNDS_REMEMBERED
+            }
+
+    def capture(self, pid: int) -> bool:
+        """Read the maps of process *pid* now, and the functions of each file it maps, so that its addresses are
+        named after it exits (until CAPTURED_PROCESSES later ones were captured); whether it was still there."""
+        maps = read_maps(self._proc, pid)
+        if maps is None:
+            return False
+        held = self._open_files(pid, maps)  # first, while the process lives: reading them takes longer
+        try:
+            with self._lock:
+                self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
+                for mapping in maps.all():
+                    descriptor = held.get((mapping.device, mapping.inode))
+                    self._file(pid, mapping, None if descriptor is None else Path(f"/proc/self/fd/{descriptor}"))
+                self._captured[pid] = maps
+                self._captured.move_to_end(pid)
+                if len(self._captured) > CAPTURED_PROCESSES:
+                    self._captured.popitem(last=False)
+        finally:
+            for descriptor in held.values():
+                os.close(descriptor)
+        return True
+
+    def _open_files(self, pid: int, maps: ExecutableMappings) -> dict[tuple[tuple[int, int], int], int]:
+        """A descriptor of each file process *pid* maps that is not known yet, by (device, inode)."""
+        held: dict[tuple[tuple[int, int], int], int] = {}
+        for mapping in maps.all():
+            key = (mapping.device, mapping.inode)
+            if mapping.path == VDSO or key in held or key in self._files:
+                continue
+            for path in self._paths(pid, mapping):
+                try:
+                    held[key] = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    break
+                except OSError:
+                    continue
+        return held
 
     def kernel(self, address: int) -> CodeName:
         """The kernel function at *address*."""
@@ -99,6 +145,10 @@ class Symbolizer:
 
     def user(self, pid: int, address: int) -> CodeName:
         """The library and function at *address* of process *pid*."""
+        with self._lock:
+            return self._user(pid, address)
+
+    def _user(self, pid: int, address: int) -> CodeName:
         maps = self._mappings(pid, address)
         mapping = None if maps is None else maps.find(address)
         if mapping is None:
@@ -121,9 +171,9 @@ class Symbolizer:
             kept.used_in = self._round
             return kept.mappings
         fresh = read_maps(self._proc, pid)
-        if fresh is None:  # gone: what it mapped when last read, if it was
+        if fresh is None:  # gone: what it mapped when last read, or when first seen
             if kept is None:
-                return None
+                return self._captured.get(pid)
             kept.used_in = kept.checked_in = self._round
             return kept.mappings
         self._maps[pid] = _Maps(fresh, self._exe(pid), self._round, self._round, self._round)
@@ -148,7 +198,15 @@ class Symbolizer:
             return None
         return (found.st_dev, found.st_ino)
 
-    def _file(self, pid: int, mapping: Mapping) -> _File:
+    def _paths(self, pid: int, mapping: Mapping) -> tuple[Path, Path]:
+        """Where the file of *mapping* opens: map_files names the very file mapped but needs CAP_SYS_ADMIN (or
+        CHECKPOINT_RESTORE); the path in the process's own root needs only the ptrace read check (CAP_PERFMON passes
+        it: docs/security.md)."""
+        opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
+        return opened, self._proc.path(pid, "root") / mapping.path.lstrip("/")
+
+    def _file(self, pid: int, mapping: Mapping, held: Path | None = None) -> _File:
+        """What is known of the file of *mapping* (*held*: a path of a descriptor already open on it)."""
         if mapping.path == VDSO:
             if self._vdso is None:
                 self._vdso = _File(VDSO, "", own_vdso(self._proc))
@@ -156,12 +214,9 @@ class Symbolizer:
         key = (mapping.device, mapping.inode)
         known = self._files.get(key)
         if known is None:
-            opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
+            opened, in_root = self._paths(pid, mapping) if held is None else (held, held)
             basename = mapping.path.rsplit("/", 1)[-1]
             version = self._version_of(basename, opened) if self._version_of is not None else None
-            # map_files names the very file mapped but needs CAP_SYS_ADMIN (or CHECKPOINT_RESTORE); the path in the
-            # process's own root needs only the ptrace read check (CAP_PERFMON passes it: docs/security.md).
-            in_root = self._proc.path(pid, "root") / mapping.path.lstrip("/")
             functions = self._cache.functions(opened, in_root)
             known = _File(printable(library_name(mapping.path)), printable(version or ""), functions)
             if len(self._files) >= FILES_REMEMBERED:

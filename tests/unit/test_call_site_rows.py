@@ -57,7 +57,11 @@ def forgetting(
 
 
 def make(
-    alive: set[int], forgotten: list[CallSite], named_workloads: int = 16, held: frozenset[int] = frozenset()
+    alive: set[int],
+    forgotten: list[CallSite],
+    named_workloads: int = 16,
+    held: frozenset[int] = frozenset(),
+    clock: Callable[[], float] = lambda: 0.0,
 ) -> CallSiteRows:
     return CallSiteRows(
         Keys(),  # type: ignore[arg-type]
@@ -68,6 +72,7 @@ def make(
         grace_seconds=300,
         forget=forgetting(forgotten, held),
         alive=lambda tgid: tgid in alive,
+        clock=clock,
     )
 
 
@@ -88,6 +93,25 @@ def test_each_read_adds_what_an_entry_grew_and_exited_processes_keep_their_count
     assert len(forgotten) == 2
     sites.update([])  # the entries are gone from the map: nothing is lost
     assert rows_of(sites, "/pool") == {"fa": 55, "fb": 10}
+
+
+def test_a_workload_whose_processes_all_exited_goes_on_from_its_last_counts_when_a_new_one_counts() -> None:
+    """The exited-process case where a futex-waits-by-site counter once went 2 -> 1: every process of a cgroup exited,
+    its rows expired after the grace period (no live site kept them), and the cgroup's next process started them
+    again from zero. They now go on from what they showed."""
+    now = [0.0]
+    alive = {100}
+    sites = make(alive, [], clock=lambda: now[0])
+    sites.update([yields(POOL, 100, 0xA, 2)])
+    alive.clear()
+    sites.update([yields(POOL, 100, 0xA, 2)])  # its last read: the entries are deleted
+    assert rows_of(sites, "/pool") == {"fa": 2}
+    now[0] = 301.0
+    sites.update([])  # gone and quiet for the grace period: no longer exported
+    assert rows_of(sites, "/pool") == {}
+    alive.add(101)
+    sites.update([yields(POOL, 101, 0xA, 1), yields(POOL, 101, 0xB, 4)])
+    assert rows_of(sites, "/pool") == {"fa": 3, "fb": 4}
 
 
 def test_calls_a_read_finds_neither_pending_nor_in_the_map_are_counted_once_at_the_next_read() -> None:

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,9 @@ class FixtureProbe:
 
     def choose_site_workloads(self, keys: Iterable[int]) -> None:
         pass
+
+    def announce_site_processes(self, on_process: Callable[[int], object]) -> None:
+        pass  # none counted
 
     def forget_cgroups(self, cgroup_ids: Iterable[int]) -> None:
         self.forgotten.extend(cgroup_ids)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from agent.collectors.common.ranked_rows import RankedRows, RankedTable
+from agent.collectors.common.ranked_rows import EXPIRED_REMEMBERED, RankedRows, RankedTable
 
 OTHER = ("(other)",)
 
@@ -77,6 +77,30 @@ def test_table_expires_only_gone_and_quiet_workloads() -> None:
     clock[0] = 100.0
     table.expire(live=["live"])
     assert [workload for workload, _rows in table.items()] == ["live"]
+
+
+def test_an_expired_workload_that_counts_again_goes_on_from_what_its_series_showed() -> None:
+    clock = [0.0]
+    table = RankedTable(top_k=1, grace_seconds=30, other=OTHER, clock=lambda: clock[0])
+    table.add({"w": {("a",): 2, ("b",): 1}})
+    clock[0] = 100.0
+    table.expire(live=[])
+    assert table.get("w") is None
+    table.add({"w": {("a",): 1, ("c",): 1}})
+    again = table.get("w")
+    assert again is not None and exported(again) == {("a",): 3, OTHER: 1 + 1}
+
+
+def test_expired_workloads_are_remembered_up_to_the_bound_oldest_forgotten_first() -> None:
+    clock = [0.0]
+    table = RankedTable(top_k=1, grace_seconds=30, other=OTHER, clock=lambda: clock[0])
+    table.add({index: {("a",): 2} for index in range(EXPIRED_REMEMBERED + 1)})
+    clock[0] = 100.0
+    table.expire(live=[])
+    table.add({0: {("a",): 1}, EXPIRED_REMEMBERED: {("a",): 1}})
+    first, last = table.get(0), table.get(EXPIRED_REMEMBERED)
+    assert first is not None and exported(first) == {("a",): 1}  # forgotten: a new series
+    assert last is not None and exported(last) == {("a",): 3}
 
 
 def test_a_renamed_workload_keeps_its_rows_and_no_counter_goes_backwards() -> None:

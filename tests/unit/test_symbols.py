@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from agent.machine.procfs import ProcFS
+from agent.symbols import symbolizer
 from agent.symbols.elf_symbols import SymbolCache, read_functions
 from agent.symbols.kernel_symbols import parse_kallsyms
 from agent.symbols.names import UNKNOWN, is_c_library, library_name
 from agent.symbols.process_maps import parse_maps
 from agent.symbols.symbolizer import MAPS_REFRESH_ROUNDS, Symbolizer, own_vdso
-from tests.support.workloads import build
+from tests.support.workloads import Workload, build
 
 MAPS = """\
 55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1311 /work/code_sites
@@ -220,3 +221,29 @@ def test_kept_maps_are_read_again_after_an_exec_and_at_the_refresh(tmp_path: Pat
     symbolizer.next_round()
     assert symbolizer.user(1, 0x7F0000000100).library == "libthird.so.3"
     assert procfs.maps_read == 3
+
+
+def _alpha_address(pid: int, binary: Path) -> int:
+    """Where yield_from_alpha of *binary* is in process *pid*."""
+    offset = _file_offset(binary, nm_functions(binary)["yield_from_alpha"][0])
+    maps = parse_maps(Path(f"/proc/{pid}/maps").read_text())
+    mapping = next(m for m in maps.all() if m.path == str(binary) and m.offset <= offset < m.offset + m.end - m.start)
+    return mapping.start + offset - mapping.offset
+
+
+def test_a_process_captured_while_it_lived_is_named_after_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = build("code_sites")
+    first, second = Workload(binary, "-", 0, 0, 0, 0), Workload(binary, "-", 0, 0, 0, 0)
+    addresses = {work.pid: _alpha_address(work.pid, binary) for work in (first, second)}
+    captured, bounded, not_captured = Symbolizer(), Symbolizer(), Symbolizer()
+    assert captured.capture(first.pid)
+    monkeypatch.setattr(symbolizer, "CAPTURED_PROCESSES", 1)
+    assert bounded.capture(first.pid) and bounded.capture(second.pid)  # the first is forgotten
+    first.release()
+    second.release()
+    assert not captured.capture(first.pid)  # gone: nothing to read
+    named = captured.user(first.pid, addresses[first.pid])
+    assert (named.library, named.function) == ("code_sites", "yield_from_alpha")
+    assert not_captured.user(first.pid, addresses[first.pid]).library == UNKNOWN
+    assert bounded.user(first.pid, addresses[first.pid]).library == UNKNOWN
+    assert bounded.user(second.pid, addresses[second.pid]).function == "yield_from_alpha"

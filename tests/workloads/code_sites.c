@@ -2,7 +2,9 @@
  * Makes exactly ALPHA sched_yield(2) calls from yield_from_alpha (through the C library's sched_yield), BETA from
  * yield_from_beta (through syscall(SYS_sched_yield)), GAMMA futex waits from wait_from_gamma (through syscall(),
  * so made in the C library) and DELTA from wait_inline_delta (its own syscall instruction, as libgomp's are). Each
- * wait is FUTEX_WAIT on a word that does not hold the expected value: it returns EAGAIN at once. Then reports. */
+ * wait is FUTEX_WAIT on a word that does not hold the expected value: it returns EAGAIN at once. Then sleeps
+ * CODE_SITES_LINGER_MS milliseconds if that is set (the life a short-lived process is promised to be named in), and
+ * reports. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <sched.h>
@@ -55,6 +57,11 @@ int main(int argc, char **argv)
     yield_from_beta(beta);
     wait_from_gamma(gamma);
     wait_inline_delta(delta);
+    const char *linger = getenv("CODE_SITES_LINGER_MS");
+    if (linger != NULL) {
+        struct timespec pause = {0, atol(linger) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     char json[256];
     snprintf(json, sizeof(json), "{\"pid\": %d, \"alpha\": %ld, \"beta\": %ld, \"gamma\": %ld, \"delta\": %ld}",
              getpid(), alpha, beta, gamma, delta);

@@ -4,6 +4,7 @@ says which field of struct cgroup_stats and struct process_stats feeds which met
 from __future__ import annotations
 
 import os
+import struct
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.bpf.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
+from agent.bpf.ring_listener import RingListener
 from agent.log import get_logger
 from agent.machine import kernel
 from agent.machine.cpus import possible_cpu_slots
@@ -21,6 +23,7 @@ SITE_KINDS = ("sched_yield", "futex_wait")  # enum site_kind order
 DEFAULT_CALL_SITES = 8192
 CALL_SITE_MACHINES = ("x86_64",)  # count_site reads the x86-64 struct pt_regs
 CALL_SITES_SINCE = (5, 15)  # bpf_task_pt_regs(), on a kernel with BTF (bpf_get_current_task_btf())
+SITE_NEWS = struct.Struct("<IIQ")  # struct site_news_record: tgid, unused, boot_ns
 logger = get_logger("syscalls")
 
 REQUIRED_TRACEPOINTS = (
@@ -109,6 +112,7 @@ class SyscallProbe(BpfProbe):
         self._site_keys: dict[bytes, tuple[int, int, int, int, int]] = {}  # each entry's key, decoded
         self._last_slots: list[tuple[bytes, bytes]] | None = None  # the CPUs' last-site slots at the last read
         self._site_generation = 0
+        self._site_news: RingListener | None = None
         self.site_choice_refused = False
         if self.call_sites:
             # The first choice, none yet (every workload is new until the agent chooses), written now so that a
@@ -157,6 +161,24 @@ class SyscallProbe(BpfProbe):
         self._site_generation = (self._site_generation + 1) & 0x7FFFFFFF
         self.table("site_choice").set(0, self._site_generation)
         self._site_choice = wanted
+
+    def announce_site_processes(self, on_process: Callable[[int], object]) -> None:
+        """Hand *on_process* each process the program counts a first call site of, from a thread of its own, as soon
+        as it is announced (while the process most likely still lives). Nothing where sites are not counted."""
+        if not self.call_sites:
+            return
+
+        def on_record(record: bytes) -> None:
+            if len(record) == SITE_NEWS.size:
+                on_process(SITE_NEWS.unpack(record)[0])
+
+        self._site_news = RingListener("syscalls-site-news", self.table("site_news"), on_record)
+
+    def close(self) -> None:
+        """Stop the announcements' listener, then detach the programs."""
+        if self._site_news is not None:
+            self._site_news.close()
+        super().close()
 
     def read_call_sites(self, moved_only: bool = False) -> list[CallSite] | None:
         """Every call site counted: its `call_sites` entry plus the calls a CPU holds for it in `last_sites` (read

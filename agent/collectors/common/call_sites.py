@@ -5,6 +5,7 @@ after their last read."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Hashable
 
 from prometheus_client.core import Metric
@@ -60,6 +61,7 @@ class CallSiteRows:
         grace_seconds: float,
         forget: Callable[[list[CallSite]], list[CallSite]],
         alive: Callable[[int], bool] = process_alive,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._keys = keys
         self._identities = identities
@@ -67,7 +69,7 @@ class CallSiteRows:
         self._named_workloads = named_workloads
         self._forget = forget
         self._alive = alive
-        self._tables = {kind: RankedTable(top_k, grace_seconds, OTHER_CODE) for kind in SITE_KINDS}
+        self._tables = {kind: RankedTable(top_k, grace_seconds, OTHER_CODE, clock) for kind in SITE_KINDS}
         self._last: dict[SiteKey, int] = {}
         self._labels_of: dict[int, Labels] = {}  # each placed key's labels at the last read
 

@@ -10,11 +10,16 @@ what the weakest named row gained in the same update takes that row's slot, once
 ``hold_seconds`` (so that the set does not flap): the weaker row's series ends, its count passes to ``(other)``
 (which therefore still grows), and if it is named again later its series starts again from what it gains then, as
 a reset that Prometheus' rate() reads right.
+
+A workload gone and quiet for the grace period stops being exported, but what its series last showed is remembered
+(EXPIRED_REMEMBERED workloads per table, the oldest forgotten first): if the same labels count again (a new process in
+a cgroup whose earlier processes all exited), each series goes on from where it stopped, never from zero.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -22,6 +27,7 @@ Row = tuple[str, ...]
 HOLD_SECONDS = 60.0  # a named row keeps its slot at least this long
 REPLACE_FACTOR = 2.0  # a row busier than this many times the weakest named row takes its slot
 TRACKED_ROWS = 512  # rows remembered per workload; the counts of rows beyond are in (other) for good
+EXPIRED_REMEMBERED = 4096  # expired workloads whose exported series are remembered, per table (top-k + 1 numbers each)
 
 
 @dataclass
@@ -82,6 +88,15 @@ class RankedRows:
                 self.counts[row] = self.counts.get(row, 0) + count
         self.total += earlier.total
 
+    def resumable(self) -> RankedRows:
+        """Only what the exported series show (each named row's count, and the rest): a later update goes on from
+        there as this workload would, while the rows no series shows are forgotten (they were in ``(other)``)."""
+        resumed = RankedRows(self.top_k, self.hold_seconds, total=self.total)
+        for row, named in self.named.items():
+            resumed.counts[row] = self.counts[row] - named.base
+            resumed.named[row] = _Named(base=0, named_at=named.named_at, last_gain=0)
+        return resumed
+
     def rows(self, other: Row) -> list[tuple[Row, int]]:
         """(row, exported count) of each named row, busiest first, then *other* with the rest (when there is any)."""
         exported = sorted(
@@ -103,6 +118,7 @@ class RankedTable:
         self._clock = clock
         self._workloads: dict[Hashable, RankedRows] = {}
         self._last_gain: dict[Hashable, float] = {}
+        self._expired: OrderedDict[Hashable, RankedRows] = OrderedDict()  # what expired workloads last exported
 
     def add(self, gains: Mapping[Hashable, Mapping[Row, int]]) -> None:
         """This round's gains by workload and row."""
@@ -110,7 +126,7 @@ class RankedTable:
         for workload, rows in gains.items():
             if not any(gain > 0 for gain in rows.values()):
                 continue
-            ranked = self._workloads.get(workload)
+            ranked = self._kept(workload)
             if ranked is None:
                 ranked = self._workloads[workload] = RankedRows(self.top_k)
             ranked.add(rows, now, self.other)
@@ -123,7 +139,7 @@ class RankedTable:
         if ranked is None:
             return
         last_gain = self._last_gain.pop(old, self._clock())
-        kept = self._workloads.get(new)
+        kept = self._kept(new)
         if kept is None:
             self._workloads[new] = ranked
         else:
@@ -135,8 +151,20 @@ class RankedTable:
         now, alive = self._clock(), set(live)
         for workload in list(self._workloads):
             if workload not in alive and now - self._last_gain.get(workload, now) > self.grace_seconds:
-                del self._workloads[workload]
+                self._expired[workload] = self._workloads.pop(workload).resumable()
+                self._expired.move_to_end(workload)
+                if len(self._expired) > EXPIRED_REMEMBERED:
+                    self._expired.popitem(last=False)
                 self._last_gain.pop(workload, None)
+
+    def _kept(self, workload: Hashable) -> RankedRows | None:
+        """The rows of *workload*, taken back from the expired ones if it expired (so no series starts over)."""
+        ranked = self._workloads.get(workload)
+        if ranked is None:
+            ranked = self._expired.pop(workload, None)
+            if ranked is not None:
+                self._workloads[workload] = ranked
+        return ranked
 
     def items(self) -> list[tuple[Hashable, RankedRows]]:
         """(workload, its rows) of each workload kept."""
