@@ -19,7 +19,7 @@ from tests.support.web import (
     SlowClients,
     assert_back_to,
     make_certificate,
-    open_fds,
+    open_sockets,
     scrape_curl,
     scrape_urllib,
     settled,
@@ -130,7 +130,7 @@ def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[
     try:
         wait_for_tls(url, agent)
         pid = agent.process.pid
-        baseline_fds = settled(lambda: open_fds(pid))
+        baseline_sockets = settled(lambda: open_sockets(pid))
         baseline_threads = settled(lambda: threads(pid))
 
         def scrape_quickly(times: int) -> Scrape:
@@ -165,7 +165,7 @@ def test_slow_clients_on_the_tls_port_do_not_hold_up_scrapes(certificate: tuple[
         assert evicted is not None and timed_out is not None
         assert evicted >= 30 - MAX_CONNECTIONS and evicted + timed_out - 6 == 30, (evicted, timed_out)
 
-        assert_back_to(lambda: open_fds(pid), baseline_fds, "descriptors open in the agent")
+        assert_back_to(lambda: open_sockets(pid), baseline_sockets, "sockets open in the agent")
         assert_back_to(lambda: threads(pid), baseline_threads, "threads in the agent")
     finally:
         assert agent.stop() == 0, agent.log()

@@ -86,9 +86,16 @@ def scrape_curl(url: str, timeout: float = 10.0) -> tuple[float, str]:
     return time.monotonic() - started, result.stdout
 
 
-def open_fds(pid: int | str = "self") -> int:
-    """File descriptors the process holds now."""
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def open_sockets(pid: int | str = "self") -> int:
+    """Sockets the process holds now (its listeners and connections: what a client can leave open). Other
+    descriptors come and go with the agent's own work: files of cgroups it reads, closed while they are idle."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except FileNotFoundError:
+            continue  # closed since the listing
+    return count
 
 
 def threads(pid: int | str = "self") -> int:

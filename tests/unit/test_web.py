@@ -21,7 +21,7 @@ from tests.support.web import (
     SlowClients,
     assert_back_to,
     make_certificate,
-    open_fds,
+    open_sockets,
     scrape_curl,
     scrape_urllib,
     settled,
@@ -103,7 +103,7 @@ def assert_open_connections(server: MetricsServer, expected: int, timeout: float
 def test_at_the_bound_the_oldest_unanswered_connection_makes_room() -> None:
     server = start(4, 30.0)
     try:
-        baseline = settled(open_fds)
+        baseline = settled(open_sockets)
         with SlowClients(server.port, "idle", 20) as clients:
             for _ in range(3):
                 assert_fast_scrapes(url(server, False), 1)
@@ -118,7 +118,7 @@ def test_at_the_bound_the_oldest_unanswered_connection_makes_room() -> None:
             assert dropped(body, "evicted") == 17
             assert dropped(body, "timeout") == dropped(body, "refused") == 0
             assert Scrape(body).value("schedwatch_web_connections_open") == 4  # 3 clients and this scrape
-        assert_back_to(open_fds, baseline, "descriptors open in this process")
+        assert_back_to(open_sockets, baseline, "sockets open in this process")
     finally:
         server.stop()
 
@@ -226,7 +226,7 @@ def test_ipv6_and_basic_auth() -> None:
 
 def test_stop_closes_the_listening_socket_and_open_connections() -> None:
     gc.collect()  # what earlier tests dropped closes now, not while this test counts
-    baseline = settled(open_fds)
+    baseline = settled(open_sockets)
     server = start(4, 30.0)
     port = server.port
     with SlowClients(port, "idle", 2) as clients:
@@ -235,7 +235,7 @@ def test_stop_closes_the_listening_socket_and_open_connections() -> None:
         assert all(life is not None for life in clients.wait_all_closed(2.0))
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    assert_back_to(open_fds, baseline, "descriptors open in this process")
+    assert_back_to(open_sockets, baseline, "sockets open in this process")
 
 
 class FailingOnce:

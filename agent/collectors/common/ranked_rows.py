@@ -8,8 +8,9 @@ series. So each named series grows with its row, and ``(other)`` grows by the ga
 no exported counter ever goes backwards. When every slot is taken, a row that gained more than REPLACE_FACTOR times
 what the weakest named row gained in the same update takes that row's slot, once the weakest has been named for
 ``hold_seconds`` (so that the set does not flap): the weaker row's series ends, its count passes to ``(other)``
-(which therefore still grows), and if it is named again later its series starts again from what it gains then, as
-a reset that Prometheus' rate() reads right.
+(which therefore still grows). It may be named again only ``hold_seconds`` after it lost its slot, so that every
+scrape in between (any scrape interval shorter than that) shows its series ended; the new series starts from what
+the row gains then, a new series to Prometheus, never a counter that went backwards between two scrapes.
 
 A workload gone and quiet for the grace period stops being exported, but what its series last showed is remembered
 (EXPIRED_REMEMBERED workloads per table, the oldest forgotten first): if the same labels count again (a new process in
@@ -46,6 +47,7 @@ class RankedRows:
     counts: dict[Row, int] = field(default_factory=dict)
     total: int = 0
     named: dict[Row, _Named] = field(default_factory=dict)
+    demoted: dict[Row, float] = field(default_factory=dict)  # rows that lost their slot, and when
 
     def add(self, gains: Mapping[Row, int], now: float, unnamed: Row | None = None) -> None:
         """Add what each row gained since the last update, then fill or hand over named slots (never to the row
@@ -60,7 +62,11 @@ class RankedRows:
             (
                 row
                 for row, gain in gains.items()
-                if gain > 0 and row not in self.named and row in self.counts and row != unnamed
+                if gain > 0
+                and row not in self.named
+                and row in self.counts
+                and row != unnamed
+                and self._may_name(row, now)
             ),
             key=lambda row: (-gains[row], row),
         )
@@ -70,6 +76,12 @@ class RankedRows:
             if len(self.named) >= self.top_k and not self._free_a_slot(now, gains[row]):
                 break
             self.named[row] = _Named(base=self.counts[row] - gains[row], named_at=now, last_gain=gains[row])
+            self.demoted.pop(row, None)
+
+    def _may_name(self, row: Row, now: float) -> bool:
+        """Whether *row* may be named: never named before, or out of its slot for hold_seconds."""
+        demoted_at = self.demoted.get(row)
+        return demoted_at is None or now - demoted_at >= self.hold_seconds
 
     def _free_a_slot(self, now: float, gain: int) -> bool:
         """Demote the weakest named row held long enough, if *gain* beats it by REPLACE_FACTOR."""
@@ -78,6 +90,7 @@ class RankedRows:
         if weakest is None or gain <= REPLACE_FACTOR * self.named[weakest].last_gain:
             return False
         del self.named[weakest]
+        self.demoted[weakest] = now
         return True
 
     def absorb(self, earlier: RankedRows) -> None:
