@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from agent.collectors import CollectorContext
@@ -133,11 +134,9 @@ def v1_host(root: Path) -> CgroupLayout:
     return CgroupLayout(unified=None, v1=hierarchies)
 
 
-def test_on_a_v1_host_threads_are_counted_in_systemds_tree_and_cpu_counters_only_in_their_own(tmp_path: Path) -> None:
-    """The workloads are systemd's directories (where the BPF collectors place processes); a service without a cpu
-    cgroup of its own has its threads and its slice's limit, but not its slice's throttling and CPU time."""
-    layout = v1_host(tmp_path)
-    facts = MachineFacts("3.10.0", True, {}, False, None, None, "", layout, None, None)
+def collected_by_workload(tmp_path: Path, layout: CgroupLayout, kernel: str) -> Callable[[str], dict[str, float]]:
+    """One collection on the v1 host under *tmp_path*: a family's value by workload (user time, where split)."""
+    facts = MachineFacts(kernel, True, {}, False, None, None, "", layout, None, None)
     context = CollectorContext(Settings(), facts, None, None, IdentityResolver([]))  # type: ignore[arg-type]
     collector = CgroupCpuCollector(context)
     collector._proc = ProcFS(tmp_path / "proc")
@@ -146,6 +145,14 @@ def test_on_a_v1_host_threads_are_counted_in_systemds_tree_and_cpu_counters_only
     def by_workload(name: str) -> dict[str, float]:
         return {s.labels["cgroup"]: s.value for s in families[name].samples if s.labels.get("mode") != "system"}
 
+    return by_workload
+
+
+def test_on_a_v1_host_threads_are_counted_in_systemds_tree_and_cpu_counters_only_in_their_own(tmp_path: Path) -> None:
+    """The workloads are systemd's directories (where the BPF collectors place processes); a service without a cpu
+    cgroup of its own has its threads and its slice's limit, but not its slice's throttling and CPU time."""
+    layout = v1_host(tmp_path)
+    by_workload = collected_by_workload(tmp_path, layout, "3.10.0")
     threads = by_workload("schedwatch_threads")
     assert threads["/system.slice/web.service"] == 3
     assert threads["/system.slice"] == 1
@@ -179,15 +186,7 @@ def test_on_a_v1_host_a_cpu_cgroup_elsewhere_is_its_one_workloads_and_a_shared_o
         (directory / "cpu.stat").write_text(f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time 9000\n")
         (directory / "cpuacct.usage").write_text("4000000000\n")
         (directory / "cpuacct.stat").write_text("user 300\nsystem 100\n")
-    facts = MachineFacts("6.1.0", True, {}, False, None, None, "", layout, None, None)
-    context = CollectorContext(Settings(), facts, None, None, IdentityResolver([]))  # type: ignore[arg-type]
-    collector = CgroupCpuCollector(context)
-    collector._proc = ProcFS(tmp_path / "proc")
-    families = {family.name: family for family in collector.collect()}
-
-    def by_workload(name: str) -> dict[str, float]:
-        return {s.labels["cgroup"]: s.value for s in families[name].samples if s.labels.get("mode") != "system"}
-
+    by_workload = collected_by_workload(tmp_path, layout, "6.1.0")
     assert by_workload("schedwatch_cpu_periods")["/srv/app"] == 30
     assert by_workload("schedwatch_cpu_throttled_periods")["/srv/app"] == 12
     assert by_workload("schedwatch_cpu_usage_seconds")["/srv/app"] == 3.0  # 4 s: 3 user, 1 system
