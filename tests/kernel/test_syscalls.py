@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.machine.kernel import kernel_release, version_tuple
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess
 from tests.support.scrape import Scrape, cgroup_value
@@ -43,6 +44,8 @@ def test_futex_calls_by_op_and_wait_time(agent: AgentProcess, cgroups: CgroupSan
     try:
         truth = workload.truth
         assert truth["wait_errors"] == 0, "every timed wait should have timed out"
+        # futex2's futex_wait/wake/requeue came in Linux 6.7: where the kernel has them the workload made them.
+        assert truth["futex2"] == int(version_tuple(kernel_release())[:2] >= (6, 7)), truth
         waits = truth["wait"] + truth["waitv"]  # less futex2's futex_wait on kernels before 6.7 (truth["futex2"] 0)
         scrape = agent.scrape()
         path = cgroups.relative(group)
