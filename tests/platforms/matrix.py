@@ -143,33 +143,75 @@ def _run_and_tell(machine: Machine, out: Path, short: bool, tests: list[str] | N
     return result
 
 
-def report(results: list[MachineResult], command: str, seconds: float) -> str:
-    """The measured part of docs/platforms.md: one row per machine, then each machine's tests."""
-    today = datetime.date.today().isoformat()
-    lines = [
-        f"Measured {today} with `{command}` on this project's development machine (2 CPUs, QEMU without KVM: "
-        f"nested KVM hangs there), {seconds / 60:.0f} min in all.",
-        "",
-        "| machine | kernel | cgroup layout | accelerator | tests passed | result | minutes |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for result in results:
-        passed = sum(outcome == "passed" for outcome in result.outcomes.values())
-        verdict = "pass" if result.passed else ("did not finish" if result.failure else "FAIL")
-        lines.append(
-            f"| {result.machine.name} | {result.release} | {result.machine.layout} | {result.accelerator} | "
-            f"{passed} of {len(result.outcomes)} | {verdict} | {result.seconds / 60:.1f} |"
-        )
-    for result in results:
-        lines += ["", f"### {result.machine.name} ({result.release}, {result.machine.layout})", ""]
-        if result.failure:
-            lines += ["```", result.failure.strip()[-2000:], "```"]
-        for node, outcome in result.outcomes.items():
-            message = result.messages.get(node)
-            lines.append(f"- {outcome}: `{node}`" + (f" ({message})" if message and outcome != "passed" else ""))
-        for test in left_out(result.machine.layout):
-            lines.append(f"- not run: `{test.node}` ({test.why_not_elsewhere})")
+HEADER = (
+    "Each machine's latest run, on this project's development machine (2 CPUs, QEMU without KVM: nested KVM hangs\n"
+    "there). A run of some machines (`--machines`) rewrites their rows and sections and keeps the others'."
+)
+TABLE_HEAD = (
+    "| machine | kernel | cgroup layout | accelerator | date | tests passed | result | minutes |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+)
+
+
+@dataclass(frozen=True)
+class ReportPart:
+    """One machine's row of the table and its section of tests."""
+
+    row: str
+    section: str
+
+
+def machine_part(result: MachineResult, command: str, today: str) -> ReportPart:
+    """*result*'s row (with the date) and its section (the command, then each test's outcome)."""
+    passed = sum(outcome == "passed" for outcome in result.outcomes.values())
+    verdict = "pass" if result.passed else ("did not finish" if result.failure else "FAIL")
+    row = (
+        f"| {result.machine.name} | {result.release} | {result.machine.layout} | {result.accelerator} | {today} | "
+        f"{passed} of {len(result.outcomes)} | {verdict} | {result.seconds / 60:.1f} |"
+    )
+    lines = [f"### {result.machine.name} ({result.release}, {result.machine.layout})", ""]
+    lines += [f"{today}: `{command}`, {result.seconds / 60:.1f} min.", ""]
+    if result.failure:
+        lines += ["```", result.failure.strip()[-2000:], "```"]
+    for node, outcome in result.outcomes.items():
+        message = result.messages.get(node)
+        lines.append(f"- {outcome}: `{node}`" + (f" ({message})" if message and outcome != "passed" else ""))
+    for test in left_out(result.machine.layout):
+        lines.append(f"- not run: `{test.node}` ({test.why_not_elsewhere})")
+    return ReportPart(row, "\n".join(lines))
+
+
+def render(parts: dict[str, ReportPart]) -> str:
+    """The measured part of docs/platforms.md: the table, then each machine's section, in MACHINES' order."""
+    names = [machine.name for machine in MACHINES if machine.name in parts]
+    lines = [HEADER, "", *TABLE_HEAD, *(parts[name].row for name in names)]
+    for name in names:
+        lines += ["", parts[name].section]
     return "\n".join(lines) + "\n"
+
+
+def parse(measured: str) -> dict[str, ReportPart]:
+    """The machines' parts of a measured part written by render (anything else in it is not kept)."""
+    known = {machine.name for machine in MACHINES}
+    rows: dict[str, str] = {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in measured.splitlines():
+        if line.startswith("### "):
+            name = line.split()[1]
+            current = sections.setdefault(name, []) if name in known else None
+        elif line.startswith("| ") and current is None and (name := line.split("|")[1].strip()) in known:
+            rows[name] = line
+            continue
+        if current is not None:
+            current.append(line)
+    return {name: ReportPart(rows[name], "\n".join(sections[name]).strip()) for name in rows if name in sections}
+
+
+def report(results: list[MachineResult], command: str, today: str | None = None) -> str:
+    """The measured part for *results* alone."""
+    date = today or datetime.date.today().isoformat()
+    return render({result.machine.name: machine_part(result, command, date) for result in results})
 
 
 MEASURED_START = "<!-- measured: written by `make platforms` -->"
@@ -177,13 +219,15 @@ MEASURED_END = "<!-- end of measured -->"
 
 
 def write_report(document: Path, measured: str) -> None:
-    """Replace the measured part of *document* (between its markers) with *measured*."""
+    """Merge *measured* (report's text) into the measured part of *document* (between its markers): its machines'
+    rows and sections replace theirs, the other machines' are kept."""
     text = document.read_text()
     head, start, rest = text.partition(MEASURED_START)
-    _old, end, tail = rest.partition(MEASURED_END)
+    old, end, tail = rest.partition(MEASURED_END)
     if not start or not end:
         raise SystemExit(f"{document} lacks the markers {MEASURED_START} ... {MEASURED_END}")
-    document.write_text(f"{head}{MEASURED_START}\n{measured}{MEASURED_END}{tail}")
+    merged = {**parse(old), **parse(measured)}
+    document.write_text(f"{head}{MEASURED_START}\n{render(merged)}{MEASURED_END}{tail}")
 
 
 def main(argv: list[str]) -> int:
@@ -199,15 +243,12 @@ def main(argv: list[str]) -> int:
     unknown = set(wanted) - {machine.name for machine in MACHINES}
     if unknown:
         parser.error(f"no such machines: {', '.join(sorted(unknown))} (known: {', '.join(m.name for m in MACHINES)})")
-    started = time.monotonic()
     prepare_host()
     chosen = [machine for machine in MACHINES if machine.name in wanted]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         tests = args.tests.split(",") if args.tests else None
         results = list(pool.map(lambda machine: _run_and_tell(machine, args.out, args.short, tests), chosen))
-    measured = report(
-        results, shlex.join(["python", "-m", "tests.platforms.matrix", *argv]), time.monotonic() - started
-    )
+    measured = report(results, shlex.join(["python", "-m", "tests.platforms.matrix", *argv]))
     (args.out / "report.md").write_text(measured)
     if args.report:
         write_report(args.report, measured)

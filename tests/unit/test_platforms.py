@@ -54,22 +54,37 @@ def test_junit_results_keep_each_tests_outcome_and_the_verifiers_words(tmp_path:
     assert "value_size=160 off=2184" in result.details[loaded]
     assert result.messages[loaded].startswith("AssertionError: kernel 6.1.0-57-amd64")
     assert not result.passed
-    table = report([result], "make platforms", 600)
-    assert "| debian-6.1-v2 | 6.1.0-57-amd64 | v2 | none | 1 of 2 | FAIL |" in table
+    result.seconds = 600
+    table = report([result], "make platforms", "2026-12-07")
+    assert "| debian-6.1-v2 | 6.1.0-57-amd64 | v2 | none | 2026-12-07 | 1 of 2 | FAIL | 10.0 |" in table
+    assert "2026-12-07: `make platforms`, 10.0 min." in table
     assert f"- failed: `{loaded}`" in table
 
 
 def test_a_machine_that_did_not_finish_is_no_pass() -> None:
     result = MachineResult(MACHINES[1], "6.1.0-57-amd64", failure="did not finish within 60 s")
     assert not result.passed
-    assert "did not finish" in report([result], "make platforms", 60)
+    assert "did not finish" in report([result], "make platforms")
 
 
-def test_the_report_replaces_only_the_measured_part(tmp_path: Path) -> None:
+def test_a_report_replaces_its_machines_parts_and_keeps_the_others(tmp_path: Path) -> None:
+    v2, v1 = MachineResult(MACHINES[0], "6.1.0-57-amd64"), MachineResult(MACHINES[1], "6.1.0-57-amd64")
+    v2.outcomes = v1.outcomes = {"tests/kernel/test_x.py::test_a": "failed"}
     document = tmp_path / "platforms.md"
-    document.write_text(f"# head\n{MEASURED_START}\nold\n{MEASURED_END}\ntail\n")
-    write_report(document, "new table\n")
-    assert document.read_text() == f"# head\n{MEASURED_START}\nnew table\n{MEASURED_END}\ntail\n"
+    document.write_text(f"# head\n{MEASURED_START}\nold prose\n{MEASURED_END}\ntail\n")
+    write_report(document, report([v1], "run 1", "2026-12-06"))
+    v2.outcomes = v1.outcomes = {"tests/kernel/test_x.py::test_a": "passed"}
+    write_report(document, report([v2], "run 2", "2026-12-07"))
+    text = document.read_text()
+    assert text.startswith(f"# head\n{MEASURED_START}\n") and text.endswith(f"{MEASURED_END}\ntail\n")
+    assert "old prose" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| debian-")]
+    assert [row.split(" | ")[0] for row in rows] == ["| debian-6.1-v2", "| debian-6.1-v1"]  # MACHINES' order
+    assert "| 2026-12-07 | 1 of 1 | pass |" in rows[0] and "| 2026-12-06 | 0 of 1 | FAIL |" in rows[1]
+    assert text.index("2026-12-07: `run 2`") < text.index("### debian-6.1-v1") < text.index("2026-12-06: `run 1`")
+    write_report(document, report([v1], "run 3", "2026-12-08"))  # a machine's part is replaced, not repeated
+    again = document.read_text()
+    assert again.count("### debian-6.1-v1") == 1 and "run 1" not in again and "run 2" in again
     document.write_text("no markers")
     with pytest.raises(SystemExit, match="lacks the markers"):
         write_report(document, "x")
