@@ -332,7 +332,7 @@ def _bcc_text(bcc: BccFound | None) -> str:
     if bcc.version is None:
         return f"CANNOT BE IMPORTED: {bcc.error} — fix: {BCC_INSTALL_FIX}"
     if bcc.error:
-        return f"TOO OLD: {bcc.version} from {bcc.path}: {bcc.error} — fix: {BCC_UPGRADE_FIX}"
+        return f"TOO OLD: {bcc.error}; it is at {bcc.path} — fix: {BCC_UPGRADE_FIX}"
     where = (
         " (outside this Python's own path: found in the distribution's packages, where the loader looks too)"
         if bcc.outside_path

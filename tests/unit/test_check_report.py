@@ -329,7 +329,8 @@ def test_a_bcc_older_than_the_programs_need_is_too_old_not_ready() -> None:
     assert choose("auto", facts).mode != BPF
     report = replace(root, facts=facts, mode=choose("auto", facts))
     text = to_text(report)
-    assert "  bcc          TOO OLD: 0.18.0 from /usr/lib/python3/dist-packages/bcc: bcc 0.18.0 is too old" in text
+    where = "it is at /usr/lib/python3/dist-packages/bcc"
+    assert f"  bcc          TOO OLD: {old.error}; {where} — fix: install bcc 0.22.0 or later" in text
     assert "can be loaded here" not in text
     document = to_json(report)
     assert document["machine"]["bcc"]["version"] == "0.18.0" and document["machine"]["bcc"]["error"] == old.error
