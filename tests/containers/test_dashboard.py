@@ -79,7 +79,6 @@ def test_every_panel_query_returns_data(
             podman_state(busy_container)
         )
         time.sleep(1)
-    time.sleep(12)  # enough points for rate() over 30 s windows
 
     # The variables' own queries find the node and the container.
     variables = {"node": node, "namespace": "shop", "pod": "checkout", "container": "api"}
@@ -92,13 +91,20 @@ def test_every_panel_query_returns_data(
         values = prometheus.api(f"label/{match.group(2)}/values", **{"match[]": match.group(1)})
         assert variables[variable["name"]] in values, (variable["name"], values)
 
-    empty = []
-    for panel in dashboard["panels"]:
-        for target in panel.get("targets", []):  # a row has none
-            expr = substitute(target["expr"], variables)
-            if not prometheus.query(expr):
-                empty.append(f"{panel['title']}: {expr}")
-    assert not empty, "panels without data:\n" + "\n".join(empty)
+    def empty_panels() -> list[str]:
+        empty = []
+        for panel in dashboard["panels"]:
+            for target in panel.get("targets", []):  # a row has none
+                expr = substitute(target["expr"], variables)
+                if not prometheus.query(expr):
+                    empty.append(f"{panel['title']}: {expr}")
+        return empty
+
+    # rate() over 30 s windows has data from its second scrape on: asked again each second, not after a fixed sleep.
+    deadline = time.monotonic() + 60
+    while empty := empty_panels():
+        assert time.monotonic() < deadline, "panels without data:\n" + "\n".join(empty)
+        time.sleep(1)
 
 
 def podman_state(container: str) -> str:

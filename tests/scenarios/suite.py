@@ -29,7 +29,7 @@ from tests.scenarios.live import ScenarioCgroup, running
 from tests.support.agent import REPO, require_root
 from tests.support.workloads import CgroupSandbox
 
-WARM_UP = 3.0  # numpy's import and the pool's start are done by then
+WARM_UP = 3.0  # a container's start and its Python's imports are done by then
 DIAGNOSE_SECONDS = 10.0
 DIAGNOSE_TIMEOUT = 180.0  # compiling the BPF programs takes seconds; a busy machine more
 LIFETIME_MARGIN = 240.0  # a workload outlives its diagnosis; it is killed as soon as the diagnosis is done
@@ -194,8 +194,8 @@ def run_plain(
     """One run of a scenario in a cgroup made for it."""
     group = ScenarioCgroup(sandbox, scenario.name, scenario.quota, scenario.memory_limit)
     try:
-        with running(scenario, group, WARM_UP + seconds + LIFETIME_MARGIN, sandbox) as process:
-            time.sleep(WARM_UP)
+        with running(scenario, group, scenario.warm_up + seconds + LIFETIME_MARGIN, sandbox) as process:
+            time.sleep(scenario.warm_up)
             document = diagnose(work, seconds, ["--cgroup", group.label])
             keep(document, documents, scenario.name, run)
             if process.poll() is not None:
