@@ -157,6 +157,13 @@ OFFCPU_SECONDS = CounterSpec(
     "(sleeping; includes the wait for a CPU after the wake-up).",
     (*WORKLOAD_LABELS, "reason"),
 )
+OFFCPU_PERIODS = CounterSpec(
+    "schedwatch_offcpu_periods",
+    "Times the workload's threads were off CPU, by reason, counted as each period ends (the thread runs again): "
+    "preempted (an involuntary context switch) or blocked (a voluntary one: a sleep, a wait). With "
+    "schedwatch_offcpu_seconds_total, the mean length of each: many short sleeps are wake-ups that cost CPU.",
+    (*WORKLOAD_LABELS, "reason"),
+)
 RUNQUEUE_LATENCY = HistogramSpec(
     "schedwatch_runqueue_latency_seconds",
     "Time from a thread becoming runnable (woken, new, or preempted) until it runs, per wait.",

@@ -109,6 +109,7 @@ struct cgroup_sched {
     u64 runq_by_holder_ns[HOLDERS];  /* their sum is runq_ns */
     u64 blocked_ns[SLEEPS];
     u64 processes_exited;  /* processes whose last thread exited in the workload (threads are not counted) */
+    u64 offcpu_periods[REASONS];     /* the off-CPU periods offcpu_ns sums, counted as each ends */
 };
 
 struct process_sched {
@@ -259,8 +260,10 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
     if (cg) {
         if (missed_wakeup)
             __sync_fetch_and_add(&cg->missed[MISSED_WAKEUP], 1);
-        if (offcpu)
+        if (offcpu) {
             __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);
+            __sync_fetch_and_add(&cg->offcpu_periods[reason], 1);
+        }
         if (did_wait) {
             __sync_fetch_and_add(&cg->runq_ns, waited);
             u32 bucket = runq_bucket(waited);

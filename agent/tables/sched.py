@@ -54,6 +54,7 @@ TABLE = Table(
             process=metrics.PROCESS_BLOCKED_SECONDS,
         ),
         Counter(metrics.PROCESSES_EXITED, "processes_exited", only_nonzero=True),
+        Counter(metrics.OFFCPU_PERIODS, "offcpu_periods", Decoder("reason", OFFCPU_REASONS)),
     ),
     # map `neighbours`: (waiting workload, holding workload) -> nanoseconds, ranked per workload
     computed=(metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS,),

@@ -108,6 +108,38 @@ def test_sleeping_thread_is_blocked_not_preempted(agent: AgentProcess, cgroups: 
         workload.release()
 
 
+def involuntary_and_voluntary_switches(pid: int) -> tuple[int, int]:
+    """The kernel's own count of a single-threaded process's context switches over its life (/proc/PID/status)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["nonvoluntary_ctxt_switches"]), int(fields["voluntary_ctxt_switches"])
+
+
+def test_each_sleep_ends_one_blocked_period_and_the_kernel_counted_every_switch(
+    agent: AgentProcess, cgroups: CgroupSandbox, sleeper: Path
+) -> None:
+    """A thread that sleeps 200 times has at least 200 blocked periods in its cgroup (less the switches the kernel
+    did not deliver), and never more than the voluntary switches the kernel counted over its whole life (which
+    include those before it joined the cgroup, and the one it is parked in now, whose period has not ended)."""
+    group = cgroups.make("periods")
+    count, sleep_ns = 200, 1_000_000
+    workload = Workload(sleeper, group, count, sleep_ns)
+    try:
+        scrape = agent.scrape()
+        involuntary, voluntary = involuntary_and_voluntary_switches(workload.pid)
+        path = cgroups.relative(group)
+        blocked = cgroup_value(scrape, "schedwatch_offcpu_periods_total", path, reason="blocked")
+        preempted = cgroup_value(scrape, "schedwatch_offcpu_periods_total", path, reason="preempted")
+        missed = missed_switches(scrape, cgroup=path, container_id="")
+        assert missed <= 2, f"the kernel did not deliver {missed} of {count} switches: too many to judge"
+        assert count - missed <= blocked <= voluntary - 1, (blocked, voluntary, missed)
+        assert preempted <= involuntary, (preempted, involuntary)
+        # Each of them is a period of the blocked time: together at least the sleeps asked for.
+        seconds = cgroup_value(scrape, "schedwatch_offcpu_seconds_total", path, reason="blocked")
+        assert seconds >= (count - missed) * sleep_ns / 1e9 * 0.99, (seconds, blocked)
+    finally:
+        workload.release()
+
+
 def test_wake_ups_the_kernel_did_not_deliver_are_exported_as_missed(
     agent: AgentProcess, headers: None, cgroups: CgroupSandbox
 ) -> None:

@@ -129,6 +129,11 @@ def copy_tree(roots: dict[str, Path], out: Path) -> None:
                     (target / name).write_bytes((directory / name).read_bytes())
 
 
+def stat_value(path: Path, key: str) -> int:
+    """One counter of a cgroup's `cpu.stat`."""
+    return int(dict(line.split() for line in path.read_text().splitlines())[key])
+
+
 def main() -> None:
     roots = hierarchies()
     tracefs = kernel.tracefs_root() or kernel.mount_tracefs()
@@ -160,6 +165,8 @@ def main() -> None:
                 },
                 "truth": [w.truth for w in workloads],
             }
+            throttled = stat_value(roots["cpu"] / BASE / DOCKER / "cpu.stat", "nr_throttled")
+            assert throttled > 0, "the spinner was never throttled: CPU 0 was too busy; run again on a quiet machine"
             shutil.rmtree(OUT / "cgroup", ignore_errors=True)
             copy_tree(roots, OUT / "cgroup")
             for workload in workloads:

@@ -243,3 +243,36 @@ def test_processes_exited_are_zero_without_a_series_while_the_sched_collector_ru
     assert view(MEASURED).processes_exited == 0.0
     text = AFTER.replace('schedwatch_source_up{source="sched"} 1.0', "")
     assert view(MEASURED, BEFORE, text).processes_exited is None
+
+
+def periods(blocked: float, preempted: float, mode: str = "bpf", with_series: bool = True) -> str:
+    """A scrape of an agent with the sched collector running, and the workload's off-CPU periods (or none)."""
+    labels = 'container_id="",container="",pod="",namespace="",cgroup="/w"'
+    lines = [
+        'schedwatch_build_info{version="0.1.0",kernel_release="6.18"} 1',
+        f'schedwatch_mode{{mode="{mode}"}} 1',
+        'schedwatch_source_up{source="sched"} 1',
+        f"schedwatch_threads{{{labels}}} 2",
+    ]
+    if with_series:
+        lines += [
+            f'schedwatch_offcpu_periods_total{{{labels},reason="blocked"}} {blocked}',
+            f'schedwatch_offcpu_periods_total{{{labels},reason="preempted"}} {preempted}',
+        ]
+    return "\n".join([*lines, ""])
+
+
+def test_off_cpu_periods_are_the_workloads_voluntary_and_involuntary_switches() -> None:
+    ref = Workload(cgroup="/w")
+    window = Window(reading(periods(1_000, 20), 10.0), reading(periods(19_737, 25), 11.0))
+    view = workload_view(window, ref, 2)
+    assert (view.voluntary_switches, view.involuntary_switches) == (18_737, 5)
+    # An agent older than the series (no workload has one) and perf mode's (its sched collector reads schedstat)
+    # cannot tell them: unknown, not 0.
+    old = Window(reading(periods(0, 0, with_series=False), 10.0), reading(periods(0, 0, with_series=False), 11.0))
+    assert workload_view(old, ref, 2).voluntary_switches is None
+    perf = Window(reading(periods(0, 0, "perf", False), 10.0), reading(periods(0, 0, "perf", False), 11.0))
+    assert workload_view(perf, ref, 2).involuntary_switches is None
+    # A workload without a series while others have one had no switch ended in its cgroup: 0.
+    other = Window(reading(periods(5, 5), 10.0), reading(periods(5, 5), 11.0))
+    assert workload_view(other, Workload(cgroup="/idle"), 2).voluntary_switches == 0

@@ -168,8 +168,11 @@ def cgroup_ids() -> dict[str, int]:
 
 
 def decoded(table: Table, fields: dict[str, Any]) -> tuple[int, ...]:
-    """A captured `cgroups` value (its struct's fields by name) decoded as the probe decodes it for the collector."""
+    """A captured `cgroups` value (its struct's fields by name) decoded as the probe decodes it for the collector;
+    a field the table reads and the capture lacks is a capture older than the row: take it again."""
     layout = table.layout
+    missing = sorted({name for name, _slots in layout.fields} - set(fields))
+    assert not missing, f"probes.json lacks {missing} of table {table.collector}: capture it again (fixtures/README.md)"
     value = layout.value_type()()
     for name, number in fields.items():
         if isinstance(number, list):
@@ -302,6 +305,15 @@ def test_the_golden_exposition_holds_what_the_captured_workloads_did() -> None:
     assert samples[("schedwatch_threads", docker, "")] == len(truth["tids"]) == 3
     assert samples[("schedwatch_cpu_throttled_periods_total", docker, "")] > 0
     assert samples[("schedwatch_cpu_limit_cores", "", "/schedwatch-golden/batch")] == 1.5
+    # Each of the sleeper's 20 sleeps of 5 ms ended one blocked off-CPU period of its cgroup, and they add up to them.
+    blocked = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(GOLDEN.read_text())
+        for sample in family.samples
+        if sample.labels.get("cgroup") == "/schedwatch-golden/batch" and sample.labels.get("reason") == "blocked"
+    }
+    assert blocked["schedwatch_offcpu_periods_total"] == 20
+    assert blocked["schedwatch_offcpu_seconds_total"] >= 20 * 0.005
 
 
 def test_one_count_changed_in_a_probe_snapshot_is_one_line_of_difference() -> None:

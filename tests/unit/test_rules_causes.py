@@ -309,6 +309,14 @@ def test_short_sleeps_name_the_thread_and_the_fix() -> None:
     assert "about 65-fold" in finding.fix.steps[1]
 
 
+def test_the_workloads_own_wake_ups_are_evidence_where_the_agent_counted_them() -> None:
+    """The agent's blocked off-CPU periods (voluntary switches, every thread) beside the sleeps: 18,737 a second, the
+    three threads' own counts summed; unknown (a profile without them) leaves the line out."""
+    finding = only(diagnose(window(**SHORT_SLEEPS, voluntary_switches=97.0 + 9312.0 + 9328.0)))
+    assert evidence(finding)["wake-ups per second, every thread"] == 18_737
+    assert "wake-ups per second, every thread" not in evidence(only(diagnose(window(**SHORT_SLEEPS))))
+
+
 def test_zero_poll_timeouts() -> None:
     finding = only(diagnose(window(**ZERO_TIMEOUT)))
     assert (finding.cause, finding.mechanism) == (Cause.POLLING_STORM, Mechanism.SHORT_POLL_TIMEOUTS)

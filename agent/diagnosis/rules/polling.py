@@ -92,6 +92,11 @@ def check(workload: WorkloadView, limits: Thresholds) -> Finding | None:
                 f"an idle thread that waits for its event: ms to s; bar {1e6 * limits.polling_mean_seconds:g} us",
             )
         )
+    wakeups = workload.rate(workload.voluntary_switches)
+    if wakeups is not None:
+        found.append(
+            evidence("wake-ups per second, every thread", wakeups, "/s", "voluntary context switches, the kernel's")
+        )
     if workload.cpu_used_cores is not None:
         found.append(evidence("CPU used", workload.cpu_used_cores, "CPUs", "idle threads: about 0"))
     if mechanism is Mechanism.SHORT_SLEEPS:

@@ -42,6 +42,7 @@ COUNTED: tuple[MetricSpec, ...] = (
     metrics.RUNQUEUE_LATENCY,
     metrics.RUNQUEUE_WAIT_SECONDS,  # perf and procfs modes
     metrics.OFFCPU_SECONDS,
+    metrics.OFFCPU_PERIODS,
     metrics.CPU_PERIODS,
     metrics.CPU_THROTTLED_PERIODS,
     metrics.CPU_THROTTLED_SECONDS,

@@ -87,7 +87,18 @@ def workload_view(window: Window, ref: Workload, node_cpus: int | None) -> Workl
         throttled_periods=window.delta(ref, metrics.CPU_THROTTLED_PERIODS),
         periods=window.delta(ref, metrics.CPU_PERIODS),
         throttled_seconds=window.delta(ref, metrics.CPU_THROTTLED_SECONDS),
+        voluntary_switches=switches(window, ref, "blocked"),
+        involuntary_switches=switches(window, ref, "preempted"),
     )
+
+
+def switches(window: Window, ref: Workload, reason: str) -> float | None:
+    """The workload's off-CPU periods of *reason* that ended in the window: its voluntary (blocked) or involuntary
+    (preempted) context switches. None where the agent does not count them (perf and procfs modes, an agent older
+    than the series: no workload of the reading has one)."""
+    if not window.after.has(metrics.OFFCPU_PERIODS):
+        return None
+    return window.delta(ref, metrics.OFFCPU_PERIODS, reason)
 
 
 def _futex(window: Window, ref: Workload) -> dict[str, float] | None:
