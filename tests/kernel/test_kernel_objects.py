@@ -108,7 +108,7 @@ def test_the_agent_side_never_imports_bcc(headers: None) -> None:
     )
     shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     # No processes map: MAX_PROCESSES 0.
-    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'threads'] False"
+    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'thread_slots', 'threads'] False"
 
 
 def test_compile_error_reaches_the_user_in_one_line(
