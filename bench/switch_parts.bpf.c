@@ -8,6 +8,8 @@
  *   4  + its workload's totals in a hash map keyed by cgroup id
  *   5  + the atomic adds into those totals: off-CPU time, run-queue wait, its histogram bucket, its holder, blocked
  *      time (five, as a woken thread's switch-in does)
+ * With -DSLOTS, the threads' states are found as bpf/sched.bpf.c finds them now: in the slot of an array their
+ * thread id maps to (the hash map only for a thread whose slot another holds, which this workload never has).
  */
 #include "bpf/schedwatch.h"  /* relative to the checkout: the benchmark runs there */
 
@@ -34,6 +36,47 @@ struct totals {
 };
 
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
+#ifdef SLOTS
+struct thread_slot {
+    u64 tid;
+    struct thread_state state;
+};
+BPF_ARRAY(thread_slots, struct thread_slot, MAX_THREADS);
+
+static __always_inline struct thread_state *thread_find(u32 tid)
+{
+    u32 index = tid % MAX_THREADS;
+    struct thread_slot *slot = thread_slots.lookup(&index);
+    if (slot && slot->tid == tid)
+        return &slot->state;
+    return threads.lookup(&tid);
+}
+
+static __always_inline struct thread_state *thread_entry(u32 tid)
+{
+    u32 index = tid % MAX_THREADS;
+    struct thread_slot *slot = thread_slots.lookup(&index);
+    if (slot && slot->tid == tid)
+        return &slot->state;
+    struct thread_state zero = {};
+    if (slot && slot->tid == 0 && __sync_val_compare_and_swap(&slot->tid, 0, tid) == 0) {
+        slot->state = zero;
+        return &slot->state;
+    }
+    return threads.lookup_or_try_init(&tid, &zero);
+}
+#else
+static __always_inline struct thread_state *thread_find(u32 tid)
+{
+    return threads.lookup(&tid);
+}
+
+static __always_inline struct thread_state *thread_entry(u32 tid)
+{
+    struct thread_state zero = {};
+    return threads.lookup_or_try_init(&tid, &zero);
+}
+#endif
 BPF_HASH(cgroups, u64, struct totals, MAX_CGROUPS);
 BPF_ARRAY(moves, u64, 1);
 
@@ -43,8 +86,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #if PARTS >= 1
     u32 prev = args->prev_pid;
     if (prev != 0) {
-        struct thread_state zero = {};
-        struct thread_state *state = threads.lookup_or_try_init(&prev, &zero);
+        struct thread_state *state = thread_entry(prev);
         if (state) {
 #if PARTS >= 2
             u32 slot = 0;
@@ -69,7 +111,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     u32 next = args->next_pid;
     if (next == 0)
         return KEEP_EVENT;
-    struct thread_state *in = threads.lookup(&next);
+    struct thread_state *in = thread_find(next);
     if (!in || in->offcpu_since == 0)
         return KEEP_EVENT;
     u64 offcpu = now - in->offcpu_since;
@@ -105,7 +147,7 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
 {
 #if PARTS >= 3
     u32 tid = args->pid;
-    struct thread_state *state = threads.lookup(&tid);
+    struct thread_state *state = thread_find(tid);
     if (state && state->runnable_since == 0)
         state->runnable_since = bpf_ktime_get_ns();
 #endif

@@ -2,11 +2,13 @@
  * sleep, per cgroup (and off-CPU time and run-queue wait per process, opt-in).
  *
  * sched_switch fires on every context switch of the machine, so each probe
- * does a fixed, small amount of work: at most three hash lookups (four when
- * the kernel did not deliver an earlier event, see enum missed_event; one or
- * two more after a wait another workload held the CPU for), an
- * array slot and a few atomic adds, no loops, nothing sent to user space
- * (and, once per thread and after a cgroup move, one user-stack read).
+ * does a fixed, small amount of work: one hash lookup (the incoming thread's
+ * workload totals; two when the kernel did not deliver an earlier event, see
+ * enum missed_event; one or two more after a wait another workload held the
+ * CPU for), the two threads' states in array slots (a hash lookup more for a
+ * thread whose slot another thread holds, see struct thread_slot), an array
+ * slot and a few atomic adds, no loops, nothing sent to user space (and, once
+ * per thread and after a cgroup move, one user-stack read).
  *
  * Per thread the program remembers when it left the CPU, why, its cgroup,
  * and since when it has been runnable. When the thread runs again:
@@ -101,6 +103,15 @@ struct thread_state {
     u64 key_read_at;     /* cgroup moves counted when cgroup_id was read, plus one; 0: never read */
 };
 
+/* A thread's state lives in the slot of `thread_slots` its id maps to (thread id modulo MAX_THREADS), found by an
+ * array index the verifier inlines, while no other thread holds that slot; a thread whose slot another one holds
+ * keeps its state in the `threads` hash map, until it exits. A slot is taken by compare-and-swap of its `tid` (two
+ * CPUs may try at once) and freed when its thread exits. */
+struct thread_slot {
+    u64 tid;  /* the thread holding the slot; 0: free (64 bits: the compare-and-swap this compiler makes) */
+    struct thread_state state;
+};
+
 struct cgroup_sched {
     u64 offcpu_ns[REASONS];
     u64 runq_ns;
@@ -145,6 +156,7 @@ struct neighbour_wait {
 BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 #define WORKLOAD_TOTALS struct cgroup_sched
 #include "schedwatch.h"
+BPF_ARRAY(thread_slots, struct thread_slot, MAX_THREADS);
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
 BPF_TABLE("lru_hash", struct neighbour_pair, struct neighbour_wait, neighbours, NEIGHBOUR_PAIRS);
 #if MAX_PROCESSES > 0
@@ -180,10 +192,42 @@ static __always_inline u32 runq_bucket(u64 ns)
     return 9;                       /* +Inf */
 }
 
+static __always_inline struct thread_slot *slot_of(u32 tid)
+{
+    u32 index = tid % MAX_THREADS;
+    return thread_slots.lookup(&index);
+}
+
+/* Whether `slot` is free and now taken by thread `tid`. */
+static __always_inline bool slot_taken(struct thread_slot *slot, u32 tid)
+{
+    return slot->tid == 0 && __sync_val_compare_and_swap(&slot->tid, 0, tid) == 0;
+}
+
+/* The state of thread `tid`, or NULL if it has none. */
+static __always_inline struct thread_state *thread_find(u32 tid)
+{
+    struct thread_slot *slot = slot_of(tid);
+    if (slot && slot->tid == tid)
+        return &slot->state;
+    return threads.lookup(&tid);
+}
+
+/* The state of thread `tid`, made empty if it has none (NULL, counted in drops, when there is no room). */
 static __always_inline struct thread_state *thread_entry(u32 tid)
 {
+    struct thread_slot *slot = slot_of(tid);
+    if (slot && slot->tid == tid)
+        return &slot->state;
     struct thread_state zero = {};
-    struct thread_state *state = threads.lookup_or_try_init(&tid, &zero);
+    struct thread_state *state = threads.lookup(&tid);
+    if (state)
+        return state;  /* its slot was held when it got this entry: it keeps the entry until it exits */
+    if (slot && slot_taken(slot, tid)) {
+        slot->state = zero;
+        return &slot->state;
+    }
+    state = threads.lookup_or_try_init(&tid, &zero);
     if (!state)
         count_drop(DROP_THREAD_MAP);
     return state;
@@ -234,7 +278,7 @@ static __always_inline void count_neighbour(u64 waiter, u64 holder, u64 waited, 
  * `holder_key` (or from the kernel): account its off-CPU period and wait. */
 static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, bool holder_kernel)
 {
-    struct thread_state *state = threads.lookup(&tid);
+    struct thread_state *state = thread_find(tid);
     if (!state || (state->offcpu_since == 0 && state->runnable_since == 0))
         return;
     u64 offcpu = state->offcpu_since ? now - state->offcpu_since : 0;
@@ -345,7 +389,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (args->prev_state & DEAD_MASK) {
         /* An exited thread leaves the CPU for good (after sched_process_exit):
          * no state for it, or dead threads would fill the map. */
-        threads.delete(&prev);
+        forget_thread(prev);
         holder_key = workload_key();
     } else if (prev != 0 && WATCHED()) {
         struct thread_state *state = thread_entry(prev);
@@ -376,7 +420,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 TRACEPOINT_PROBE(sched, sched_wakeup)
 {
     u32 tid = args->pid;
-    struct thread_state *state = threads.lookup(&tid);
+    struct thread_state *state = thread_find(tid);
     if (state && state->runnable_since == 0)
         state->runnable_since = bpf_ktime_get_ns();
     return KEEP_EVENT;
@@ -394,14 +438,20 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
         .tgid = 0,  /* unknown until it first leaves a CPU: new thread or new process */
         .reason = BLOCKED,
     };
-    if (threads.update(&tid, &state))
+    struct thread_slot *slot = slot_of(tid);
+    if (slot && (slot->tid == tid || slot_taken(slot, tid)))
+        slot->state = state;
+    else if (threads.update(&tid, &state))
         count_drop(DROP_THREAD_MAP);
     return KEEP_EVENT;
 }
 
 static __always_inline void forget_thread(u32 tid)
 {
-    threads.delete(&tid);
+    struct thread_slot *slot = slot_of(tid);
+    if (slot && slot->tid == tid)
+        slot->tid = 0;
+    threads.delete(&tid);  /* an entry made while its slot was held, or one the slot has since replaced */
 }
 
 /* Counted in the workload the exiting thread is in (keyed by process: the process itself, before its totals move

@@ -30,7 +30,7 @@ BYTES_PER_THREAD = kernel_memory.bytes_per(rows.THREADS)
 BYTES_PER_TIMED_WORKLOAD = kernel_memory.bytes_per(rows.TIMED)
 MAX_CGROUPS_LIMIT = 1 << 19  # of BYTES_PER_CGROUP each: about 448 MiB of kernel memory
 MAX_PROCESSES_LIMIT = 1 << 20  # about 300 MiB
-MAX_THREADS_LIMIT = 1 << 20  # about 290 MiB
+MAX_THREADS_LIMIT = 1 << 20  # about 340 MiB
 MAX_WEB_CONNECTIONS_LIMIT = 1024  # each holds a thread and a file descriptor while it is open
 BOOLEAN_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(("0", "false", "no", "off"), False)
 

@@ -1,6 +1,7 @@
 """The kernel memory each unit of a --max-* flag preallocates (BPF hash maps are preallocated at load), summed over
-the bounded maps of every table: per entry, an element header, the key and the value each rounded up to 8 bytes,
-and one bucket, as bpftool reports a map's memlock on Linux 6.18. A value's bytes follow from the rows that read its
+the bounded maps of every table: per entry of a hash map, an element header, the key and the value each rounded up
+to 8 bytes, and one bucket, and per entry of an array its value rounded up to 8 bytes, as bpftool reports a map's
+memlock on Linux 6.18. A value's bytes follow from the rows that read its
 struct, so a counter added to a struct is counted here with its row."""
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ def entry_bytes(key_bytes: int, value_bytes: int) -> int:
 
 
 def map_bytes(table: Table, bounded: Bounded) -> int:
-    """Kernel bytes of *bounded* per unit of its bound."""
-    return bounded.times * entry_bytes(bounded.key_bytes, table.value_bytes(bounded))
+    """Kernel bytes of *bounded* per unit of its bound (an array's entry is its value, rounded up to 8 bytes)."""
+    value_bytes = table.value_bytes(bounded)
+    entry = _rounded(value_bytes) if bounded.array else entry_bytes(bounded.key_bytes, value_bytes)
+    return bounded.times * entry
 
 
 def bytes_per(bound: str) -> int:

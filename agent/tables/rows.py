@@ -75,7 +75,8 @@ Row = Counter | Histogram
 @dataclass(frozen=True)
 class Bounded:
     """A bounded BPF map of the program: its key's bytes, its value's (None: the struct the rows read, plus
-    *other_bytes* of fields no row reads), and the bound that sizes it, *times* entries per unit of the bound."""
+    *other_bytes* of fields no row reads), and the bound that sizes it, *times* entries per unit of the bound; a
+    hash map unless *array*."""
 
     map: str
     bound: str
@@ -83,6 +84,7 @@ class Bounded:
     value_bytes: int | None = None
     other_bytes: int = 0
     times: int = 1
+    array: bool = False
 
 
 @dataclass(frozen=True)

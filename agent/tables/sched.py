@@ -61,6 +61,7 @@ TABLE = Table(
     maps=(
         Bounded("cgroups", rows.CGROUPS, key_bytes=U64),
         Bounded("processes", rows.PROCESSES, key_bytes=4, other_bytes=2 * U64),  # + cgroup_id, runq_waits
+        Bounded("thread_slots", rows.THREADS, key_bytes=4, value_bytes=48, array=True),  # struct thread_slot
         Bounded("threads", rows.THREADS, key_bytes=4, value_bytes=40),  # struct thread_state
         # struct neighbour_pair -> struct neighbour_wait, an LRU map
         Bounded("neighbours", rows.CGROUPS, key_bytes=2 * U64, value_bytes=2 * U64, times=NEIGHBOUR_PAIRS_PER_CGROUP),

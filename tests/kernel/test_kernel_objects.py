@@ -99,6 +99,36 @@ def test_a_thread_that_joins_a_cgroup_has_its_sleeps_counted_there(
         program.close()
 
 
+def test_threads_whose_slot_another_holds_are_counted_exactly_from_the_hash_map(
+    headers: None, cgroups: CgroupSandbox, sleeper: Path
+) -> None:
+    # Every slot of thread_slots is held by a thread id no task has (ids are below 2**32), so every thread keeps its
+    # state in the threads hash map instead, as a thread whose slot another thread holds does: its sleeps must count
+    # as exactly there.
+    program = handover.load("sched.bpf.c", sched_defines(ProbeLimits(), kernel.tracefs_root()))
+    try:
+        slots = program.maps["thread_slots"]
+        stranger = slots.Leaf()
+        stranger.tid = 1 << 40
+        for index in range(slots.max_entries):
+            slots.set(index, stranger)
+        group = cgroups.make("slot-held")
+        count, sleep_ns = 20, 10_000_000
+        workload = Workload(sleeper, group, count, sleep_ns)
+        try:
+            entry = dict(program.maps["cgroups"].items())[group.stat().st_ino]
+            in_hash = {key for key, _state in program.maps["threads"].items()}
+        finally:
+            workload.release()
+        assert {slot.tid for _index, slot in slots.items()} == {1 << 40}, "a thread took a slot that was held"
+        assert workload.pid in in_hash, "the sleeper's thread (its only one) has no entry in the threads hash map"
+        missed = entry.missed[MISSED_EVENTS.index("switch_in")]
+        assert missed <= 2, f"the kernel did not deliver {missed} of 20 switches: too many to judge"
+        assert (count - missed) * sleep_ns * 0.99 <= entry.offcpu_ns[1] <= workload.truth["slept_ns"] + 2_000_000
+    finally:
+        program.close()
+
+
 def test_the_agent_side_never_imports_bcc(headers: None) -> None:
     code = (
         "import sys; from agent.bpf import handover; "
@@ -108,7 +138,7 @@ def test_the_agent_side_never_imports_bcc(headers: None) -> None:
     )
     shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     # No processes map: MAX_PROCESSES 0.
-    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'threads'] False"
+    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'thread_slots', 'threads'] False"
 
 
 def test_compile_error_reaches_the_user_in_one_line(

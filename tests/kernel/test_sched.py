@@ -14,7 +14,7 @@ import pytest
 from agent.bpf.probes.sched import prev_state_is_exact
 from agent.machine import kernel
 from agent.machine.process_stat import CLOCK_TICKS, parse_process_stat
-from tests.support.agent import AgentProcess, agent_map_keys
+from tests.support.agent import AgentProcess, agent_map_keys, agent_slot_holders
 from tests.support.bpf_spin import SPIN_WHO, spinning_on_getpriority
 from tests.support.scrape import Scrape, cgroup_value, missed_switches
 from tests.support.workloads import CgroupSandbox, Workload, build
@@ -341,7 +341,8 @@ def test_runqueue_latency_agrees_with_taskstats_delay_accounting(
 def test_exited_threads_leave_no_state_behind(agent: AgentProcess) -> None:
     """A thread's last switch-out comes after its exit: it must not re-create the state the exit freed.
 
-    Exact: no entry of the threads map belongs to one of the 2,000 processes run and reaped here. (Counting the
+    Exact: no thread state (a slot of the thread_slots array, or an entry of the threads map) belongs to one of the
+    2,000 processes run and reaped here. (Counting the
     entries before and after would count the threads the rest of the machine made meanwhile: other tests and
     helpers start and stop threads, which is why that count needed a 10 % allowance.) A pid reused since by a new
     thread may rightly have an entry: only pids that name no thread between two reads of the map are judged; an
@@ -363,13 +364,13 @@ def test_exited_threads_leave_no_state_behind(agent: AgentProcess) -> None:
             child = subprocess.Popen(["/bin/true"])
             child.wait()  # reaped: its exit, and its last switch-out, are behind it
             pids.append(child.pid)
-        first = set(agent_map_keys(agent, "threads"))
+        first = set(agent_slot_holders(agent, "thread_slots") + agent_map_keys(agent, "threads"))
         gone = {pid for pid in pids if not Path(f"/proc/{pid}").exists()}
-        second = set(agent_map_keys(agent, "threads"))
-        # The map's keys are the tids of live threads: the sleeping thread, made after the agent started, is there.
-        assert tids[0] in first and tids[0] in second, "the threads map does not hold a sleeping thread's entry"
+        second = set(agent_slot_holders(agent, "thread_slots") + agent_map_keys(agent, "threads"))
+        # They are the tids of live threads: the sleeping thread, made after the agent started, is there.
+        assert tids[0] in first and tids[0] in second, "the sched program holds no state for a sleeping thread"
     finally:
         asleep.set()
         sleeper.join()
     left = sorted(first & second & gone)
-    assert left == [], f"{len(left)} of 2000 exited processes left thread entries: {left[:10]}"
+    assert left == [], f"{len(left)} of 2000 exited processes left thread states: {left[:10]}"

@@ -167,9 +167,30 @@ def require_root() -> None:
 
 def agent_map_keys(agent: AgentProcess, name: str) -> list[int]:
     """Keys of the agent's BPF maps called *name* (one per program that has one), read by bpftool."""
+    return [_map_key(entry) for entry in _map_dump(agent, name)]
+
+
+def agent_slot_holders(agent: AgentProcess, name: str) -> list[int]:
+    """The thread ids holding a slot of the agent's BPF arrays called *name*: each value's first field (a u64 `tid`,
+    0 for a free slot), read by bpftool."""
+    holders = []
+    for entry in _map_dump(agent, name):
+        value = entry["value"]
+        if isinstance(value, list):
+            tid = int.from_bytes(bytes(int(str(b), 16) for b in value[:8]), "little")
+        else:
+            assert isinstance(value, dict), value
+            tid = int(str(value["tid"]))
+        if tid:
+            holders.append(tid)
+    return holders
+
+
+def _map_dump(agent: AgentProcess, name: str) -> list[dict[str, object]]:
+    """Every entry of the agent's BPF maps called *name*, as bpftool dumps them in JSON."""
     bpftool = shutil.which("bpftool")
     assert bpftool, "bpftool is missing: apt-get install bpftool"
-    keys: list[int] = []
+    entries: list[dict[str, object]] = []
     found = False
     for fdinfo in Path(f"/proc/{agent.process.pid}/fdinfo").iterdir():
         try:
@@ -184,10 +205,9 @@ def agent_map_keys(agent: AgentProcess, name: str) -> list[int]:
         if shown.get("name") == name:
             dumped = subprocess.run([bpftool, "-j", "map", "dump", "id", map_id], capture_output=True, check=True)
             found = True
-            for entry in json.loads(dumped.stdout):
-                keys.append(_map_key(entry))
+            entries += json.loads(dumped.stdout)
     assert found, f"the agent holds no map named {name}"
-    return keys
+    return entries
 
 
 def agent_map_entries(agent: AgentProcess, name: str) -> int:

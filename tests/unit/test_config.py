@@ -158,8 +158,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
         ),
         (
             ["--max-threads", "5000000"],
-            "argument --max-threads: 5000000 would preallocate about 1,373 MiB of kernel memory (288 bytes per "
-            "thread in the sched, syscalls and families maps); give at most 1048576 (288 MiB)",
+            "argument --max-threads: 5000000 would preallocate about 1,602 MiB of kernel memory (336 bytes per "
+            "thread in the sched, syscalls and families maps); give at most 1048576 (336 MiB)",
         ),
         (["--max-threads", "0"], "argument --max-threads: '0' must be at least 1"),
         (["--max-processes", "-5"], "argument --max-processes: '-5' is not a whole number >= 0"),
@@ -271,20 +271,20 @@ def test_check_names_a_bad_variable_too() -> None:
 
 def _map_costs_from_the_bpf_sources() -> dict[str, int]:
     """Kernel bytes per unit of each MAX_* bound, from the BPF_HASH (and LRU hash) declarations and structs in
-    bpf/*.bpf.c: a 48-byte element header, key and value rounded up to 8 bytes, and a 16-byte bucket (one per entry)."""
+    bpf/*.bpf.c: a 48-byte element header, key and value rounded up to 8 bytes, and a 16-byte bucket (one per entry);
+    and from the BPF_ARRAY ones: the value rounded up to 8 bytes."""
     sizes = {"u64": 8, "u32": 4, "u8": 1}
     costs: dict[str, int] = {}
     for source in sorted((REPO / "bpf").glob("*.bpf.c")):
         text = source.read_text()
         constants = {name: int(number) for name, number in re.findall(r"#define (\w+) (\d+)\b", text)}
         constants |= {name: int(number) for name, number in re.findall(r"\b([A-Z_]+) = (\d+)", text)}
-        structs = {
-            name: sum(
+        structs: dict[str, int] = {}
+        for name, body in re.findall(r"struct (\w+) \{(.*?)\};", text, re.S):
+            structs[name] = sum(
                 sizes[kind] * (constants[count] if count else 1)
                 for kind, count in re.findall(r"\b(u64|u32) \w+(?:\[(\w+)\])?;", body)
-            )
-            for name, body in re.findall(r"struct (\w+) \{(.*?)\};", text, re.S)
-        }
+            ) + sum(structs[nested] for nested in re.findall(r"\bstruct (\w+) \w+;", body))
         # A bound may be a multiple of a MAX_* one: "#define NEIGHBOUR_PAIRS (2 * MAX_CGROUPS)".
         multiples = {name: (bound, int(times)) for name, times, bound in re.findall(
             r"#define (\w+) \((\d+) \* (MAX_\w+)\)", text
@@ -299,6 +299,9 @@ def _map_costs_from_the_bpf_sources() -> dict[str, int]:
             key_size = structs[key.split()[1]] if key.startswith("struct ") else sizes[key]
             entry = 48 + -(-key_size // 8) * 8 + -(-value_size // 8) * 8 + 16
             costs[bound] = costs.get(bound, 0) + times * entry
+        for value, size in re.findall(r"BPF_ARRAY\(\w+, (struct \w+|\w+), (MAX_\w+)\)", text):
+            value_size = structs[value.split()[1]] if value.startswith("struct ") else sizes[value]
+            costs[size] = costs.get(size, 0) + -(-value_size // 8) * 8  # an array: the value alone
     return costs
 
 
@@ -306,7 +309,7 @@ def test_the_kernel_memory_in_the_messages_follows_the_bpf_maps() -> None:
     # The bounds a --max-* flag sets (code attribution's maps, MAX_CALL_SITES, MAX_SITE_WORKLOADS and MAX_SAMPLE_SLOTS,
     # are sized apart).
     costs = _map_costs_from_the_bpf_sources()
-    apart = {"MAX_CALL_SITES", "MAX_SITE_WORKLOADS", "MAX_SAMPLE_SLOTS"}
+    apart = {"MAX_CALL_SITES", "MAX_SITE_WORKLOADS", "MAX_SAMPLE_SLOTS", "MAX_CPUS"}  # last_sites: a slot per CPU
     assert {bound: cost for bound, cost in costs.items() if bound not in apart} == {
         "MAX_CGROUPS": config.BYTES_PER_CGROUP,
         "MAX_PROCESSES": config.BYTES_PER_PROCESS,

@@ -37,10 +37,15 @@ def structs(text: str) -> dict[str, list[tuple[str, str, int]]]:
     known = constants(text)
     found = {}
     for name, body in re.findall(r"struct (\w+) \{(.*?)\};", text, re.S):
-        found[name] = [
-            (kind, field, known.get(count, int(count) if count.isdigit() else 0) if count else 1)
-            for kind, field, count in re.findall(r"\b(u64|u32|u16|u8|char) (\w+)(?:\[(\w+)\])?;", body)
-        ]
+        fields: list[tuple[str, str, int]] = []
+        for kind, nested, field, count in re.findall(
+            r"\b(?:(u64|u32|u16|u8|char)|struct (\w+)) (\w+)(?:\[(\w+)\])?;", body
+        ):
+            if nested:  # a struct inside a struct: its fields in place (all the programs' structs align to 8)
+                fields += found[nested]
+            else:
+                fields.append((kind, field, known.get(count, int(count) if count.isdigit() else 0) if count else 1))
+        found[name] = fields
     return found
 
 
@@ -59,7 +64,8 @@ def type_bytes(kind: str, known: dict[str, list[tuple[str, str, int]]]) -> int:
 
 
 def bounded_maps(text: str) -> dict[str, tuple[str, str, str, int]]:
-    """Each hash map of a program sized by a MAX_* bound: name -> (key type, value type, bound, entries per unit)."""
+    """Each hash map and array of a program sized by a MAX_* bound: name -> (key type, value type, bound, entries per
+    unit)."""
     multiples = {
         name: (bound, int(times)) for name, times, bound in re.findall(r"#define (\w+) \((\d+) \* (MAX_\w+)\)", text)
     }
@@ -73,6 +79,10 @@ def bounded_maps(text: str) -> dict[str, tuple[str, str, str, int]]:
         for key, value, name, size in re.findall(
             r'BPF_TABLE\("lru_hash", (struct \w+|\w+), (struct \w+|\w+), (\w+), (\w+)\)', text
         )
+    ]
+    declared += [
+        (name, "u32", value, size)
+        for name, value, size in re.findall(r"BPF_ARRAY\((\w+), (struct \w+|\w+), (\w+)\)", text)
     ]
     for name, key, value, size in declared:
         bound, times = multiples.get(size, (size, 1))
@@ -107,7 +117,8 @@ def test_the_tables_bounded_maps_are_the_programs_with_their_sizes(table: Table)
     text = source(table.program)
     known, maps = structs(text), bounded_maps(text)
     # code attribution's maps: no --max-* flag sizes them (site_workloads: --code-workloads of 80 bytes, at most 1024)
-    sized_apart = {"MAX_CALL_SITES", "MAX_SAMPLE_SLOTS", "MAX_SITE_WORKLOADS"}
+    # (the per-CPU last_sites: one slot per possible CPU)
+    sized_apart = {"MAX_CALL_SITES", "MAX_SAMPLE_SLOTS", "MAX_SITE_WORKLOADS", "MAX_CPUS"}
     assert {bounded.map for bounded in table.maps} == {
         name for name, (*_, bound, _times) in maps.items() if bound not in sized_apart
     }
