@@ -16,6 +16,7 @@ import stat
 import struct
 import threading
 import weakref
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,18 +46,24 @@ class _Segment:
 
 
 class ElfFunctions:
-    """The functions of one ELF file: name by file offset."""
+    """The functions of one ELF file: name by file offset. Packed as kallsyms are (agent/symbols/kernel_symbols.py):
+    starts and ends in arrays, the names in one string (a library as big as libLLVM names ~60,000 functions)."""
 
     def __init__(self, build_id: str | None, segments: list[_Segment], functions: list[tuple[int, int, str]]) -> None:
         self.build_id = build_id
         self._segments = segments
         functions.sort()
-        self._starts = [start for start, _end, _name in functions]
-        self._ends = [end for _start, end, _name in functions]
-        self._names = [name for _start, _end, name in functions]
+        self._starts = array("Q", [start for start, _end, _name in functions])
+        self._ends = array("Q", [end for _start, end, _name in functions])
+        self._names = "".join(name for _start, _end, name in functions)
+        self._name_ends = array("L", [0])
+        end = 0
+        for _start, _end, name in functions:
+            end += len(name)
+            self._name_ends.append(end)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._starts)
 
     def function_at(self, file_offset: int) -> str | None:
         """The function whose code is at *file_offset* of the file, or None (no symbol covers it)."""
@@ -66,7 +73,7 @@ class ElfFunctions:
         index = bisect.bisect_right(self._starts, address) - 1
         if index < 0 or address >= self._ends[index]:
             return None
-        return self._names[index]
+        return self._names[self._name_ends[index] : self._name_ends[index + 1]]
 
     def _address_of(self, file_offset: int) -> int | None:
         for segment in self._segments:
