@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,6 +25,12 @@ def source_dir() -> Path:
 DISTRIBUTION_PATHS = ("/usr/lib/python3/dist-packages", "/usr/lib/python3/site-packages")
 BCC_INSTALL_FIX = (
     "install bcc's Python module: apt-get install python3-bpfcc (Debian/Ubuntu; dnf install python3-bcc on Fedora)"
+)
+# The oldest bcc whose helpers.h declares every helper the programs call: bpf_task_pt_regs (syscalls.bpf.c) is
+# in bcc's src/cc/export/helpers.h from its tag v0.22.0 on (not in v0.21.0's); the rest are older.
+OLDEST_BCC = (0, 22, 0)
+BCC_UPGRADE_FIX = (
+    "install bcc 0.22.0 or later (Debian 12's python3-bpfcc is 0.26.0; older distributions: bcc built from source)"
 )
 # Test-only: extra defines for one program, by source file name, as JSON ({"sched.bpf.c": {"NAME": "VALUE"}}).
 # The kernel tests set it to make the real verifier refuse one program (docs/modes.md); nothing else reads it.
@@ -46,7 +53,38 @@ def program_text(directory: Path, source_name: str) -> str:
 
 
 def import_bcc() -> Any:
-    """Import bcc's Python module, looking in the distribution's dist-packages if needed."""
+    """Import bcc's Python module, looking in the distribution's dist-packages if needed; one older than the programs
+    need is refused as one that does not import."""
+    bcc = _imported_bcc()
+    too_old = bcc_too_old(_bcc_version())
+    if too_old:
+        raise BpfUnavailable(too_old, fix=BCC_UPGRADE_FIX)
+    return bcc
+
+
+def bcc_too_old(version: str) -> str:
+    """Why bcc *version* cannot build the programs (older than :data:`OLDEST_BCC`), or "" when it can or its version
+    is not known (then the compiler has the last word)."""
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if found is None:
+        return ""
+    number = tuple(int(part or 0) for part in found.groups())
+    if number >= OLDEST_BCC:
+        return ""
+    oldest = ".".join(map(str, OLDEST_BCC))
+    return f"bcc {version} is too old: the programs call helpers that bcc declares from {oldest} on (bpf_task_pt_regs)"
+
+
+def _bcc_version() -> str:
+    try:
+        from bcc import version
+
+        return str(version.__version__)
+    except (ImportError, AttributeError):
+        return "unknown"
+
+
+def _imported_bcc() -> Any:
     try:
         import bcc
     except ImportError:
@@ -66,25 +104,25 @@ def import_bcc() -> Any:
 
 
 def bcc_origin() -> dict[str, Any]:
-    """Whether :func:`import_bcc` imports bcc in this process, its version and where from (run in a child: the agent
-    itself never imports bcc)."""
+    """Whether bcc imports in this process as :func:`import_bcc` imports it, its version, where from, and whether it is
+    too old for the programs (run in a child: the agent itself never imports bcc)."""
     import sys
 
     own_path = list(sys.path)
     try:
-        bcc = import_bcc()
+        bcc = _imported_bcc()
     except BpfUnavailable as error:
         return {"version": None, "error": str(error)}
     except Exception as error:  # bcc's own import code fails in its own ways (a missing libbcc.so)
         return {"version": None, "error": f"bcc cannot be imported: {error}"}
     directory = Path(bcc.__file__).parent
-    try:
-        from bcc import version
-
-        number = str(version.__version__)
-    except (ImportError, AttributeError):
-        number = "unknown"
-    return {"version": number, "path": str(directory), "outside_path": str(directory.parent) not in own_path}
+    number = _bcc_version()
+    return {
+        "version": number,
+        "path": str(directory),
+        "outside_path": str(directory.parent) not in own_path,
+        "error": bcc_too_old(number),
+    }
 
 
 @dataclass(frozen=True)

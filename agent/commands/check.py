@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__, assembly, config, metrics
-from agent.bpf.compile import BCC_INSTALL_FIX
+from agent.bpf.compile import BCC_INSTALL_FIX, BCC_UPGRADE_FIX
 from agent.collectors import Availability, modes, registry, starting
 from agent.collectors.common.availability import tracefs_availability
 from agent.commands import Command
@@ -331,6 +331,8 @@ def _bcc_text(bcc: BccFound | None) -> str:
         return "not looked for"
     if bcc.version is None:
         return f"CANNOT BE IMPORTED: {bcc.error} — fix: {BCC_INSTALL_FIX}"
+    if bcc.error:
+        return f"TOO OLD: {bcc.error}; it is at {bcc.path} — fix: {BCC_UPGRADE_FIX}"
     where = (
         " (outside this Python's own path: found in the distribution's packages, where the loader looks too)"
         if bcc.outside_path

@@ -37,7 +37,7 @@ class BccFound:
     version: str | None  # None: it does not import
     path: str = ""  # the directory of the bcc package imported; "" when it does not import
     outside_path: bool = False  # found only in the distribution's dist-packages, outside this Python's own path
-    error: str = ""  # why it does not import
+    error: str = ""  # why it cannot build the programs: it does not import (version None), or it is too old
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,30 @@ def test_the_installed_agent_loads_its_programs_when_run_inside_a_checkout(tmp_p
         "pressure": True,
     }, report["collectors"]
     assert result.returncode == 0
+
+
+def test_the_installed_copy_answers_the_readmes_seed_command_outside_the_checkout(tmp_path: Path) -> None:
+    """The offline user's way in (README: `pip install .`, then the seed case's command): the installed copy alone,
+    run from a directory outside the checkout as a plain process (no BPF is loaded for it), names the slow side, the
+    cause and the fix with its number, as the README says."""
+    target = installed(tmp_path)
+    site_packages = next(p for p in sys.path if p.endswith("site-packages") and ".venv" in p)
+    artifacts = REPO / "tests" / "unit" / "fixtures" / "artifacts"
+    page = tmp_path / "seed.html"
+    result = subprocess.run(
+        [
+            *(sys.executable, "-S", str(target / "bin" / "schedwatch"), "compare", "--cpus", "32", "--workers", "14"),
+            *("--html", str(page), "--a", str(artifacts / "gcp_perf_trace_s.txt"), str(artifacts / "gcp_top.txt")),
+            *("--b", str(artifacts / "baremetal_perf_trace_s.txt")),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": f"{target}:{site_packages}", "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("schedwatch compare: gcp vs baremetal\n"), result.stdout[:300]
+    assert "gcp is the slow side" in result.stdout and "thread-pool-oversubscription" in result.stdout
+    assert "OMP_NUM_THREADS=2" in result.stdout
+    assert "-e OMP_NUM_THREADS=2" in page.read_text(encoding="utf-8")

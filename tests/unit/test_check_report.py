@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from agent.bpf.compile import BCC_UPGRADE_FIX, bcc_too_old
 from agent.collectors import registry
 from agent.collectors.common.availability import bpf_support, tracefs_availability
 from agent.collectors.modes import BPF, MISSING, PERF, ModeChoice, choose
@@ -20,6 +23,7 @@ from agent.commands.check import CheckReport, CollectorCheck, WebCheck, to_json,
 from agent.machine.cgroups.layout import CgroupLayout
 from agent.machine.facts import BccFound, MachineFacts
 from agent.machine.kernel import HeadersChoice
+from tests.support.agent import REPO
 from tests.support.schemas import assert_valid
 
 GOLDEN = Path(__file__).parent / "fixtures" / "check"
@@ -306,6 +310,55 @@ def test_without_bcc_no_bpf_collector_is_ok_and_check_fails() -> None:
     assert "  bcc          CANNOT BE IMPORTED: bcc cannot be imported (No module named 'bcc'" in text
     assert "apt-get install python3-bpfcc" in text
     assert to_json(report)["machine"]["bcc"]["version"] is None
+
+
+def test_a_bcc_older_than_the_programs_need_is_too_old_not_ready() -> None:
+    """bcc 0.18 (Debian 11's, Ubuntu 22.04's) imports, but its helpers.h lacks bpf_task_pt_regs: check said "the BPF
+    programs can be loaded here" and marked every BPF collector ok; the compiler refused them only at load."""
+    assert bcc_too_old("0.21.0") and bcc_too_old("0.18.0+ds") and bcc_too_old("0.9")
+    assert bcc_too_old("0.22.0") == bcc_too_old("0.26.0") == bcc_too_old("unknown") == ""
+    root = root_report()
+    old = BccFound("0.18.0", "/usr/lib/python3/dist-packages/bcc", error=bcc_too_old("0.18.0"))
+    facts = replace(root.facts, bcc=old)
+    refused = bpf_support(facts)
+    assert not refused.ok
+    assert refused.reason == "bcc 0.18.0 is too old: the programs call helpers that bcc declares from 0.22.0 on " + (
+        "(bpf_task_pt_regs)"
+    )
+    assert refused.fix.startswith("install bcc 0.22.0 or later")
+    assert choose("auto", facts).mode != BPF
+    report = replace(root, facts=facts, mode=choose("auto", facts))
+    text = to_text(report)
+    where = "it is at /usr/lib/python3/dist-packages/bcc"
+    assert f"  bcc          TOO OLD: {old.error}; {where} — fix: install bcc 0.22.0 or later" in text
+    assert "can be loaded here" not in text
+    document = to_json(report)
+    assert document["machine"]["bcc"]["version"] == "0.18.0" and document["machine"]["bcc"]["error"] == old.error
+    assert_valid(json.loads(json.dumps(document)))
+
+
+def test_the_loader_refuses_a_bcc_older_than_the_programs_need(tmp_path: Path) -> None:
+    """A bcc package that says it is 0.21.0 on the path (an old bcc cannot be installed beside this machine's): the
+    loader's import refuses it with the upgrade fix, and check's child reports its version with why it cannot serve."""
+    package = tmp_path / "bcc"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "version.py").write_text("__version__ = '0.21.0'\n")
+    script = (
+        "import json\n"
+        "from agent.bpf import BpfUnavailable\n"
+        "from agent.bpf.compile import bcc_origin, import_bcc\n"
+        "try:\n"
+        "    import_bcc()\n"
+        "except BpfUnavailable as error:\n"
+        "    print(json.dumps([str(error), error.fix, bcc_origin()]))\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, check=True)
+    error, fix, origin = json.loads(done.stdout)
+    assert error == bcc_too_old("0.21.0") != ""
+    assert fix == BCC_UPGRADE_FIX
+    assert origin == {"version": "0.21.0", "path": str(package), "outside_path": False, "error": error}
 
 
 def test_the_collectors_table_is_aligned_for_every_collector_name() -> None:

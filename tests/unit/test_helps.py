@@ -116,6 +116,8 @@ def test_json_is_spelled_json_everywhere(capsys: pytest.CaptureFixture[str], mon
     assert parser.parse_args(["--json"]).format == "json"
     assert parser.parse_args(["--format", "json"]).format == "json"
     assert parser.parse_args([]).format == "text"
+    said = [path for path in (REPO / "agent").rglob("*.py") if "check --format" in path.read_text(encoding="utf-8")]
+    assert not said, f"messages that tell users `check --format json`, not `check --json`: {said}"
 
 
 def test_every_path_a_help_names_exists(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ from tests.unit.report_samples import HOSTILE_CONTAINER, sample_comparison, samp
 ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "span", "div", "b", "table", "tr", "th",
     "td", "ul", "ol", "li", "svg", "rect", "text", "line", "script", "section", "nav", "a", "details", "summary",
-    "pre", "br",
+    "pre", "br", "code",
 }  # fmt: skip
 
 
@@ -258,6 +258,18 @@ def test_the_formula_says_what_would_give_n(tmp_path: Path, capsys: pytest.Captu
     assert "N = the CPUs it may use / its pool workers" in answer
     assert "For N: its pool workers were not counted here" in answer
     assert "--cpus N" in answer and "--workers N" in answer
+
+
+def test_what_the_page_quotes_is_code_not_backticks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reports' sentences quote commands in backticks, right on a terminal; the page showed the backticks
+    themselves ("`time` (or `perf stat`)", "Check it with `schedwatch verify -- <the command>`")."""
+    shown = without_data(seed_page(tmp_path))
+    capsys.readouterr()
+    answer = shown.split('<section class="answer">', 1)[1].split("</section>", 1)[0]
+    assert "`" not in answer, answer
+    assert "<code>time</code> (or <code>perf stat</code>)" in answer
+    assert "Check it with <code>schedwatch verify -- &lt;the command&gt;</code>" in answer
+    assert "`" not in shown.split("<body>", 1)[1]
 
 
 def test_empty_columns_and_idle_threads_are_folded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -203,3 +203,23 @@ def test_the_readmes_first_command_runs_on_the_files_as_they_ship(tmp_path: Path
     assert done.stdout.startswith("schedwatch compare: gcp vs baremetal\n")
     assert "OMP_NUM_THREADS=2" in done.stdout and "gcp is the slow side" in done.stdout
     assert "-e OMP_NUM_THREADS=2" in (tmp_path / "seed.html").read_text(encoding="utf-8")
+
+
+def test_the_readmes_first_screen_shows_the_offline_install_and_the_command_to_try() -> None:
+    """Within the README's first 40 lines: installing as yourself with pip or pipx, or from the wheels `make wheel`
+    builds, and the seed case's command on its files as they ship; the root install (`make run`) only after."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    screen = "\n".join(readme.splitlines()[:40])
+    for words in ("pipx install .", "bin/pip install .", "make wheel", "pip install --no-index --find-links dist"):
+        assert words in screen, words
+    assert "schedwatch compare --cpus 32 --workers 14" in screen
+    shipped = re.findall(r"tests/unit/fixtures/artifacts/([\w{},]+\.txt)", screen)
+    assert shipped, screen
+    for name in shipped:  # bash's gcp_{perf_trace_s,top}.txt: each name it expands to
+        braces = re.fullmatch(r"(\w*)\{([\w,]+)\}\.txt", name)
+        stems = [braces[1] + part for part in braces[2].split(",")] if braces else [name.removesuffix(".txt")]
+        for stem in stems:
+            assert (REPO / "tests/unit/fixtures/artifacts" / f"{stem}.txt").is_file(), stem
+    assert "make run" not in screen and "make run" in readme
+    wheel = re.search(r"^wheel:\n\t(.*)$", (REPO / "Makefile").read_text(), re.M)
+    assert wheel is not None and "pip wheel --wheel-dir dist ." in wheel.group(1)

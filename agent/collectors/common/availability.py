@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.bpf import BpfUnavailable
-from agent.bpf.compile import BCC_INSTALL_FIX
+from agent.bpf.compile import BCC_INSTALL_FIX, BCC_UPGRADE_FIX
 from agent.collectors import Availability
 from agent.machine import kernel
 from agent.machine.facts import MachineFacts
@@ -20,9 +20,9 @@ from agent.machine.facts import MachineFacts
 # Kernel releases from which the capabilities below exist or matter.
 CAP_BPF_SINCE = (5, 8)  # CAP_BPF and CAP_PERFMON; before, loading programs needs CAP_SYS_ADMIN
 MEMCG_ACCOUNTING_SINCE = (5, 11)  # BPF maps charged to the memory cgroup, no longer to RLIMIT_MEMLOCK
-LOAD_FIX = "if other headers do not help, report it with `schedwatch check --format json`"
+LOAD_FIX = "if other headers do not help, report it with `schedwatch check --json`"
 VERIFIER_FIX = (
-    "a defect of schedwatch on this kernel: report it with `schedwatch check --format json` and the agent's log "
+    "a defect of schedwatch on this kernel: report it with `schedwatch check --json` and the agent's log "
     "(it holds the verifier's last lines); --mode auto counts what it can of this collector without BPF meanwhile"
 )
 
@@ -52,6 +52,8 @@ def bpf_availability(facts: MachineFacts, required: Sequence[tuple[str, str]]) -
         return refused
     if facts.bcc is not None and facts.bcc.version is None:
         return Availability(False, facts.bcc.error or "bcc cannot be imported", BCC_INSTALL_FIX)
+    if facts.bcc is not None and facts.bcc.error:
+        return Availability(False, facts.bcc.error, BCC_UPGRADE_FIX)
     if facts.headers is None:
         return Availability(False, "no kernel headers", facts.headers_error)
     return Availability(True)

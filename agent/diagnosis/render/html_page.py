@@ -31,6 +31,7 @@ from agent.diagnosis.render.budget import budget_lines
 from agent.diagnosis.render.charts import difference_chart, drawn, thread_chart, thread_seconds
 from agent.diagnosis.render.code import code_lines
 from agent.diagnosis.render.json_report import comparison_to_json, to_json
+from agent.diagnosis.render.markup import prose
 from agent.diagnosis.render.markup import shown as _e
 from agent.diagnosis.render.numbers import number, plural, with_unit
 from agent.diagnosis.render.provenance import Made
@@ -138,7 +139,7 @@ def _evidence(items: Iterable[Evidence]) -> str:
 
 def _list(items: Iterable[str], ordered: bool = False) -> str:
     tag = "ol" if ordered else "ul"
-    inner = "".join(f"<li>{_e(item)}</li>" for item in items)
+    inner = "".join(f"<li>{prose(item)}</li>" for item in items)
     return f"<{tag}>{inner}</{tag}>" if inner else ""
 
 
@@ -146,7 +147,7 @@ def _fix(finding: Finding) -> str:
     fix = finding.fix
     ready = "\n".join(f"{_e(kind)}: {_e(line)}" for kind, line in ready_lines(fix))
     return (
-        f'<div class="fix"><b>Fix:</b> {_e(fix.summary)}'
+        f'<div class="fix"><b>Fix:</b> {prose(fix.summary)}'
         + (f"<pre>{ready}</pre>" if ready else "")
         + _list(fix.steps, ordered=True)
         + "</div>"
@@ -160,7 +161,7 @@ def _finding(finding: Finding, place: str, evidence_open: bool) -> str:
         f'<p class="lead"><span class="badge bad">{_e(cause_title(finding))}</span>'
         + (f" in <b>{_e(place)}</b> " if place else " ")
         + f'<span class="dim">confidence {_e(finding.confidence.value)}</span></p>',
-        f"<p>{_e(finding.explanation)}</p>",
+        f"<p>{prose(finding.explanation)}</p>",
     ]
     if finding.processes:
         parts.append(
@@ -390,7 +391,7 @@ def comparison_page(comparison: Comparison, made: Made | None = None) -> str:
     differ, what differs, each side's details and what the sources cannot tell."""
     title = f"schedwatch compare: {comparison.a_name} vs {comparison.b_name}"
     tone = "bad" if comparison.cause is not None else "good"
-    answer = [f'<p class="lead"><b>{_e(slow_line(comparison))}</b></p>']
+    answer = [f'<p class="lead"><b>{prose(slow_line(comparison))}</b></p>']
     if comparison.cause is not None:
         answer.append(_finding(comparison.cause, comparison.cause_side or "?", evidence_open=False))
     inputs = "".join(
@@ -409,7 +410,7 @@ def comparison_page(comparison: Comparison, made: Made | None = None) -> str:
         for f in rank_findings(side)
         if f is not comparison.cause
     ]
-    why = "".join(f"<p>{_e(sentence)}</p>" for sentence in comparison.explanation) + "".join(others)
+    why = "".join(f"<p>{prose(sentence)}</p>" for sentence in comparison.explanation) + "".join(others)
     axis_end = thread_seconds([*_all_threads(comparison.a), *_all_threads(comparison.b)])
     sections = [
         Section("why", "Why they differ", why, open=True),
