@@ -39,6 +39,7 @@ from agent.machine.clocksource import read_clocksource
 from agent.machine.cpus import online_cpu_count
 from agent.machine.facts import MachineFacts, gather
 from agent.machine.procfs import ProcFS
+from agent.symbols.elf_symbols import SymbolCache
 
 
 def prepare_machine(settings: config.Settings) -> MachineFacts:
@@ -96,7 +97,14 @@ def build_context(settings: config.Settings, facts: MachineFacts, identities: Id
     keys = workload_keys(settings, facts, resolver)
     cpu_stats = CpuStats(facts.cgroup_root, settings.max_cgroups, lambda: resolver.round)
     return CollectorContext(
-        settings, facts, resolver, keys, identities, library_version=pool_library_version(), cpu_stats=cpu_stats
+        settings,
+        facts,
+        resolver,
+        keys,
+        identities,
+        library_version=pool_library_version(),
+        cpu_stats=cpu_stats,
+        symbol_cache=SymbolCache(),
     )
 
 

@@ -19,6 +19,7 @@ from agent.identity.resolver import IdentityResolver
 from agent.machine.cgroups.activity import CpuStats
 from agent.machine.cgroups.paths import CgroupPathResolver
 from agent.machine.facts import MachineFacts
+from agent.symbols.elf_symbols import SymbolCache
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class CollectorContext:
     # (file name, path to open the mapped file) -> the version a library says (pool libraries), for code labels
     library_version: Callable[[str, Path], str | None] | None = None
     cpu_stats: CpuStats | None = None  # cgroup2 cpu.stat read once a scrape for all (None: each reads its own)
+    # the functions of mapped files, shared by the collectors that name code (a file parsed once, not once each)
+    symbol_cache: SymbolCache | None = None
 
 
 class Collector(Protocol):

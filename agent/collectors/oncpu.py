@@ -57,7 +57,7 @@ class OnCpuCollector:
         self._keys = context.keys
         self._identities = context.identities
         self._probe = probe or OnCpuProbe(probe_limits(settings, context.keys), settings.sample_frequency)
-        self._symbolizer = symbolizer or Symbolizer(version_of=context.library_version)
+        self._symbolizer = symbolizer or Symbolizer(cache=context.symbol_cache, version_of=context.library_version)
         self._named_workloads = settings.code_workloads
         self._table = RankedTable(settings.code_top_k, settings.series_grace_seconds, OTHER_SAMPLES)
         self._labels_of: dict[int, Labels] = {}  # each key's labels when last placed

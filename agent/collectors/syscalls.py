@@ -50,7 +50,7 @@ class SyscallsCollector(BpfCollector):
             )
         super().__init__(context, probe)
         self._syscall_probe = probe
-        symbolizer = Symbolizer(version_of=context.library_version)
+        symbolizer = Symbolizer(cache=context.symbol_cache, version_of=context.library_version)
         self.sites = CallSiteRows(
             context.keys,
             context.identities,

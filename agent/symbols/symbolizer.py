@@ -108,11 +108,16 @@ class Symbolizer:
             return False
         held = self._open_files(pid, maps)  # first, while the process lives: reading them takes longer
         try:
+            # Read without the lock (a scrape naming addresses meanwhile does not wait for a parse), kept under it.
+            described = {
+                (mapping.device, mapping.inode): self._describe(pid, mapping, Path(f"/proc/self/fd/{descriptor}"))
+                for mapping in maps.all()
+                if (descriptor := held.get((mapping.device, mapping.inode))) is not None
+            }
             with self._lock:
                 self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
-                for mapping in maps.all():
-                    descriptor = held.get((mapping.device, mapping.inode))
-                    self._file(pid, mapping, None if descriptor is None else Path(f"/proc/self/fd/{descriptor}"))
+                for key, known in described.items():
+                    self._remember(key, known)
                 self._captured[pid] = maps
                 self._captured.move_to_end(pid)
                 if len(self._captured) > CAPTURED_PROCESSES:
@@ -214,14 +219,25 @@ class Symbolizer:
         key = (mapping.device, mapping.inode)
         known = self._files.get(key)
         if known is None:
-            opened, in_root = self._paths(pid, mapping) if held is None else (held, held)
-            basename = mapping.path.rsplit("/", 1)[-1]
-            version = self._version_of(basename, opened) if self._version_of is not None else None
-            functions = self._cache.functions(opened, in_root)
-            known = _File(printable(library_name(mapping.path)), printable(version or ""), functions)
-            if len(self._files) >= FILES_REMEMBERED:
-                self._files.pop(next(iter(self._files)))
-            self._files[key] = known
+            known = self._remember(key, self._describe(pid, mapping, held))
+        return known
+
+    def _describe(self, pid: int, mapping: Mapping, held: Path | None) -> _File:
+        """The library, version and functions of the file of *mapping*, read (touches no state of the symbolizer)."""
+        opened, in_root = self._paths(pid, mapping) if held is None else (held, held)
+        basename = mapping.path.rsplit("/", 1)[-1]
+        version = self._version_of(basename, opened) if self._version_of is not None else None
+        functions = self._cache.functions(opened, in_root)
+        return _File(printable(library_name(mapping.path)), printable(version or ""), functions)
+
+    def _remember(self, key: tuple[tuple[int, int], int], known: _File) -> _File:
+        """Keep *known* as the file of *key* (the one kept already, if another thread read it meanwhile)."""
+        kept = self._files.get(key)
+        if kept is not None:
+            return kept
+        if len(self._files) >= FILES_REMEMBERED:
+            self._files.pop(next(iter(self._files)))
+        self._files[key] = known
         return known
 
 

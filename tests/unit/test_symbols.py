@@ -14,7 +14,7 @@ import pytest
 
 from agent.machine.procfs import ProcFS
 from agent.symbols import symbolizer
-from agent.symbols.elf_symbols import SymbolCache, read_functions
+from agent.symbols.elf_symbols import SymbolCache, read_build_id, read_functions
 from agent.symbols.kernel_symbols import parse_kallsyms
 from agent.symbols.names import UNKNOWN, is_c_library, library_name
 from agent.symbols.process_maps import parse_maps
@@ -127,6 +127,30 @@ def test_a_file_is_read_once_per_identity() -> None:
     first = cache.functions(binary)
     assert cache.functions(binary) is first
     assert cache.files_read == 1
+
+
+def test_a_copy_of_a_file_read_is_known_by_its_build_id(tmp_path: Path) -> None:
+    """The same library in another container's image (another device and inode, the same build) is not parsed
+    again: its build id, read from the program headers' notes alone, finds the functions already read."""
+    cache = SymbolCache()
+    binary = build("code_sites")
+    copy = tmp_path / "code_sites"
+    shutil.copyfile(binary, copy)
+    first = cache.functions(binary)
+    assert first is not None and first.build_id is not None
+    assert cache.functions(copy) is first
+    assert cache.files_read == 1
+
+
+def test_the_build_id_from_the_notes_is_the_one_pyelftools_reads() -> None:
+    libc = next(m.path for m in parse_maps(Path(f"/proc/{os.getpid()}/maps").read_text()).all() if "libc." in m.path)
+    for path in (build("code_sites"), Path(sys.executable).resolve(), Path(libc)):
+        with path.open("rb") as file:
+            functions = read_functions(file)
+            assert functions is not None and functions.build_id is not None, path
+            assert read_build_id(file) == functions.build_id, path
+    with Path(__file__).open("rb") as not_elf:
+        assert read_build_id(not_elf) is None
 
 
 def test_kallsyms_text_symbols() -> None:
