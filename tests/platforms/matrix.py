@@ -239,6 +239,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tests", help="pytest node ids, comma-separated, to run instead of the tier's")
     parser.add_argument("--jobs", type=int, default=1, help="machines run at once (each emulated VM takes a CPU)")
     args = parser.parse_args(argv)
+    if args.tests and args.report:
+        parser.error("--report keeps each machine's whole tier: run --tests without it (results in --out's report.md)")
     wanted = args.machines.split(",")
     unknown = set(wanted) - {machine.name for machine in MACHINES}
     if unknown:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.platforms import kernels
 from tests.platforms.machines import MACHINES, SHORT, TIER, V1, V2, Machine, left_out, nodes_for
-from tests.platforms.matrix import MEASURED_END, MEASURED_START, MachineResult, _read_junit, report, write_report
+from tests.platforms.matrix import MEASURED_END, MEASURED_START, MachineResult, _read_junit, main, report, write_report
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="0" tests="2">
@@ -125,3 +125,15 @@ def test_what_bpf_mode_cannot_count_is_told_by_kernel_release() -> None:
     assert "schedwatch_bpf_program_misses_total" in on_61[1]
     assert kernel_gaps("6.12.118+deb12-amd64") == on_61[:1]
     assert kernel_gaps("5.15.0-100-generic") == on_61[1:]
+
+
+def test_a_rerun_of_some_tests_cannot_replace_a_machines_whole_tier_in_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --tests run's 3 of 3 once took the place of a machine's 12 of 15 in docs/platforms.md."""
+    document = tmp_path / "platforms.md"
+    with pytest.raises(SystemExit) as refused:
+        main(["--machines", "debian-6.1-v1", "--tests", "tests/kernel/test_sched.py", "--report", str(document)])
+    assert refused.value.code == 2
+    assert "--report keeps each machine's whole tier" in capsys.readouterr().err
+    assert not document.exists()
