@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from agent.bpf import BpfUnavailable
+from agent.machine.kernel import version_tuple
 
 SHARED_HEADER = "schedwatch.h"
 
@@ -65,11 +65,8 @@ def import_bcc() -> Any:
 def bcc_too_old(version: str) -> str:
     """Why bcc *version* cannot build the programs (older than :data:`OLDEST_BCC`), or "" when it can or its version
     is not known (then the compiler has the last word)."""
-    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
-    if found is None:
-        return ""
-    number = tuple(int(part or 0) for part in found.groups())
-    if number >= OLDEST_BCC:
+    number = version_tuple(version)
+    if not number or number >= OLDEST_BCC:
         return ""
     oldest = ".".join(map(str, OLDEST_BCC))
     return f"bcc {version} is too old: the programs call helpers that bcc declares from {oldest} on (bpf_task_pt_regs)"
