@@ -8,8 +8,9 @@
  *   4  + its workload's totals in a hash map keyed by cgroup id
  *   5  + the atomic adds into those totals: off-CPU time, run-queue wait, its histogram bucket, its holder, blocked
  *      time (five, as a woken thread's switch-in does)
- * With -DSLOTS, the threads' states are found as bpf/sched.bpf.c finds them now: in the slot of an array their
- * thread id maps to (the hash map only for a thread whose slot another holds, which this workload never has).
+ * With -DSLOTS, the threads' states are found as bpf/sched.bpf.c finds them: in the slot of an array their
+ * thread id maps to (the hash map only for a thread whose slot another holds, which this workload never has);
+ * with -DWORKLOAD_SLOTS as well, the workload's totals too: in the slot of an array its key maps to.
  */
 #include "bpf/schedwatch.h"  /* relative to the checkout: the benchmark runs there */
 
@@ -79,6 +80,34 @@ static __always_inline struct thread_state *thread_entry(u32 tid)
 #endif
 BPF_HASH(cgroups, u64, struct totals, MAX_CGROUPS);
 BPF_ARRAY(moves, u64, 1);
+#ifdef WORKLOAD_SLOTS
+struct workload_slot {
+    u64 key;
+    struct totals totals;
+};
+BPF_ARRAY(workload_slots, struct workload_slot, MAX_CGROUPS);
+#endif
+
+static __always_inline struct totals *totals_of(u64 key)
+{
+#ifdef WORKLOAD_SLOTS
+    u32 index = key % MAX_CGROUPS;
+    struct workload_slot *slot = workload_slots.lookup(&index);
+    if (slot && key != 0) {
+        if (slot->key == key)
+            return &slot->totals;
+        if (slot->key == 0 && __sync_val_compare_and_swap(&slot->key, 0, key) == 0)
+            return &slot->totals;
+    }
+#endif
+    struct totals *cg = cgroups.lookup(&key);
+    if (!cg) {
+        struct totals empty = {};
+        cgroups.insert(&key, &empty);
+        cg = cgroups.lookup(&key);
+    }
+    return cg;
+}
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {
@@ -121,12 +150,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     in->offcpu_since = 0;
     in->runnable_since = 0;
 #if PARTS >= 4
-    struct totals *cg = cgroups.lookup(&key);
-    if (!cg) {
-        struct totals empty = {};
-        cgroups.insert(&key, &empty);
-        cg = cgroups.lookup(&key);
-    }
+    struct totals *cg = totals_of(key);
 #if PARTS >= 5
     if (cg) {
         __sync_fetch_and_add(&cg->offcpu_ns[reason], offcpu);

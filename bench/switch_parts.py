@@ -4,8 +4,8 @@
 read alone, up to 5, every part of what bpf/sched.bpf.c does for a woken thread's switch), each loaded alone while
 `perf bench sched pipe` runs pinned to CPU 0, then the agent's own program (the sched collector alone) under the
 same workload; levels and the agent interleaved in every repetition. A part's cost is its level's median minus
-the median of the level below. A variant of the last level (-DSLOTS) finds the threads' states in array slots,
-as the agent's program does since issue 33.
+the median of the level below. Two variants of the last level find the threads' states (-DSLOTS), and the
+workload's totals too (-DWORKLOAD_SLOTS), in array slots, as the agent's program does since issue 33.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ PARTS = (
     "+ its workload's totals (hash lookup)",
     "+ five atomic adds into those totals",
 )
-SLOTS = "all five, the threads' states in array slots (as bpf/sched.bpf.c now finds them)"
+SLOTS = "all five, the threads' states in array slots"
+WORKLOAD_SLOTS = "all five, the threads' states and the workload's totals in array slots (as bpf/sched.bpf.c does)"
 AGENT = "schedwatch's sched_switch (the agent, sched collector alone)"
 MAP_SIZES = ("-DMAX_THREADS=65536", "-DMAX_CGROUPS=4096")  # the agent's defaults (agent/config/settings.py)
 
@@ -34,12 +35,14 @@ MAP_SIZES = ("-DMAX_THREADS=65536", "-DMAX_CGROUPS=4096")  # the agent's default
 def run(repetitions: int) -> dict[str, Any]:
     """Every level and the agent, every repetition."""
     require("perf", "taskset")
-    samples: dict[str, list[float]] = {name: [] for name in (*PARTS, SLOTS, AGENT)}
+    samples: dict[str, list[float]] = {name: [] for name in (*PARTS, SLOTS, WORKLOAD_SLOTS, AGENT)}
     for _ in range(repetitions):
         for level, name in enumerate(PARTS):
             samples[name].append(level_ns(SOURCE, [f"-DPARTS={level}", *MAP_SIZES], "sched_switch", pipe_workload()))
         slots = ["-DPARTS=5", "-DSLOTS", *MAP_SIZES]
         samples[SLOTS].append(level_ns(SOURCE, slots, "sched_switch", pipe_workload()))
+        both = [*slots, "-DWORKLOAD_SLOTS"]
+        samples[WORKLOAD_SLOTS].append(level_ns(SOURCE, both, "sched_switch", pipe_workload()))
         samples[AGENT].append(per_event_ns(SCHED_ONLY, [pipe_workload()], (SWITCH,))[SWITCH])
     return {"repetitions": repetitions, "samples": samples}
 

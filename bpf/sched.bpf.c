@@ -2,13 +2,13 @@
  * sleep, per cgroup (and off-CPU time and run-queue wait per process, opt-in).
  *
  * sched_switch fires on every context switch of the machine, so each probe
- * does a fixed, small amount of work: one hash lookup (the incoming thread's
- * workload totals; two when the kernel did not deliver an earlier event, see
- * enum missed_event; one or two more after a wait another workload held the
- * CPU for), the two threads' states in array slots (a hash lookup more for a
- * thread whose slot another thread holds, see struct thread_slot), an array
- * slot and a few atomic adds, no loops, nothing sent to user space (and, once
- * per thread and after a cgroup move, one user-stack read).
+ * does a fixed, small amount of work: the two threads' states and the incoming
+ * thread's workload totals in array slots (a hash lookup instead for a thread,
+ * or a workload, whose slot another holds: see struct thread_slot and struct
+ * workload_slot), the cgroup-move count's array slot and a few atomic adds; one
+ * or two hash lookups more after a wait another workload held the CPU for; no
+ * loops, nothing sent to user space (and, once per thread and after a cgroup
+ * move, one user-stack read).
  *
  * Per thread the program remembers when it left the CPU, why, its cgroup,
  * and since when it has been runnable. When the thread runs again:
@@ -156,6 +156,24 @@ struct neighbour_wait {
 BPF_HASH(cgroups, u64, struct cgroup_sched, MAX_CGROUPS);
 #define WORKLOAD_TOTALS struct cgroup_sched
 #include "schedwatch.h"
+#ifndef KEY_BY_PROCESS
+/* A workload's totals live in the slot of `workload_slots` its key maps to (key modulo MAX_CGROUPS), found by an
+ * array index the verifier inlines, while no other workload holds that slot; a workload whose slot another holds
+ * keeps its totals in the `cgroups` hash map. The agent reads both and adds a key's two parts (a workload that
+ * had an entry before it got its slot has both). A slot is taken by compare-and-swap of its `key`, first to
+ * CLAIMING_KEY while the taker zeroes the totals (a CPU that finds it claiming uses the hash map), then to the
+ * taker's key. It is freed only for a workload the agent has forgotten (a removed cgroup whose last values it
+ * read): the agent puts such a key in `forgotten_keys`, and the next workload that maps to the slot takes it over.
+ * (Keyed by process the lifecycle moves a dead process's totals to an exited key in the hash map: no slots.) */
+#define WORKLOAD_SLOTS
+#define CLAIMING_KEY (~0ULL)
+struct workload_slot {
+    u64 key;  /* the workload holding the slot; 0: free */
+    struct cgroup_sched totals;
+};
+BPF_ARRAY(workload_slots, struct workload_slot, MAX_CGROUPS);
+BPF_HASH(forgotten_keys, u64, u8, MAX_CGROUPS);  /* at most one per slot: a forgotten key holds one slot at most */
+#endif
 BPF_ARRAY(thread_slots, struct thread_slot, MAX_THREADS);
 BPF_HASH(threads, u32, struct thread_state, MAX_THREADS);
 BPF_TABLE("lru_hash", struct neighbour_pair, struct neighbour_wait, neighbours, NEIGHBOUR_PAIRS);
@@ -233,10 +251,34 @@ static __always_inline struct thread_state *thread_entry(u32 tid)
     return state;
 }
 
+/* The totals of workload `key`: its slot's, or its entry in the `cgroups` hash map (made if new; NULL, counted in
+ * drops, when that map is full). */
+static __always_inline struct cgroup_sched *workload_totals(u64 key)
+{
+#ifdef WORKLOAD_SLOTS
+    u32 index = key % MAX_CGROUPS;
+    struct workload_slot *slot = workload_slots.lookup(&index);
+    if (slot && key != 0 && key != CLAIMING_KEY) {
+        u64 holder = slot->key;
+        if (holder == key)
+            return &slot->totals;
+        if (holder != CLAIMING_KEY && (holder == 0 || forgotten_keys.lookup(&holder)) &&
+            __sync_val_compare_and_swap(&slot->key, holder, CLAIMING_KEY) == holder) {
+            __builtin_memset(&slot->totals, 0, sizeof(slot->totals));
+            if (holder)
+                forgotten_keys.delete(&holder);
+            __sync_val_compare_and_swap(&slot->key, CLAIMING_KEY, key);
+            return &slot->totals;
+        }
+    }
+#endif
+    return workload_entry(key);
+}
+
 /* One more event of kind `what` (enum missed_event) missed in workload `key`. */
 static __always_inline void count_missed(u64 key, u32 what)
 {
-    struct cgroup_sched *cg = workload_entry(key);
+    struct cgroup_sched *cg = workload_totals(key);
     if (cg && what < MISSED_EVENTS)
         __sync_fetch_and_add(&cg->missed[what], 1);
 }
@@ -300,7 +342,7 @@ static __always_inline void account_switch_in(u32 tid, u64 now, u64 holder_key, 
     state->runnable_since = 0;
     u32 holder = holder_kernel ? HOLDER_KERNEL : holder_key == cgroup_id ? HOLDER_SELF : HOLDER_OTHER;
 
-    struct cgroup_sched *cg = workload_entry(cgroup_id);
+    struct cgroup_sched *cg = workload_totals(cgroup_id);
     if (cg) {
         if (missed_wakeup)
             __sync_fetch_and_add(&cg->missed[MISSED_WAKEUP], 1);
@@ -461,7 +503,7 @@ static __always_inline void process_exits(u32 tgid)
 #if MAX_PROCESSES > 0
     processes.delete(&tgid);
 #endif
-    struct cgroup_sched *exiting = workload_entry(workload_key());
+    struct cgroup_sched *exiting = workload_totals(workload_key());
     if (exiting)
         __sync_fetch_and_add(&exiting->processes_exited, 1);
 }

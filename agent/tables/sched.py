@@ -60,6 +60,8 @@ TABLE = Table(
     computed=(metrics.RUNQUEUE_WAIT_BY_NEIGHBOUR_SECONDS,),
     maps=(
         Bounded("cgroups", rows.CGROUPS, key_bytes=U64),
+        Bounded("workload_slots", rows.CGROUPS, key_bytes=4, value_bytes=U64 + 23 * U64, array=True),  # key, totals
+        Bounded("forgotten_keys", rows.CGROUPS, key_bytes=U64, value_bytes=1),
         Bounded("processes", rows.PROCESSES, key_bytes=4, other_bytes=2 * U64),  # + cgroup_id, runq_waits
         Bounded("thread_slots", rows.THREADS, key_bytes=4, value_bytes=48, array=True),  # struct thread_slot
         Bounded("threads", rows.THREADS, key_bytes=4, value_bytes=40),  # struct thread_state

@@ -14,7 +14,7 @@ import pytest
 from agent.bpf import BpfUnavailable, handover, syscall
 from agent.bpf.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
 from agent.bpf.probes.base import DecodedEntries, ProbeLimits, common_defines
-from agent.bpf.probes.sched import MISSED_EVENTS
+from agent.bpf.probes.sched import MISSED_EVENTS, add_words
 from agent.bpf.probes.sched import compile_defines as sched_defines
 from agent.bpf.ringbuf import RingBuffer
 from agent.bpf.stats import program_stats
@@ -24,6 +24,19 @@ from tests.support.workloads import CgroupSandbox, Workload
 
 MAP_CREATE = 0
 VALUE_DESC = '["value", [["count","unsigned long long"], ["pair","unsigned long long", [2]]], "struct"]'
+
+
+def sched_totals(program: handover.LoadedProgram, key: int) -> ctypes.Structure:
+    """Workload *key*'s struct cgroup_sched, as the agent reads it: its workload slot's and its `cgroups` entry's
+    added (KeyError if it has neither)."""
+    hashed, slots = program.maps["cgroups"], program.maps["workload_slots"]
+    parts = [bytes(value) for found, value in hashed.items() if found == key]
+    slot = slots.get(key % slots.max_entries)
+    if slot is not None and slot.key == key:
+        parts.append(bytes(slot.totals))
+    if not parts:
+        raise KeyError(key)
+    return hashed.Leaf.from_buffer_copy(add_words(*parts))  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +98,7 @@ def test_a_thread_that_joins_a_cgroup_has_its_sleeps_counted_there(
         count, sleep_ns = 20, 10_000_000
         workload = Workload(sleeper, group, count, sleep_ns)
         try:
-            entry = dict(program.maps["cgroups"].items())[group.stat().st_ino]
+            entry = sched_totals(program, group.stat().st_ino)
         finally:
             workload.release()
         # A switch the kernel did not deliver loses one off-CPU period, and is counted. (On this VM the sandbox's init
@@ -116,7 +129,7 @@ def test_threads_whose_slot_another_holds_are_counted_exactly_from_the_hash_map(
         count, sleep_ns = 20, 10_000_000
         workload = Workload(sleeper, group, count, sleep_ns)
         try:
-            entry = dict(program.maps["cgroups"].items())[group.stat().st_ino]
+            entry = sched_totals(program, group.stat().st_ino)
             in_hash = {key for key, _state in program.maps["threads"].items()}
         finally:
             workload.release()
@@ -125,6 +138,52 @@ def test_threads_whose_slot_another_holds_are_counted_exactly_from_the_hash_map(
         missed = entry.missed[MISSED_EVENTS.index("switch_in")]
         assert missed <= 2, f"the kernel did not deliver {missed} of 20 switches: too many to judge"
         assert (count - missed) * sleep_ns * 0.99 <= entry.offcpu_ns[1] <= workload.truth["slept_ns"] + 2_000_000
+    finally:
+        program.close()
+
+
+def test_a_workload_whose_slot_another_holds_is_counted_in_the_hash_map_until_the_holder_is_forgotten(
+    headers: None, cgroups: CgroupSandbox, sleeper: Path
+) -> None:
+    # Every slot of workload_slots is held by a key no cgroup has, with totals of its own: a workload's sleeps must
+    # count exactly in the `cgroups` hash map instead. Once the agent forgets a slot's holder (forgotten_keys), the
+    # next workload that maps to the slot takes it over, from zero, and counts exactly there.
+    program = handover.load("sched.bpf.c", sched_defines(ProbeLimits(), kernel.tracefs_root()))
+    stranger_key = 1 << 62
+    try:
+        slots, hashed = program.maps["workload_slots"], program.maps["cgroups"]
+        stranger = slots.Leaf()
+        stranger.key = stranger_key
+        stranger.totals.offcpu_ns[1] = 10**15  # what a workload that takes the slot over must not inherit
+        for index in range(slots.max_entries):
+            slots.set(index, stranger)
+        count, sleep_ns = 20, 10_000_000
+        for phase in ("held", "taken over"):
+            group = cgroups.make(f"workload-slot-{phase.replace(' ', '-')}")
+            key = group.stat().st_ino
+            if phase == "taken over":  # its slot's holder, alone of all the holders, is forgotten
+                forgotten = slots.Leaf.from_buffer_copy(bytes(stranger))
+                forgotten.key = stranger_key + 1
+                slots.set(key % slots.max_entries, forgotten)
+                program.maps["forgotten_keys"].set(forgotten.key, 1)
+            workload = Workload(sleeper, group, count, sleep_ns)
+            try:
+                in_hash = dict(hashed.items())
+                slot = slots.get(key % slots.max_entries)
+                entry = sched_totals(program, key)
+            finally:
+                workload.release()
+            if phase == "held":
+                assert key in in_hash, "a workload whose slot another holds has no entry in the cgroups hash map"
+                assert slot is not None and slot.key == stranger_key, "a workload took a slot that was held"
+            else:
+                assert slot is not None and slot.key == key, "a workload did not take over a forgotten one's slot"
+                assert key not in in_hash, "a workload with a slot of its own also has a cgroups entry"
+                assert stranger_key + 1 not in dict(program.maps["forgotten_keys"].items())
+            missed = entry.missed[MISSED_EVENTS.index("switch_in")]
+            assert missed <= 2, f"the kernel did not deliver {missed} of 20 switches: too many to judge"
+            blocked_ns = entry.offcpu_ns[1]
+            assert (count - missed) * sleep_ns * 0.99 <= blocked_ns <= workload.truth["slept_ns"] + 2_000_000, phase
     finally:
         program.close()
 
@@ -138,7 +197,9 @@ def test_the_agent_side_never_imports_bcc(headers: None) -> None:
     )
     shown = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     # No processes map: MAX_PROCESSES 0.
-    assert shown.stdout.strip() == "['cgroups', 'drops', 'neighbours', 'thread_slots', 'threads'] False"
+    assert shown.stdout.strip() == (
+        "['cgroups', 'drops', 'forgotten_keys', 'neighbours', 'thread_slots', 'threads', 'workload_slots'] False"
+    )
 
 
 def test_compile_error_reaches_the_user_in_one_line(

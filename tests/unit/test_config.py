@@ -148,8 +148,8 @@ def test_the_issues_collector_switch_through_the_real_cli() -> None:
     [
         (
             ["--max-cgroups", "1000000"],
-            "argument --max-cgroups: 1000000 would preallocate about 854 MiB of kernel memory (896 bytes per cgroup "
-            "in the syscalls, sched and families maps); give at most 524288 (448 MiB)",
+            "argument --max-cgroups: 1000000 would preallocate about 1,114 MiB of kernel memory (1168 bytes per cgroup "
+            "in the syscalls, sched and families maps); give at most 524288 (584 MiB)",
         ),
         (
             ["--max-processes", "2000000"],

@@ -115,6 +115,23 @@ class DecodedEntries(Generic[Decoded]):
                 found[key] = self._decode(value)
         return found
 
+    def decode_raw(self, entries: dict[Any, bytes], kind: Any) -> dict[Any, Decoded]:
+        """*entries* (the bytes of values of ctypes type *kind*, by key), decoded afresh."""
+        return {key: self._decode(kind.from_buffer_copy(raw)) for key, raw in entries.items()}
+
+    def read_raw(self, entries: dict[Any, bytes], kind: Any) -> dict[Any, Decoded]:
+        """Every entry of *entries* (the bytes of values of ctypes type *kind*, by key), as :meth:`read` decodes a
+        map's: a value whose bytes did not change since the last read is its last decoding again."""
+        last, kept, decoded = self._last, {}, {}
+        for key, raw in entries.items():
+            known = last.get(key)
+            if known is None or known[0] != raw:
+                known = (raw, self._decode(kind.from_buffer_copy(raw)))
+            kept[key] = known
+            decoded[key] = known[1]
+        self._last = kept
+        return decoded
+
     def read(self, table: BpfMap) -> dict[Any, Decoded]:
         """Every entry of *table* now, by key."""
         last, kept, decoded = self._last, {}, {}

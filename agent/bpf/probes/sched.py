@@ -4,7 +4,9 @@ metric)."""
 
 from __future__ import annotations
 
+import sys
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,8 @@ REQUIRED_TRACEPOINTS = (
 # room by evicting the pair that waited least recently; two per workload slot hold every pair of 90 workloads
 # sharing CPUs at the default 4096.
 NEIGHBOUR_PAIRS_PER_CGROUP = 2
+U64_MASK = (1 << 64) - 1
+CLAIMING_KEY = U64_MASK  # bpf/sched.bpf.c: a workload slot being taken over, its totals not yet zeroed
 PairEntry = tuple[int, int, int]  # (waiting workload key, holding workload key, when the kernel made the entry)
 FALLBACK_BLOCKED_MASK = 0xFF  # Linux >= 4.14 (TASK_REPORT); used only if the format cannot be parsed
 FALLBACK_DEAD_MASK = 0x30  # EXIT_DEAD | EXIT_ZOMBIE as reported since Linux 4.14
@@ -101,6 +105,39 @@ class SchedProbe(BpfProbe):
                     "every other series is unaffected",
                 )
 
+    @property
+    def _has_slots(self) -> bool:
+        """Whether workloads' totals live in `workload_slots` as well as in `cgroups` (not when keyed by process)."""
+        return not self.limits.key_by_process
+
+    def cgroup_entries(self) -> dict[int, Any]:
+        """Every workload's totals, decoded: its slot's and its `cgroups` entry's added (an unchanged sum is its
+        last decoding again)."""
+        if not self._has_slots:
+            return super().cgroup_entries()
+        totals = {int.from_bytes(key, sys.byteorder): value for key, value in self.table("cgroups").raw_items()}
+        for _index, raw in self.table("workload_slots").raw_items():
+            key, body = slot_totals(raw)
+            if key:
+                totals[key] = add_words(totals[key], body) if key in totals else body
+        return self._cgroups.read_raw(totals, self.table("cgroups").Leaf)
+
+    def read_cgroups(self, keys: Iterable[int]) -> dict[int, Any]:
+        """The totals of *keys* still there (in a slot or in `cgroups`), read now."""
+        if not self._has_slots:
+            return super().read_cgroups(keys)
+        hashed, slots = self.table("cgroups"), self.table("workload_slots")
+        totals: dict[int, bytes] = {}
+        for key in keys:
+            entry = hashed.get(key)
+            slot = slots.get(key % self.limits.max_cgroups)
+            parts = [bytes(entry)] if entry is not None else []
+            if slot is not None and slot.key == key:
+                parts.append(bytes(slot.totals))
+            if parts:
+                totals[key] = parts[0] if len(parts) == 1 else add_words(*parts)
+        return self._cgroups.decode_raw(totals, hashed.Leaf)
+
     def read(self) -> SchedSnapshot:
         """Read every map once, in bulk."""
         cgroups = self.cgroup_entries()
@@ -122,7 +159,33 @@ class SchedProbe(BpfProbe):
         """Delete the entries of removed cgroups, and the neighbour pairs either side of which is one."""
         gone = set(cgroup_ids)
         super().forget_cgroups(gone)
+        if gone and self._has_slots:
+            # Their slots go to the next workloads that map to them (the program zeroes a slot as it takes it over).
+            slots, forgotten = self.table("workload_slots"), self.table("forgotten_keys")
+            for key in gone:
+                slot = slots.get(key % self.limits.max_cgroups)
+                if slot is not None and slot.key == key:
+                    try:
+                        forgotten.set(key, 1)
+                    except OSError as error:  # the slot stays held: that workload's successors use the hash map
+                        logger.warning("workload_slot_kept", error=f"writing a BPF map: {error}")
         if gone:
             table = self.table("neighbours")
             pairs = [key for key, _value in table.items() if key.waiter in gone or key.holder in gone]
             table.delete(pairs)
+
+
+def slot_totals(raw: bytes) -> tuple[int, bytes]:
+    """(key, the bytes of its struct cgroup_sched) of a raw struct workload_slot; key 0 for a free slot or one being
+    taken over."""
+    key = int.from_bytes(raw[:8], sys.byteorder)
+    return (0 if key == CLAIMING_KEY else key), raw[8:]
+
+
+def add_words(*parts: bytes) -> bytes:
+    """The field-wise sum of raw structs made only of u64 counters (struct cgroup_sched), as bytes."""
+    sums = array("Q", parts[0])
+    for part in parts[1:]:
+        for index, word in enumerate(array("Q", part)):
+            sums[index] = (sums[index] + word) & U64_MASK
+    return sums.tobytes()
