@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 
 from bench import (
@@ -49,10 +50,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("suites", nargs="*", choices=[*SUITES, []], default=list(SUITES))
     parser.add_argument("--repetitions", type=int, default=7)
+    parser.add_argument(
+        "--configs",
+        default="",
+        help="overhead: only these configurations beside nothing attached, comma-separated (e.g. "
+        "'schedwatch, defaults' and 'runqlat-bpfcc': --configs 'schedwatch, defaults,runqlat-bpfcc' is split at "
+        "commas not followed by a space)",
+    )
     args = parser.parse_args()
     for name in args.suites or SUITES:
         suite = SUITES[name]
-        result = suite.run(args.repetitions)
+        if suite is overhead:
+            result = overhead.run(args.repetitions, re.split(r",(?! )", args.configs) if args.configs else ())
+        else:
+            result = suite.run(args.repetitions)
         out = BENCH / "results" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2))

@@ -20,11 +20,13 @@ table gives the median over the rounds and their range.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,9 @@ from bench.syscalls import bcc_tool
 
 SCRAPE_SECONDS = 15.0  # a Prometheus' usual scrape interval
 SETTLE_SECONDS = 2.0  # after a tracer is ready, before measuring: its start-up work is not the server's cost
-REQUESTS = 200_000
+REQUESTS = 50_000  # per test: short rounds, many of them (the host moves a round by +-25 points)
 CLIENTS = 50
+SERVER_CPU, CLIENT_CPU = "1", "0"  # redis-server and redis-benchmark pinned apart
 MESSAGING = ["perf", "bench", "sched", "messaging"]  # 10 groups, 40 tasks each, 100 loops: 400,000 messages
 MESSAGES = 10 * 20 * 20 * 100
 BASELINE = "nothing attached"
@@ -92,6 +95,17 @@ def setups() -> list[Setup]:
     ]
 
 
+def chosen(only: Sequence[str]) -> list[Setup]:
+    """The baseline and the configurations named in *only* (all when empty); SystemExit naming the known ones for
+    a name that is not one."""
+    every = setups()
+    names = [setup.name for setup in every]
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        raise SystemExit(f"bench overhead: no configuration {unknown[0]!r}; give some of {', '.join(names[1:])}")
+    return [setup for setup in every if setup.name == BASELINE or not only or setup.name in only]
+
+
 def perf_trace() -> Stoppable:
     """`perf trace -s -a` (its summary to /dev/null), ready once it has opened its events."""
 
@@ -109,7 +123,10 @@ class Redis:
     def __init__(self) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+            [
+                *("taskset", "-c", SERVER_CPU, "redis-server", "--port", str(self.port)),
+                *("--save", "", "--appendonly", "no", "--bind", "127.0.0.1"),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -121,7 +138,10 @@ class Redis:
 
     def benchmark(self) -> dict[str, float]:
         """Requests per second of SET and GET."""
-        command = ["redis-benchmark", "-p", str(self.port), "-n", str(REQUESTS), "-c", str(CLIENTS), "-t", "set,get"]
+        command = [
+            *("taskset", "-c", CLIENT_CPU, "redis-benchmark", "-p", str(self.port)),
+            *("-n", str(REQUESTS), "-c", str(CLIENTS), "-t", "set,get"),
+        ]
         output = subprocess.run([*command, "--csv"], capture_output=True, text=True, check=True).stdout
         rates = {}
         for line in output.splitlines():
@@ -175,10 +195,11 @@ def measure_once(redis: Redis, setup: Setup) -> dict[str, float]:
     return rates
 
 
-def run(repetitions: int) -> dict[str, Any]:
-    """Every configuration once per round, rotated; raw rates and each round's loss against its baseline."""
+def run(repetitions: int, only: Sequence[str] = ()) -> dict[str, Any]:
+    """Every configuration (or those named in *only*, the baseline always) once per round, rotated; raw rates and
+    each round's loss against its baseline."""
     require("redis-server", "redis-benchmark", "redis-cli", "perf", "bpftrace", "runqlat-bpfcc", "syscount-bpfcc")
-    order = setups()
+    order = chosen(only)
     samples: dict[str, dict[str, list[float]]] = {s.name: {m: [] for m in MEASURES} for s in order}
     losses: dict[str, dict[str, list[float]]] = {s.name: {m: [] for m in MEASURES} for s in order[1:]}
     busy: list[float] = []
@@ -221,6 +242,28 @@ def report(result: dict[str, Any]) -> str:
                 cell += f" ({-median(loss):+.1f} %; {-max(loss):+.1f} to {-min(loss):+.1f})"
             cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Each round's ratio to the same round's nothing-attached run: median, and the distribution-free 95 % "
+        "confidence range of that median (order statistics of the rounds' ratios):",
+        "",
+    ]
+    for name, measures in result["losses"].items():
+        cells = []
+        for measure in MEASURES:
+            ratios = [1.0 - loss / 100.0 for loss in measures[measure]]
+            low, high = median_range(ratios)
+            cells.append(f"{measure} {median(ratios):.3f} ({low:.3f} to {high:.3f})")
+        lines.append(f"- {name}: " + "; ".join(cells))
     busy = ", ".join(f"{100 * share:.0f} %" for share in result.get("busy_before_round", []))
     lines += ["", f"The machine's CPU busy in the second before each round, nothing of the benchmark running: {busy}"]
     return "\n".join(lines)
+
+
+def median_range(values: Sequence[float]) -> tuple[float, float]:
+    """The distribution-free ~95 % confidence range of the median of *values*: the order statistics k and n-k+1 with
+    k = (n - 1.96 sqrt(n)) / 2 rounded down (at least the first), the normal approximation of the binomial."""
+    ordered = sorted(values)
+    n = len(ordered)
+    k = max(1, math.floor((n - 1.96 * math.sqrt(n)) / 2))
+    return ordered[k - 1], ordered[n - k]
