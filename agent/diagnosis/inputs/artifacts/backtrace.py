@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code, moment, stack_classes
+from agent.diagnosis.inputs.artifacts.damage import read_past
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.frames import FUTEX, KERNEL_IO, PROGRAM, Frame, wait_of
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -223,10 +224,11 @@ def to_facts(dump: StackDump, source: str) -> Part:
     notes = [
         f"{source}: {len(dump.stacks)} stacks ({told}): one moment, not a profile; how long each waited is unknown"
     ]
-    if dump.elisions:
-        notes.append(f"{source}: {dump.elisions} elided part(s) (`[...]`) of the stacks were read past")
-    if dump.skipped:
-        notes.append(f"{source}: {dump.skipped} lines that are not frames (prose, source lines, arguments) skipped")
+    notes += read_past(
+        source,
+        (dump.elisions, "elided part(s) (`[...]`) of the stacks were read past"),
+        (dump.skipped, "lines that are not frames (prose, source lines, arguments) skipped"),
+    )
     threaded = all(stack.thread is not None for stack in dump.stacks)
     workload = WorkloadView(
         ref=Workload(),
