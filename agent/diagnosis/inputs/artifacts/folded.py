@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.damage import read_past
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
@@ -105,9 +105,8 @@ def looks_like(text: str) -> bool:
     return (found >= 2 and found > other) or (found == 1 and other == 0)
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: the tools that fold stacks print their errors to another stream."""
-    return False
+# the tools that fold stacks print their errors to another stream
+looks_like_error = prints_no_error
 
 
 def parse(text: str) -> FoldedReport:

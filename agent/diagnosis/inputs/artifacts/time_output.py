@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import decimal, lines, meaningful, unquoted
 
@@ -99,9 +99,8 @@ def looks_like(text: str) -> bool:
     return _shape(text) is not None
 
 
-def looks_like_error(text: str) -> bool:
-    """``time`` prints no error of its own (the timed command's errors are the command's)."""
-    return False
+# `time` prints no error of its own (the timed command's errors are the command's)
+looks_like_error = prints_no_error
 
 
 def _seconds(token: str) -> float:
