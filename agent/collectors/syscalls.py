@@ -62,7 +62,8 @@ class SyscallsCollector(BpfCollector):
         )
         self._sites_ticker = Ticker(NAME, lambda: self._read_sites(settle=False)) if probe.call_sites else None
         self._site_chooser = SiteChooser(settings.code_workloads)
-        # A process is named after it exits if its maps were read when its first site was counted.
+        # A process is named after it exits if its maps were read (and its files held) when its first site was counted.
+        self._symbolizer = symbolizer
         probe.announce_site_processes(symbolizer.capture)
 
     def _read_sites(self, settle: bool = True) -> None:
@@ -95,10 +96,11 @@ class SyscallsCollector(BpfCollector):
         return families
 
     def close(self) -> None:
-        """Stop reading call sites, then detach the programs."""
+        """Stop reading call sites, detach the programs, then let the files held for naming go."""
         if self._sites_ticker is not None:
             self._sites_ticker.close()
         super().close()
+        self._symbolizer.close()
 
 
 FACTORY = CollectorFactory(
