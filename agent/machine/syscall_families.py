@@ -10,8 +10,9 @@ into that name.
 The numbers are the kernel's own, per architecture: x86_64 from ``arch/x86/entry/syscalls/syscall_64.tbl`` and
 aarch64 from the generic table (``include/uapi/asm-generic/unistd.h``, with arm64's __ARCH_WANT_RENAMEAT,
 NEW_STAT, SET_GET_RLIMIT, SYS_CLONE3 and MEMFD_SECRET), both as of Linux 6.19; numbers the tables mark as not
-implemented (sys_ni_syscall, no entry point) are left out. ``tests/unit/test_syscall_families.py`` checks them
-against the C library headers of the machine it runs on and the family names against its tracefs.
+implemented (sys_ni_syscall, no entry point) are left out.
+``tests/unit/collectors/test_syscall_families.py`` checks them against the C library headers of the machine it runs
+on and the family names against its tracefs.
 
 A 32-bit (ia32) process on x86_64 enters the kernel with the 32-bit numbers: its calls are counted as if they were
 the 64-bit calls of the same numbers. This module imports nothing of the agent.

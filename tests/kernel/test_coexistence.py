@@ -300,7 +300,7 @@ def test_bpftrace_counts_every_yield(agents: Agents, cgroups: CgroupSandbox, yie
 
 
 # The sampling program runs on a cpu-clock perf event of its own, which no other tracer reads: it returns 0 so that the
-# kernel writes no sample record nobody reads (bpf/oncpu.bpf.c; tests/unit/test_bpf_sources.py).
+# kernel writes no sample record nobody reads (bpf/oncpu.bpf.c; tests/unit/bpf/test_bpf_sources.py).
 ON_ITS_OWN_PERF_EVENT = "on_cpu_sample"
 
 

@@ -263,7 +263,7 @@ def test_top_judges_the_collectors_it_loads_a_paced_storm_is_named(
     yielding 40,000 times a second (20x the rules' bar per CPU on this 2-CPU machine) has its finding in the
     FINDING column (it showed "-"). Bound by what was counted: its cell names the pool's cause exactly when the
     interval's yields per CPU reach the bar (on a machine busy with other work each yield gives the CPU away, and
-    the yielder can fall below it: then its cell is "-"). tests/unit/test_top_command.py shows the same on recorded
+    the yielder can fall below it: then its cell is "-"). tests/unit/top/test_top_command.py shows the same on recorded
     series, whatever the machine."""
     parent, _slow, fast, *_ = workloads
     result = subprocess.run(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 # Each pass's tiers, in the order they run: the Makefile's PARALLEL_TIERS and SERIAL_TIERS
-# (tests/unit/test_test_passes.py holds them equal).
+# (tests/unit/project/test_test_passes.py holds them equal).
 PARALLEL = ("tests/platforms/", "tests/unit/", "tests/deploy/", "tests/e2e/")
 SERIAL = ("tests/containers/", "tests/scenarios/", "tests/kernel/", "tests/load/")
 

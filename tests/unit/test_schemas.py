@@ -31,7 +31,8 @@ from agent.verification.runner import Counts, Run
 from agent.verification.verdict import Verdict
 from tests.support.agent import REPO
 from tests.support.schemas import SCHEMAS, assert_valid, problems, schema_for, versions
-from tests.unit import report_samples, test_check_report
+from tests.unit.commands import test_check_report
+from tests.unit.diagnosis import report_samples
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARTIFACTS = sorted(
@@ -116,7 +117,7 @@ def test_checks_golden_reports_are_valid(name: str) -> None:
 
 def test_the_fleet_ranking_of_a_recorded_prometheus_is_valid() -> None:
     from agent.identity.filter import Filter
-    from tests.unit.test_fleet_window import _recorded
+    from tests.unit.diagnosis.inputs.test_fleet_window import _recorded
 
     source, at, seconds = _recorded()
     ranking = json.loads(json.dumps(diagnose.fleet_ranking(source.node_windows(seconds, at=at), Filter(), seconds)))

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from agent.diagnosis.facts import ProcessView, ThreadView, WorkloadView
 
-# The families the facts key calls by (agent/machine/syscall_families.py names them; tests/unit/test_rules_causes.py
-# checks these are its names): the rules read facts only.
+# The families the facts key calls by (agent/machine/syscall_families.py names them;
+# tests/unit/diagnosis/rules/test_rules_causes.py checks these are its names): the rules read facts only.
 CLOCK, SLEEP, POLL, MEMORY, PROCESS, FILE, NETWORK = "clock", "sleep", "poll", "memory", "process", "file", "network"
 
 

@@ -95,8 +95,8 @@ def row(module: FormatModule[Record], command: str) -> Format[Any]:
     return Format(module.FORMAT, command, module.looks_like, module.looks_like_error, module.parse, module.to_facts)
 
 
-# Every fixture and a saved report are claimed by one row only (tests/unit/test_artifact_formats.py), so the order
-# decides nothing but the order the unknown-format message lists the commands in.
+# Every fixture and a saved report are claimed by one row only (tests/unit/diagnosis/inputs/test_artifact_formats.py),
+# so the order decides nothing but the order the unknown-format message lists the commands in.
 FORMATS: tuple[Format[Any], ...] = (
     row(perf_trace, "perf trace -s"),
     row(strace, "strace -c (-f, -w)"),
