@@ -34,6 +34,7 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, CollectorContext, CollectorFactory
+from agent.collectors.common.cgroup_tree import controller_availability
 from agent.exposition.family import BlockCache
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.cpu import (
@@ -61,25 +62,7 @@ REFRESH_SECONDS = 60.0  # an idle cgroup's limit and throttling files are read a
 
 def check(facts: MachineFacts) -> Availability:
     """Needs a cgroup tree to walk (cgroup2, or the v1 cpu hierarchy) and a cpu controller in some hierarchy."""
-    tree = _tree(facts)
-    if tree is None or not (tree / "cgroup.procs").exists():
-        return Availability(
-            False,
-            "no cgroup tree is visible (neither cgroup2 nor a v1 cpu hierarchy)",
-            "mount the cgroup hierarchies (in a container: the host's /sys/fs/cgroup) and pass --cgroup-root",
-        )
-    if "cpu" not in facts.cgroups.v1 and "cpu" not in v2_controllers(tree):
-        return Availability(
-            False,
-            "no cpu controller in any cgroup hierarchy",
-            "enable it: echo +cpu > <cgroup2 root>/cgroup.subtree_control",
-        )
-    return Availability(True)
-
-
-def _tree(facts: MachineFacts) -> Path | None:
-    """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 workload hierarchy."""
-    return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.workload_tree
+    return controller_availability(facts, "cpu")
 
 
 class CgroupCpuCollector:

@@ -26,6 +26,7 @@ from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, CollectorContext, CollectorFactory
+from agent.collectors.common.cgroup_tree import controller_availability, workload_tree
 from agent.exposition.family import BlockCache
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.activity import ActivityGate
@@ -49,25 +50,7 @@ COUNTS = ("minor", "major", "refaults")  # the counters after the events, by the
 def check(facts: MachineFacts) -> Availability:
     """Needs a workload tree (cgroup2, or on hosts without it the v1 workload hierarchy) and a memory controller in
     some hierarchy."""
-    root = _tree(facts)
-    if root is None or not (root / "cgroup.procs").exists():
-        return Availability(
-            False,
-            "no cgroup tree is visible (neither cgroup2 nor a v1 hierarchy)",
-            "mount the cgroup hierarchies (in a container: the host's /sys/fs/cgroup) and pass --cgroup-root",
-        )
-    if "memory" not in facts.cgroups.v1 and "memory" not in v2_controllers(root):
-        return Availability(
-            False,
-            "no memory controller in any cgroup hierarchy",
-            "enable it: echo +memory > <cgroup2 root>/cgroup.subtree_control",
-        )
-    return Availability(True)
-
-
-def _tree(facts: MachineFacts) -> Path | None:
-    """The hierarchy whose directories are the workloads: cgroup2, or on hosts without it the v1 workload hierarchy."""
-    return facts.cgroup_root if facts.cgroup_root is not None else facts.cgroups.workload_tree
+    return controller_availability(facts, "memory")
 
 
 class CgroupMemoryCollector:
@@ -76,7 +59,7 @@ class CgroupMemoryCollector:
     name = NAME
 
     def __init__(self, context: CollectorContext) -> None:
-        root = _tree(context.facts)
+        root = workload_tree(context.facts)
         assert root is not None
         self._root: Path = root
         self._without_cgroup2 = context.facts.cgroup_root is None

@@ -23,7 +23,7 @@ from agent.commands.agent_flags import (
 from agent.commands.output import made_now, print_json, to_stdout
 from agent.commands.parser import CommandParser, Example
 from agent.commands.sources import collected_source, source_client
-from agent.commands.workload_flags import MAX_SECONDS, MIN_SECONDS, add_filter_arguments, duration, workload_filter
+from agent.commands.workload_flags import add_duration_argument, add_filter_arguments, workload_filter
 from agent.diagnosis.findings import Diagnosis
 from agent.diagnosis.inputs.live import fetch
 from agent.diagnosis.inputs.live.fleet import NodeWindow, PrometheusSource, is_prometheus
@@ -50,13 +50,8 @@ def add_arguments(parser: CommandParser) -> None:
     """What to diagnose, for how long, from where; the collection, runtime and logging flags (for the collectors
     diagnose loads itself) and the client flags of --from (TLS, basic auth) in --help-all."""
     how = parser.add_argument_group("for how long, from where")
-    how.add_argument(
-        "--duration",
-        type=duration,
-        default=None,
-        metavar="S",
-        help=f"seconds to sample ({MIN_SECONDS}-{MAX_SECONDS}; default {DEFAULT_SECONDS}; with a Prometheus, the "
-        f"queries' range: default {DEFAULT_FLEET_SECONDS})",
+    add_duration_argument(
+        how, None, f"{DEFAULT_SECONDS}; with a Prometheus, the queries' range: default {DEFAULT_FLEET_SECONDS}"
     )
     how.add_argument(
         "--from",

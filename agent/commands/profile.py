@@ -25,7 +25,7 @@ from agent.commands import Command
 from agent.commands.agent_flags import add_collection_arguments, add_logging_arguments, refuse_groups, settings_from
 from agent.commands.output import print_json
 from agent.commands.parser import CommandParser, Example
-from agent.commands.workload_flags import add_filter_arguments, duration, workload_filter
+from agent.commands.workload_flags import add_duration_argument, add_filter_arguments, workload_filter
 from agent.diagnosis.facts import Workload
 from agent.diagnosis.render.shared import workload_name
 from agent.identity.filter import Filter, NoSuchProcess, filter_for_pid
@@ -55,13 +55,7 @@ def add_arguments(parser: CommandParser) -> None:
     """How long, which workloads, JSON or folded; the collection flags (--sample-frequency, --cgroup-root, ...) in
     --help-all."""
     own = parser.add_argument_group("for how long, and how to print it")
-    own.add_argument(
-        "--duration",
-        type=duration,
-        default=DEFAULT_SECONDS,
-        metavar="S",
-        help=f"seconds to sample (default {DEFAULT_SECONDS})",
-    )
+    add_duration_argument(own, DEFAULT_SECONDS, str(DEFAULT_SECONDS))
     own.add_argument("--json", action="store_true", help="print the samples as JSON (docs/profile.md)")
     add_filter_arguments(parser)
     add_collection_arguments(parser)

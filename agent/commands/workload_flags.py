@@ -32,6 +32,18 @@ def seconds_within(low: float, high: float, whole: bool = False) -> Callable[[st
 duration = seconds_within(MIN_SECONDS, MAX_SECONDS, whole=True)  # --duration of diagnose and profile
 
 
+def add_duration_argument(group: argparse._ActionsContainer, default: int | None, default_said: str) -> None:
+    """--duration of a sampling command (diagnose, profile): whole seconds within MIN_SECONDS..MAX_SECONDS;
+    *default_said* is what its help says of the default."""
+    group.add_argument(
+        "--duration",
+        type=duration,
+        default=default,
+        metavar="S",
+        help=f"seconds to sample ({MIN_SECONDS}-{MAX_SECONDS}; default {default_said})",
+    )
+
+
 def pid_number(text: str) -> int:
     """--pid: a positive process id."""
     if not text.isdigit() or int(text) <= 0:

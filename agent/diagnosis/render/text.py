@@ -92,28 +92,29 @@ def _node(node: NodeView, tree: Tree) -> None:
 
 
 def _workload_summary(workload: WorkloadView) -> str:
-    parts: list[str] = []
-    if workload.seconds is not None:
-        parts.append(f"over {number(workload.seconds)} s")
-    if workload.threads is not None:
-        parts.append(plural(workload.threads, "thread"))
-    if workload.cpu_used_cores is not None:
-        parts.append(f"CPU used {number(workload.cpu_used_cores)}")
-    if workload.cpus_allowed is not None:
-        parts.append(f"may use {number(workload.cpus_allowed)} CPUs")
-    if workload.system_share is not None:
-        parts.append(f"system {100 * workload.system_share:.1f} %")
-    if workload.sched_yield_calls is not None:
-        parts.append(f"sched_yield {number(workload.sched_yield_calls)}")
-    if workload.futex_total is not None:
-        parts.append(f"futex {number(workload.futex_total)}")
-    if workload.futex_wait_seconds is not None:
-        parts.append(f"futex time {number(workload.futex_wait_seconds)} s")
-    if workload.runqueue_wait_seconds is not None:
-        parts.append(f"waited for a CPU {number(workload.runqueue_wait_seconds)} s")
-    if workload.throttled_periods is not None and workload.periods:
-        parts.append(f"throttled {number(workload.throttled_periods)} of {number(workload.periods)} periods")
-    return " · ".join(parts) or "no counts"
+    w = workload
+    parts = (
+        _said("over {} s", w.seconds),
+        None if w.threads is None else plural(w.threads, "thread"),
+        _said("CPU used {}", w.cpu_used_cores),
+        _said("may use {} CPUs", w.cpus_allowed),
+        None if w.system_share is None else f"system {100 * w.system_share:.1f} %",
+        _said("sched_yield {}", w.sched_yield_calls),
+        _said("futex {}", w.futex_total),
+        _said("futex time {} s", w.futex_wait_seconds),
+        _said("waited for a CPU {} s", w.runqueue_wait_seconds),
+        None if w.throttled_periods is None or not w.periods else _throttled(w.throttled_periods, w.periods),
+    )
+    return " · ".join(part for part in parts if part is not None) or "no counts"
+
+
+def _said(template: str, value: float | None) -> str | None:
+    """*template* with the number *value* in its {} (None when the value is unknown)."""
+    return None if value is None else template.format(number(value))
+
+
+def _throttled(throttled: float, periods: float) -> str:
+    return f"throttled {number(throttled)} of {number(periods)} periods"
 
 
 def _thread_line(thread: ThreadView) -> Text:

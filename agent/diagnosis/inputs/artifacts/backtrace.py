@@ -30,16 +30,9 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code, moment, stack_classes
+from agent.diagnosis.inputs.artifacts.damage import read_past
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
-from agent.diagnosis.inputs.artifacts.frames import (
-    FUTEX,
-    IO,
-    KERNEL_IO,
-    PROGRAM,
-    SLEEP,
-    YIELD,
-    Frame,
-)
+from agent.diagnosis.inputs.artifacts.frames import FUTEX, KERNEL_IO, PROGRAM, Frame, wait_of
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -125,14 +118,9 @@ def state_of(frames: tuple[Frame, ...]) -> str:
     """Where a stack (innermost frame first) stands: in sched_yield, a futex wait, I/O, a sleep, or running."""
     for frame in frames[:3]:  # the call wrappers sit on top
         name = frame.function or ""
-        if YIELD.search(name):
-            return "yield"
-        if FUTEX.search(name):
-            return "futex"
-        if SLEEP.search(name):
-            return "sleep"
-        if IO.search(name) or (frame.library == code.KERNEL and KERNEL_IO.search(name)):
-            return "io"
+        wait = wait_of(name) or ("io" if frame.library == code.KERNEL and KERNEL_IO.search(name) else None)
+        if wait is not None:
+            return wait
         if not frame.in_libc and name != "syscall":
             break
     first = frames[0].function if frames else None
@@ -236,10 +224,11 @@ def to_facts(dump: StackDump, source: str) -> Part:
     notes = [
         f"{source}: {len(dump.stacks)} stacks ({told}): one moment, not a profile; how long each waited is unknown"
     ]
-    if dump.elisions:
-        notes.append(f"{source}: {dump.elisions} elided part(s) (`[...]`) of the stacks were read past")
-    if dump.skipped:
-        notes.append(f"{source}: {dump.skipped} lines that are not frames (prose, source lines, arguments) skipped")
+    notes += read_past(
+        source,
+        (dump.elisions, "elided part(s) (`[...]`) of the stacks were read past"),
+        (dump.skipped, "lines that are not frames (prose, source lines, arguments) skipped"),
+    )
     threaded = all(stack.thread is not None for stack in dump.stacks)
     workload = WorkloadView(
         ref=Workload(),

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, meaningful
 
@@ -97,9 +97,8 @@ def looks_like(text: str) -> bool:
     )
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: ``cat`` and ``dmesg`` errors are the shell's."""
-    return False
+# `cat` and `dmesg` errors are the shell's
+looks_like_error = prints_no_error
 
 
 def parse(text: str) -> ClocksourceReport:

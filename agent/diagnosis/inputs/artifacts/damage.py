@@ -46,6 +46,15 @@ def notes(source: str, damage: Iterable[Damage]) -> tuple[str, ...]:
     return () if said is None else (said,)
 
 
+def read_past(source: str, *counts: tuple[int, str]) -> list[str]:
+    """A note ``SOURCE: N what`` for each of *counts* above 0: lines skipped, rows cut short, elisions read past.
+
+    >>> read_past("dump.txt", (2, "lines skipped"), (0, "rows cut short"))
+    ['dump.txt: 2 lines skipped']
+    """
+    return [f"{source}: {count} {what}" for count, what in counts if count]
+
+
 def read_rows(rows: Iterable[R], read: Callable[[R], T], damage: list[Damage]) -> list[T]:
     """Each of *rows* read by *read*; a row it finds malformed is skipped and named in *damage*."""
     found: list[T] = []

@@ -16,6 +16,11 @@ GIVE_WHOLE = "give the tool's whole output, as it printed it"
 RUN_AGAIN = "fix what the tool said and save its report again"
 
 
+def prints_no_error(text: str) -> bool:
+    """A format's ``looks_like_error`` when its tool prints no error message of its own into the report: never."""
+    return False
+
+
 class ArtifactError(Exception):
     """Base of every error raised while reading an artifact."""
 

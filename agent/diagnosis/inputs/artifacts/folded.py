@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code, sampled, stack_classes
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.damage import read_past
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
@@ -104,9 +105,8 @@ def looks_like(text: str) -> bool:
     return (found >= 2 and found > other) or (found == 1 and other == 0)
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: the tools that fold stacks print their errors to another stream."""
-    return False
+# the tools that fold stacks print their errors to another stream
+looks_like_error = prints_no_error
 
 
 def parse(text: str) -> FoldedReport:
@@ -132,12 +132,12 @@ def to_facts(report: FoldedReport, source: str) -> Part:
               for stack in report.stacks if stack not in off_cpu]  # fmt: skip
     yield_sites, futex_sites = sampled.call_sites(stacks)
     notes = [f"{source}: {len(report.stacks)} folded stacks: a profile's counts, not how long it ran"]
-    if off_cpu:
-        notes.append(f"{source}: {len(off_cpu)} stack(s) with a waker after `--` (offwaketime): off-CPU time, not read")
-    if report.elided_frames:
-        notes.append(f"{source}: {report.elided_frames} elided frame(s) (`[...]`) read past")
-    if report.skipped:
-        notes.append(f"{source}: {report.skipped} lines that are not folded stacks skipped")
+    notes += read_past(
+        source,
+        (len(off_cpu), "stack(s) with a waker after `--` (offwaketime): off-CPU time, not read"),
+        (report.elided_frames, "elided frame(s) (`[...]`) read past"),
+        (report.skipped, "lines that are not folded stacks skipped"),
+    )
     workload = WorkloadView(
         ref=Workload(),
         cpu_samples=sampled.leaf_samples(stacks),

@@ -19,6 +19,12 @@ IO = re.compile(r"^(?:__GI___|__libc_|__)?(?:poll|ppoll|epoll_wait|epoll_pwait|s
 SLEEP = re.compile(r"nanosleep|^usleep$|^sleep$")
 KERNEL_IO = re.compile(r"^(?:ep_poll|do_sys_poll|do_select|core_sys_select|pipe_read|wait_woken|sk_wait_data|"
                        r"unix_stream_read_generic|tcp_recvmsg|io_schedule|folio_wait_bit)")  # fmt: skip
+_WAITS = (("yield", YIELD), ("futex", FUTEX), ("sleep", SLEEP), ("io", IO))  # the first that matches
+
+
+def wait_of(function: str) -> str | None:
+    """What a call of the C library named *function* waits in: yield, futex, sleep, io; None for none of them."""
+    return next((wait for wait, pattern in _WAITS if pattern.search(function)), None)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import stack_classes
 from agent.diagnosis.inputs.artifacts.backtrace import frame_of_gdb
 from agent.diagnosis.inputs.artifacts.damage import Damage, notes
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
@@ -75,9 +75,8 @@ def looks_like(text: str) -> bool:
     return found >= 2 and not any(row.startswith("#0 ") for row in rows)
 
 
-def looks_like_error(text: str) -> bool:
-    """Never on its own: gdb's attach errors are the stack format's (``ptrace: Operation not permitted``)."""
-    return False
+# not on its own: gdb's attach errors (`ptrace: Operation not permitted`) are the stack format's
+looks_like_error = prints_no_error
 
 
 def parse(text: str) -> GdbThreads:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import CodeShare, NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code, stack_classes
+from agent.diagnosis.inputs.artifacts.damage import read_past
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -246,10 +247,11 @@ def to_facts(report: PerfReport, source: str) -> Part:
         notes.append(f"{source}: no sample count printed: the rows' percentages stand for samples")
     if report.snapshots > 1:
         notes.append(f"{source}: {report.snapshots} perf top screens: the last is read")
-    if report.cut_rows:
-        notes.append(f"{source}: {report.cut_rows} row(s) cut short (no symbol) were skipped")
-    if report.skipped:
-        notes.append(f"{source}: {report.skipped} lines that are not profile rows (headers, call graphs) were skipped")
+    notes += read_past(
+        source,
+        (report.cut_rows, "row(s) cut short (no symbol) were skipped"),
+        (report.skipped, "lines that are not profile rows (headers, call graphs) were skipped"),
+    )
     total: float | None = float(report.samples) if report.samples else 100.0  # percentages are of all samples
     counted = next((row for row in report.rows if row.samples is not None and row.percent > 0), None)
     if counted is not None and counted.samples is not None:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import Line, lines, meaningful
 
@@ -82,10 +82,9 @@ def looks_like(text: str) -> bool:
     return any(_HEADER.match(line.text) for line in _texts(text))
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: perf's own errors (permissions, a missing event) are the same for every perf command, and the
-    ``perf trace -s`` row claims them, so one text is one row's."""
-    return False
+# perf's own errors (permissions, a missing event) are the same for every perf command; the `perf trace -s`
+# row claims them, so one text is one row's
+looks_like_error = prints_no_error
 
 
 def _number(token: str, mark: str) -> float:

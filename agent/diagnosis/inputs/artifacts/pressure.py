@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
+from agent.diagnosis.inputs.artifacts.damage import read_past
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import decimal, lines, unquoted
@@ -126,10 +127,11 @@ def to_facts(report: PressureReport, source: str) -> Part:
         "pressure totals count since boot (or since the cgroup was made): how much, not how recent; "
         f"ten-second averages: {averages or 'all 0'}"
     ]
-    if unnamed:
-        notes.append(f"{source}: {unnamed} pressure line(s) without their file's name: resource unknown, left out")
-    if report.skipped:
-        notes.append(f"{source}: {report.skipped} lines that are not pressure lines skipped")
+    notes += read_past(
+        source,
+        (unnamed, "pressure line(s) without their file's name: resource unknown, left out"),
+        (report.skipped, "lines that are not pressure lines skipped"),
+    )
     own = bool(report.lines) and all(line.cgroup for line in report.lines if line.resource)
     if own and (waiting or stalled):
         workload = WorkloadView(

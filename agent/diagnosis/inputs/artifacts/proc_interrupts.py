@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, SoftirqCounts
 from agent.diagnosis.inputs.artifacts.damage import Damage, notes
-from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -59,9 +59,8 @@ def looks_like(text: str) -> bool:
     return numbered and ((header and len(found) >= 1) or named >= 2)
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: a file read prints no error of its own."""
-    return False
+# a file read prints no error of its own
+looks_like_error = prints_no_error
 
 
 def _counts(rest: str, cpus: int | None) -> tuple[tuple[float, ...], str]:

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, SoftirqCounts
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -58,9 +58,8 @@ def looks_like(text: str) -> bool:
     return any(_HEADER.match(row) for row in rows) and known >= 2
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: reading /proc/softirqs does not fail in a way its reader prints."""
-    return False
+# reading /proc/softirqs does not fail in a way its reader prints
+looks_like_error = prints_no_error
 
 
 def parse(text: str) -> ProcSoftirqs:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, ReclaimCounts
-from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import lines, unquoted
 
@@ -79,9 +79,8 @@ def looks_like(text: str) -> bool:
     return counted >= 5 and counted > len(pairs) - counted and node_keys and not names & _CGROUP_KEYS
 
 
-def looks_like_error(text: str) -> bool:
-    """Never: reading /proc/vmstat does not fail in a way its reader prints."""
-    return False
+# reading /proc/vmstat does not fail in a way its reader prints
+looks_like_error = prints_no_error
 
 
 def parse(text: str) -> ProcVmstat:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
 from agent.diagnosis.inputs.artifacts import code, moment, sampled, stack_classes
 from agent.diagnosis.inputs.artifacts.backtrace import state_of
+from agent.diagnosis.inputs.artifacts.damage import read_past
 from agent.diagnosis.inputs.artifacts.errors import NotThisFormat
 from agent.diagnosis.inputs.artifacts.frames import Frame
 from agent.diagnosis.inputs.artifacts.part import Part
@@ -159,10 +160,11 @@ def to_facts(dump: PySpyDump, source: str) -> Part:
         f"{source}: {len(dump.threads)} Python threads ({told}): one moment, not a profile; native threads (a BLAS "
         "or OpenMP pool's) are not in a py-spy dump"
     ]
-    if dump.cut:
-        notes.append(f"{source}: {dump.cut} frame line(s) cut short were skipped")
-    if dump.skipped:
-        notes.append(f"{source}: {dump.skipped} lines that are not threads or frames (prompts, locals) skipped")
+    notes += read_past(
+        source,
+        (dump.cut, "frame line(s) cut short were skipped"),
+        (dump.skipped, "lines that are not threads or frames (prompts, locals) skipped"),
+    )
     workload = WorkloadView(
         ref=Workload(),
         cpu_samples=samples,

@@ -20,7 +20,7 @@ from typing import Any, Union
 
 from agent.diagnosis.facts import Facts
 from agent.diagnosis.findings import SCHEMA
-from agent.diagnosis.inputs.artifacts.errors import ArtifactError, NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import ArtifactError, NotThisFormat, prints_no_error
 
 __all__ = ["FORMAT", "ReportUnusable", "looks_like", "looks_like_error", "parse", "to_facts"]
 
@@ -41,9 +41,8 @@ def looks_like(text: str) -> bool:
     return _report(text) is not None
 
 
-def looks_like_error(text: str) -> bool:
-    """Always False: schedwatch never saves an error message in place of its report."""
-    return False
+# schedwatch never saves an error message in place of its report
+looks_like_error = prints_no_error
 
 
 def _report(text: str) -> dict[str, Any] | None:

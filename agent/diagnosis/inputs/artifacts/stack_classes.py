@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from agent.diagnosis import allocators, pools
 from agent.diagnosis.facts import StackEvidence, StackGroup
 from agent.diagnosis.inputs.artifacts import code
-from agent.diagnosis.inputs.artifacts.frames import FUTEX, IO, KERNEL_IO, LIBC_FILES, PROGRAM, SLEEP, YIELD, Frame
+from agent.diagnosis.inputs.artifacts.frames import KERNEL_IO, LIBC_FILES, PROGRAM, Frame, wait_of
 
 __all__ = ["Counted", "classify", "leaf_and_owner"]
 
@@ -121,18 +121,15 @@ def _kernel_leaf(frames: tuple[Frame, ...]) -> str | None:
 
 def _user_leaf(frame: Frame) -> str | None:
     name = frame.function or ""
-    if YIELD.search(name) or PYTHON_YIELD.search(name):
+    if PYTHON_YIELD.search(name):
         return "yield"
     if GIL.search(name):
         return "gil"  # the interpreter's lock: its threads take turns, which no lock of the program's explains
     if LOCK.search(name):
         return "lock"
-    if FUTEX.search(name):
-        return "futex"
-    if SLEEP.search(name):
-        return "sleep"
-    if IO.search(name):
-        return "io"
+    wait = wait_of(name)
+    if wait is not None:
+        return wait
     if frame.library in PYTHON_LIBRARY:
         if PYTHON_WAITS.match(name):
             return "futex"

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from agent.diagnosis.facts import NodeView, Workload, WorkloadView
-from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat
+from agent.diagnosis.inputs.artifacts.errors import Malformed, NotThisFormat, prints_no_error
 from agent.diagnosis.inputs.artifacts.part import Part
 from agent.diagnosis.inputs.artifacts.text import decimal, lines, meaningful, unquoted
 
@@ -72,19 +72,22 @@ def _texts(text: str) -> list[tuple[int, str]]:
     return [(line.number, unquoted(line.text)) for line in meaningful(lines(text))]
 
 
+# The shapes one line gives away, the first that matches; bash's takes its user and sys lines together (below).
+_SHAPE_LINES = (
+    ("zsh", _ZSH),
+    ("bsd", _BSD),
+    ("gnu", _GNU),
+    ("gnu -v", re.compile(r"^System time \(seconds\):")),
+    ("ipython", _IPY_CPU),
+)
+
+
 def _shape(text: str) -> str | None:
     keys = set()
     for _number, line in _texts(text):
-        if _ZSH.search(line):
-            return "zsh"
-        if _BSD.search(line):
-            return "bsd"
-        if _GNU.search(line):
-            return "gnu"
-        if line.startswith("System time (seconds):"):
-            return "gnu -v"
-        if _IPY_CPU.search(line):
-            return "ipython"
+        shape = next((shape for shape, pattern in _SHAPE_LINES if pattern.search(line)), None)
+        if shape is not None:
+            return shape
         match = _BASH.fullmatch(line)
         if match:
             keys.add(match["key"])
@@ -96,9 +99,8 @@ def looks_like(text: str) -> bool:
     return _shape(text) is not None
 
 
-def looks_like_error(text: str) -> bool:
-    """``time`` prints no error of its own (the timed command's errors are the command's)."""
-    return False
+# `time` prints no error of its own (the timed command's errors are the command's)
+looks_like_error = prints_no_error
 
 
 def _seconds(token: str) -> float:
