@@ -25,12 +25,13 @@ wheel:
 	python3 -m pip wheel --wheel-dir dist .
 
 # Two passes (tests/support/parallel.py). The first, in TEST_WORKERS parallel processes, holds what no other
-# process's load can change: the unit tier on fixtures and the VM tier (Debian's 6.1 under QEMU). The second runs
-# every test that starts workloads here and judges their CPU contention, one after another with nothing beside them.
+# process's load can change: the unit tier on fixtures, the VM tier (Debian's 6.1 under QEMU), the deploy tier
+# (promtool, manifests, the local stack) and the packaging tier. The second runs every test that starts workloads
+# here and judges their CPU contention, one after another with nothing beside them.
 # ARGS go to both passes (pytest options: -x, -k NAME, --lf).
 TEST_WORKERS   ?= 2
-PARALLEL_TIERS := tests/platforms tests/unit
-SERIAL_TIERS   := tests/containers tests/scenarios tests/kernel tests/load tests/deploy tests/e2e
+PARALLEL_TIERS := tests/platforms tests/unit tests/deploy tests/e2e
+SERIAL_TIERS   := tests/containers tests/scenarios tests/kernel tests/load
 
 test:
 	scripts/setup.sh test

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.core import Metric
 
 from agent import metrics
 from agent.collectors import Availability, CollectorContext, CollectorFactory
+from agent.exposition.family import BlockCache
 from agent.identity.workload import workload_for_cgroup
 from agent.machine.cgroups.activity import ActivityGate
 from agent.machine.cgroups.files import outermost
@@ -65,6 +67,7 @@ class PressureCollector:
         read_stat = context.cpu_stats.read if context.cpu_stats is not None else self._files.read
         self._gate = ActivityGate(self._root, read_stat) if self._root is not None else None
         self._last: dict[int, list[int] | None] = {}  # each cgroup's totals when its files were last read
+        self._blocks = BlockCache(_workload_rows)
 
     def collect(self) -> list[Metric]:
         """Read the pressure files and build the families."""
@@ -119,12 +122,7 @@ class PressureCollector:
     def _families(self) -> list[Metric]:
         waiting = metrics.PRESSURE_WAITING_SECONDS.family()
         stalled = metrics.PRESSURE_STALLED_SECONDS.family()
-        for labels, totals in self._table.rows():
-            for index, resource in enumerate(RESOURCES):
-                some, full = totals[2 * index], totals[2 * index + 1]
-                waiting.add_metric([*labels, resource], some / 1e6)
-                if full >= 0:
-                    stalled.add_metric([*labels, resource], full / 1e6)
+        self._blocks.add_to([waiting, stalled], self._table.rows())
         node_waiting = metrics.NODE_PRESSURE_WAITING_SECONDS.family()
         node_stalled = metrics.NODE_PRESSURE_STALLED_SECONDS.family()
         for resource in RESOURCES:
@@ -140,6 +138,18 @@ class PressureCollector:
         tracked = metrics.TRACKED_SERIES.family()
         tracked.add_metric([NAME], len(self._stalled))
         return [waiting, stalled, node_waiting, node_stalled, tracked]
+
+
+def _workload_rows(labels: Labels, totals: tuple[int, ...]) -> tuple[list[Any], list[Any]]:
+    """A workload's rows of the waiting and stalled families (a block made once while its totals stand: the writer
+    and the standing evaluation reuse it)."""
+    waiting, stalled = [], []
+    for index, resource in enumerate(RESOURCES):
+        some, full = totals[2 * index], totals[2 * index + 1]
+        waiting.append(((*labels, resource), some / 1e6))
+        if full >= 0:
+            stalled.append(((*labels, resource), full / 1e6))
+    return waiting, stalled
 
 
 FACTORY = CollectorFactory(

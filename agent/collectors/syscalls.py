@@ -22,6 +22,10 @@ YIELDS = TABLE.layout.slices["yields"]  # in each workload's vector
 FUTEX_CALLS = TABLE.layout.slices["futex_calls"]
 _WAITS = tuple(FUTEX_OPS.index(op) for op in ("wait", "waitv", "lock_pi"))  # the futex calls whose sites count
 EXITED_KEY_FLAG = 1 << 63  # bpf/schedwatch.h: keyed by process, the totals of a process that exited
+# Between scrapes the call sites are read and named this often. Every process whose sites are counted has its maps
+# captured at its first site (announced by the program), so this read only names what capture missed (a library
+# loaded after the first site, more than CAPTURED_PROCESSES new processes since): 1 s read the whole map every second.
+SITE_TICK_SECONDS = 5.0
 log = get_logger(NAME)
 
 
@@ -60,9 +64,12 @@ class SyscallsCollector(BpfCollector):
             settings.series_grace_seconds,
             probe.forget_call_sites,
         )
-        self._sites_ticker = Ticker(NAME, lambda: self._read_sites(settle=False)) if probe.call_sites else None
+        self._sites_ticker = (
+            Ticker(NAME, lambda: self._read_sites(settle=False), SITE_TICK_SECONDS) if probe.call_sites else None
+        )
         self._site_chooser = SiteChooser(settings.code_workloads)
-        # A process is named after it exits if its maps were read when its first site was counted.
+        # A process is named after it exits if its maps were read (and its files held) when its first site was counted.
+        self._symbolizer = symbolizer
         probe.announce_site_processes(symbolizer.capture)
 
     def _read_sites(self, settle: bool = True) -> None:
@@ -95,10 +102,11 @@ class SyscallsCollector(BpfCollector):
         return families
 
     def close(self) -> None:
-        """Stop reading call sites, then detach the programs."""
+        """Stop reading call sites, detach the programs, then let the files held for naming go."""
         if self._sites_ticker is not None:
             self._sites_ticker.close()
         super().close()
+        self._symbolizer.close()
 
 
 FACTORY = CollectorFactory(

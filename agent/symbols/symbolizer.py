@@ -1,6 +1,7 @@
 """Addresses of samples and call sites to code names (library, its version, function), with the caches that make a
-scrape cheap: a process's maps read again only when they may have changed, a file's functions once per build id,
-kallsyms once; and the maps of processes captured when first seen, for those that exit before a round reads them."""
+scrape cheap: a process's maps read again only when they may have changed, a file's functions once per build id and
+only when an address in it is named, kallsyms once; and the maps of processes captured when first seen (their files
+held open, not read), for those that exit before a round reads them."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ FILES_REMEMBERED = 4096  # (device, inode) -> functions and version, for process
 ROUNDS_REMEMBERED = 60  # a process's maps are kept this many rounds after it was last looked at (it may have exited)
 MAPS_REFRESH_ROUNDS = 60  # a process's maps are read again at least this often (a library swapped at one address)
 CAPTURED_PROCESSES = 1024  # processes whose maps were captured when first seen, the oldest forgotten first
+HELD_FILES = 256  # files of captured processes held open until an address in them is named, the oldest closed first
 
 VersionReader = Callable[[str, Path], str | None]  # (file name, path to open it) -> the version the library says
 
@@ -69,7 +71,9 @@ class Symbolizer:
     mappings holds (a library loaded since: dlopen, once per round), and at least every MAPS_REFRESH_ROUNDS rounds
     (a library unloaded and another mapped at the same addresses). Reading and parsing maps at every 1 s tick for
     every sampled process was most of the code collectors' cost between scrapes. :meth:`capture` reads a process's
-    maps and files at once, from any thread, so that it is named after it exits.
+    maps at once, from any thread, and holds its files open, so that it is named after it exits; a file's functions are
+    read only when an address in it is named (the busiest workloads' sites and samples), which most files of most
+    processes never are. Call :meth:`close` to let the files held go.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class Symbolizer:
         self._files: dict[tuple[tuple[int, int], int], _File] = {}
         self._vdso: _File | None = None
         self._captured: OrderedDict[int, ExecutableMappings] = OrderedDict()  # pid -> maps when first seen
+        self._held: OrderedDict[tuple[tuple[int, int], int], int] = OrderedDict()  # file -> descriptor, not yet read
         self._lock = threading.Lock()  # capture() runs on a listener's thread
 
     def next_round(self) -> None:
@@ -101,38 +106,40 @@ class Symbolizer:
             }
 
     def capture(self, pid: int) -> bool:
-        """Read the maps of process *pid* now, and the functions of each file it maps, so that its addresses are
-        named after it exits (until CAPTURED_PROCESSES later ones were captured); whether it was still there."""
+        """Read the maps of process *pid* now and hold open each file it maps that is not known yet (the HELD_FILES
+        last), so that its addresses are named after it exits (until CAPTURED_PROCESSES later ones were captured);
+        whether it was still there. No file is read: its functions are read when an address in it is first named."""
         maps = read_maps(self._proc, pid)
         if maps is None:
             return False
-        held = self._open_files(pid, maps)  # first, while the process lives: reading them takes longer
-        try:
-            # Read without the lock (a scrape naming addresses meanwhile does not wait for a parse), kept under it.
-            described = {
-                (mapping.device, mapping.inode): self._describe(pid, mapping, Path(f"/proc/self/fd/{descriptor}"))
-                for mapping in maps.all()
-                if (descriptor := held.get((mapping.device, mapping.inode))) is not None
-            }
-            with self._lock:
-                self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
-                for key, known in described.items():
-                    self._remember(key, known)
-                self._captured[pid] = maps
-                self._captured.move_to_end(pid)
-                if len(self._captured) > CAPTURED_PROCESSES:
-                    self._captured.popitem(last=False)
-        finally:
-            for descriptor in held.values():
-                os.close(descriptor)
+        opened = self._open_files(pid, maps)
+        with self._lock:
+            self._maps.pop(pid, None)  # an earlier process's, if the pid was reused
+            for key, descriptor in opened.items():
+                if key in self._files or key in self._held:  # another thread was first
+                    os.close(descriptor)
+                    continue
+                self._held[key] = descriptor
+            while len(self._held) > HELD_FILES:
+                os.close(self._held.popitem(last=False)[1])
+            self._captured[pid] = maps
+            self._captured.move_to_end(pid)
+            if len(self._captured) > CAPTURED_PROCESSES:
+                self._captured.popitem(last=False)
         return True
+
+    def close(self) -> None:
+        """Close the files held for captured processes (their addresses named afterwards are read from /proc)."""
+        with self._lock:
+            while self._held:
+                os.close(self._held.popitem()[1])
 
     def _open_files(self, pid: int, maps: ExecutableMappings) -> dict[tuple[tuple[int, int], int], int]:
         """A descriptor of each file process *pid* maps that is not known yet, by (device, inode)."""
         held: dict[tuple[tuple[int, int], int], int] = {}
         for mapping in maps.all():
             key = (mapping.device, mapping.inode)
-            if mapping.path == VDSO or key in held or key in self._files:
+            if mapping.path == VDSO or key in held or key in self._files or key in self._held:
                 continue
             for path in self._paths(pid, mapping):
                 try:
@@ -210,20 +217,27 @@ class Symbolizer:
         opened = self._proc.path(pid, f"map_files/{mapping.start:x}-{mapping.end:x}")
         return opened, self._proc.path(pid, "root") / mapping.path.lstrip("/")
 
-    def _file(self, pid: int, mapping: Mapping, held: Path | None = None) -> _File:
-        """What is known of the file of *mapping* (*held*: a path of a descriptor already open on it)."""
+    def _file(self, pid: int, mapping: Mapping) -> _File:
+        """What is known of the file of *mapping*: read at its first use, from the descriptor held since its process
+        was captured where there is one."""
         if mapping.path == VDSO:
             if self._vdso is None:
                 self._vdso = _File(VDSO, "", own_vdso(self._proc))
             return self._vdso
         key = (mapping.device, mapping.inode)
         known = self._files.get(key)
-        if known is None:
-            known = self._remember(key, self._describe(pid, mapping, held))
-        return known
+        if known is not None:
+            return known
+        descriptor = self._held.pop(key, None)
+        if descriptor is None:
+            return self._remember(key, self._describe(pid, mapping, None))
+        try:
+            return self._remember(key, self._describe(pid, mapping, Path(f"/proc/self/fd/{descriptor}")))
+        finally:
+            os.close(descriptor)
 
     def _describe(self, pid: int, mapping: Mapping, held: Path | None) -> _File:
-        """The library, version and functions of the file of *mapping*, read (touches no state of the symbolizer)."""
+        """The library, version and functions of the file of *mapping* (*held*: a path of a descriptor open on it)."""
         opened, in_root = self._paths(pid, mapping) if held is None else (held, held)
         basename = mapping.path.rsplit("/", 1)[-1]
         version = self._version_of(basename, opened) if self._version_of is not None else None
@@ -231,10 +245,7 @@ class Symbolizer:
         return _File(printable(library_name(mapping.path)), printable(version or ""), functions)
 
     def _remember(self, key: tuple[tuple[int, int], int], known: _File) -> _File:
-        """Keep *known* as the file of *key* (the one kept already, if another thread read it meanwhile)."""
-        kept = self._files.get(key)
-        if kept is not None:
-            return kept
+        """Keep *known* as the file of *key* (the oldest forgotten past FILES_REMEMBERED)."""
         if len(self._files) >= FILES_REMEMBERED:
             self._files.pop(next(iter(self._files)))
         self._files[key] = known

@@ -8,8 +8,11 @@ accounting is. Issue 31: so placed, `schedwatch diagnose` reported 0 threads, no
 (though its code rows named OpenBLAS's pool) and a fix for "1 worker x 2 threads" it had made up.
 
 The layout is read, never assumed: this module runs as it is on this host, in the platform tier's VMs (cgroup v2
-only, v1 only), and in a v1-only view of this host (`scripts/layout-view.sh v1 CMD`: the cgroup2 mount hidden in a
-mount namespace of its own). The fix's check needs 2 CPUs or more: on one, OpenBLAS starts no pool to oversubscribe.
+only, v1 only, PREEMPT_RT), and in a v1-only view of this host (`scripts/layout-view.sh v1 CMD`: the cgroup2 mount
+hidden in a mount namespace of its own). The fix's check needs 2 CPUs or more: on one, OpenBLAS starts no pool to
+oversubscribe. Diagnose reads the session's agent (`--from`): the census is its own either way, and an emulated
+machine compiles the programs once, for the agent. The pool's work starts inside the window, its start-up before it
+(numpy's import takes minutes under emulation).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pytest
 
 from agent.machine.cgroups.layout import Hierarchy, parse_proc_cgroup, read_layout
 from tests.kernel.test_diagnosis_facts import numpy126  # noqa: F401 (a fixture)
-from tests.support.agent import require_root
+from tests.support.agent import AgentProcess, require_root
 from tests.support.diagnose import Diagnose
 from tests.support.workloads import SOURCES
 
@@ -71,25 +74,28 @@ def workload_cgroup(hierarchy: Hierarchy) -> Iterator[tuple[Path, str]]:
 
 
 @pytest.fixture(scope="module")
-def placed(numpy126: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Placed]:  # noqa: F811
+def placed(agent: AgentProcess, numpy126: Path) -> Iterator[Placed]:  # noqa: F811
     require_root()
     layout = read_layout()
     hierarchy = layout.workload_hierarchy
     assert hierarchy is not None, f"no cgroup hierarchy is mounted here ({layout})"
     with workload_cgroup(hierarchy) as (directory, label):
-        diagnose = Diagnose(
-            "--duration", str(WINDOW), "--cgroup", label, "--state-dir", str(tmp_path_factory.mktemp("state"))
-        )
-        diagnose.wait_for_window()
         enter = f'echo $$ > {directory}/cgroup.procs && exec "$@"'
+        busy = str(WINDOW - 4)
         pool = subprocess.Popen(
-            ["sh", "-c", enter, "sh", sys.executable, str(SOURCES / "blas_pool.py"), str(WORKERS), str(WINDOW - 4)],
+            ["sh", "-c", enter, "sh", sys.executable, str(SOURCES / "blas_pool.py"), str(WORKERS), busy, "--on-go"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(numpy126)},
         )
         try:
-            assert pool.stdout is not None
+            assert pool.stdin is not None and pool.stdout is not None
+            assert "ready" in json.loads(pool.stdout.readline())
+            source = f"http://127.0.0.1:{agent.port}"
+            diagnose = Diagnose("--duration", str(WINDOW), "--cgroup", label, "--from", source)
+            diagnose.wait_for_window()
+            pool.stdin.write(b"go\n")
+            pool.stdin.flush()
             truth = json.loads(pool.stdout.readline())
             assert truth["numpy"] == "1.26.4"
             check_placed_in_the_workload_hierarchy_only(truth["pid"], hierarchy, label, layout.v1)

@@ -4,7 +4,8 @@ Debian 6.1's verifier did to it once, for another reason).
 
 The agent logs the verifier's words, counts that collector in its perf form (task schedstat) while the others stay
 BPF, exports schedwatch_source_degraded for it (the SchedwatchDegraded alert fires on that: promtool-tested in
-deploy/prometheus/alerts_test.yaml), and `check` says so; `check --mode bpf` exits 1 with the reason.
+deploy/prometheus/alerts_test.yaml, and here by a real Prometheus scraping the agent), and `check` says so;
+`check --mode bpf` exits 1 with the reason.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,9 @@ import pytest
 
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.kernel.test_modes import schedstat
+from tests.support import alert_rules
 from tests.support.agent import REPO, AgentProcess, require_root
+from tests.support.prometheus import Prometheus
 from tests.support.schemas import assert_valid
 from tests.support.scrape import cgroup_value
 from tests.support.workloads import CgroupSandbox, Workload
@@ -117,6 +121,38 @@ def test_the_exposition_with_a_degraded_collector_passes_promtool(refused_agent:
         [promtool, "check", "metrics"], input=refused_agent.scrape().text, capture_output=True, text=True
     )
     assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
+
+
+def test_a_real_prometheus_fires_the_degraded_alert_for_the_refused_collector(
+    refused_agent: AgentProcess, tmp_path: Path
+) -> None:
+    """The shipped SchedwatchDegraded rule, its `for: 10m` shortened to 5 s (tests/support/alert_rules.py), on a
+    real Prometheus scraping the agent whose sched program was refused: it fires for sched alone, with the cause."""
+    instance = f"127.0.0.1:{refused_agent.port}"
+    rules = alert_rules.compressed(tmp_path / "alerts.yaml", windows=1, holds=120)
+    prometheus = Prometheus(tmp_path, [instance], rule_files=[rules])
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            alerts = [a for a in prometheus.api("alerts")["alerts"] if a["labels"]["alertname"] == "SchedwatchDegraded"]
+            if any(alert["state"] == "firing" for alert in alerts) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert [alert["state"] for alert in alerts] == ["firing"], alerts
+        labels = {key: alerts[0]["labels"][key] for key in ("instance", "source", "runs_as", "cause", "severity")}
+        assert labels == {
+            "instance": instance,
+            "source": "sched",
+            "runs_as": "perf",
+            "cause": "load_failed",
+            "severity": "warning",
+        }
+        assert alerts[0]["annotations"]["summary"] == (
+            f"schedwatch collector sched on {instance} runs without BPF (load_failed; now: perf)"
+        )
+        assert "the agent's log (event collector_failed_to_start)" in alerts[0]["annotations"]["description"]
+    finally:
+        prometheus.stop()
 
 
 def check(state: Path, *flags: str) -> subprocess.CompletedProcess[str]:

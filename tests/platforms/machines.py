@@ -37,6 +37,7 @@ class TierTest:
 TIER = (
     *(TierTest(node) for node in SHORT),
     TierTest("tests/kernel/test_platform.py"),
+    TierTest("tests/kernel/test_placement.py"),
     TierTest("tests/kernel/test_syscalls.py::test_futex_calls_by_op_and_wait_time"),
     TierTest("tests/kernel/test_sched.py::test_sleeping_thread_is_blocked_not_preempted"),
     TierTest("tests/kernel/test_families.py::test_calls_by_family_are_exact"),

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from agent.log import get_logger
 
-TICK_SECONDS = 1.0  # a process that lives at least this long gets its samples and call sites named
+TICK_SECONDS = 1.0  # a process that lives at least this long gets its samples named (call sites: syscalls.py)
 
 log = get_logger("ticker")
 
@@ -20,14 +20,14 @@ class Ticker:
     def __init__(self, name: str, work: Callable[[], None], seconds: float = TICK_SECONDS) -> None:
         self.lock = threading.Lock()
         self._work = work
-        self._seconds = seconds
+        self.seconds = seconds
         self._stop = threading.Event()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name=f"{name}-ticker", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._seconds):
+        while not self._stop.wait(self.seconds):
             try:
                 with self.lock:
                     self._work()

@@ -111,3 +111,23 @@ def test_a_cgroup_that_ran_nothing_serves_its_last_totals_until_its_cpu_stat_mov
     (root / "work" / "cpu.stat").write_text("usage_usec 180\n")
     assert samples(found)[(waiting, "/work", "cpu")] == 3.0  # it ran: read again
     assert samples(found)[(waiting, "/work/inner", "cpu")] == 0.9  # no cpu.stat to tell: read every scrape
+
+
+def test_a_workload_whose_totals_stand_serves_the_same_blocks_of_rows(tmp_path: Path) -> None:
+    """Each workload's rows are a block made once while its totals stand: the writer does not format them again, and
+    the standing evaluation takes its last totals for them at once (docs/benchmarks.md: at 1,000 workloads every
+    pressure row was read again at every evaluation)."""
+    root = tree(tmp_path / "cgroup")
+    (root / "work" / "cpu.stat").write_text("usage_usec 100\n")
+    found = collector(root, tmp_path / "no-node-pressure")
+    waiting, stalled = found.collect()[:2]
+    assert [len(block) for block in waiting.blocks] == [3, 3]  # /work and /work/inner: cpu, memory and io each
+    assert [len(block) for block in stalled.blocks] == [3, 3]
+    again_waiting, again_stalled = found.collect()[:2]
+    assert all(new is old for new, old in zip(again_waiting.blocks, waiting.blocks, strict=True))
+    assert all(new is old for new, old in zip(again_stalled.blocks, stalled.blocks, strict=True))
+    (root / "work" / "cpu.pressure").write_text(psi(3_000_000, 1_000_000))
+    (root / "work" / "cpu.stat").write_text("usage_usec 180\n")
+    moved = found.collect()[0]
+    assert moved.blocks[0] is not waiting.blocks[0] and ((("", "", "", "", "/work", "cpu"), 3.0)) in moved.blocks[0]
+    assert moved.blocks[1] is waiting.blocks[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.platforms import kernels
-from tests.platforms.machines import MACHINES, SHORT, TIER, V1, V2, Machine, left_out, nodes_for
+from tests.platforms.machines import HYBRID, MACHINES, SHORT, TIER, V1, V2, Machine, left_out, nodes_for
 from tests.platforms.matrix import MEASURED_END, MEASURED_START, MachineResult, _read_junit, main, report, write_report
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -30,6 +30,11 @@ def test_each_layout_runs_the_short_tier_and_pressure_only_where_cgroup2_is() ->
     assert "tests/kernel/test_pressure.py" not in nodes_for(V1)
     assert [test.node for test in left_out(V1)] == ["tests/kernel/test_pressure.py"]
     assert all(test.why_not_elsewhere for test in TIER if len(test.layouts) < 3)
+
+
+def test_the_pools_placement_runs_in_every_layout() -> None:
+    for layout in (V2, V1, HYBRID):  # issue 31: the pool placed only in the workload's own hierarchy, each layout
+        assert "tests/kernel/test_placement.py" in nodes_for(layout), layout
 
 
 def test_a_test_of_a_module_run_whole_is_not_named_twice() -> None:

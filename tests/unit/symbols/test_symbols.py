@@ -271,3 +271,46 @@ def test_a_process_captured_while_it_lived_is_named_after_it_exits(monkeypatch: 
     assert not_captured.user(first.pid, addresses[first.pid]).library == UNKNOWN
     assert bounded.user(first.pid, addresses[first.pid]).library == UNKNOWN
     assert bounded.user(second.pid, addresses[second.pid]).function == "yield_from_alpha"
+
+
+def test_a_capture_reads_no_file_and_naming_reads_only_the_file_named() -> None:
+    """Capturing a process holds its files open without reading them (the C library, the loader and the program
+    itself); naming an address after it exited reads the one file that holds it, from the descriptor held."""
+    binary = build("code_sites")
+    work = Workload(binary, "-", 0, 0, 0, 0)
+    address = _alpha_address(work.pid, binary)
+    cache = SymbolCache()
+    namer = Symbolizer(cache=cache)
+    try:
+        assert namer.capture(work.pid)
+        assert cache.files_read == 0
+        work.release()
+        named = namer.user(work.pid, address)
+        assert (named.library, named.function) == ("code_sites", "yield_from_alpha")
+        assert cache.files_read == 1
+    finally:
+        namer.close()
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_the_files_held_for_captured_processes_are_bounded_and_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = build("code_sites")
+    work = Workload(binary, "-", 0, 0, 0, 0)
+    try:
+        before = open_descriptors()
+        namer = Symbolizer()
+        assert namer.capture(work.pid)
+        assert open_descriptors() - before == 3  # the program, the C library and the loader
+        namer.close()
+        assert open_descriptors() == before
+        monkeypatch.setattr(symbolizer, "HELD_FILES", 1)
+        bounded = Symbolizer()
+        assert bounded.capture(work.pid)
+        assert open_descriptors() - before == 1
+        bounded.close()
+        assert open_descriptors() == before
+    finally:
+        work.release()
