@@ -91,6 +91,8 @@ class SchedProbe(BpfProbe):
     def __init__(self, limits: ProbeLimits, tracefs: Path | None, decode_cgroup: Callable[[Any], Any]) -> None:
         """*decode_cgroup*: a `cgroups` value (struct cgroup_sched) to what the snapshot carries of it."""
         self.limits = limits
+        # Workloads the agent forgot whose slots the program has not handed to another yet: not read again.
+        self._forgotten_in_slots: set[int] = set()
         defines = compile_defines(limits, tracefs)
         super().__init__(defines, decode_cgroup)
         if "COUNT_MISSED_WAKEUPS" in defines:
@@ -115,11 +117,9 @@ class SchedProbe(BpfProbe):
         last decoding again)."""
         if not self._has_slots:
             return super().cgroup_entries()
-        totals = {int.from_bytes(key, sys.byteorder): value for key, value in self.table("cgroups").raw_items()}
-        for _index, raw in self.table("workload_slots").raw_items():
-            key, body = slot_totals(raw)
-            if key:
-                totals[key] = add_words(totals[key], body) if key in totals else body
+        hashed = {int.from_bytes(key, sys.byteorder): value for key, value in self.table("cgroups").raw_items()}
+        slots = (raw for _index, raw in self.table("workload_slots").raw_items())
+        totals, self._forgotten_in_slots = merge_workload_parts(hashed, slots, self._forgotten_in_slots)
         return self._cgroups.read_raw(totals, self.table("cgroups").Leaf)
 
     def read_cgroups(self, keys: Iterable[int]) -> dict[int, Any]:
@@ -165,6 +165,7 @@ class SchedProbe(BpfProbe):
             for key in gone:
                 slot = slots.get(key % self.limits.max_cgroups)
                 if slot is not None and slot.key == key:
+                    self._forgotten_in_slots.add(key)
                     try:
                         forgotten.set(key, 1)
                     except OSError as error:  # the slot stays held: that workload's successors use the hash map
@@ -173,6 +174,25 @@ class SchedProbe(BpfProbe):
             table = self.table("neighbours")
             pairs = [key for key, _value in table.items() if key.waiter in gone or key.holder in gone]
             table.delete(pairs)
+
+
+def merge_workload_parts(
+    hashed: dict[int, bytes], slots: Iterable[bytes], forgotten: set[int]
+) -> tuple[dict[int, bytes], set[int]]:
+    """Each workload's totals: its `cgroups` entry (*hashed*) and its slot (raw struct workload_slot), added.
+
+    A slot still held by a key in *forgotten* (a workload the agent forgot, its slot not taken over yet) is left
+    out, so that its series expire like any removed workload's. Also returns the forgotten keys that still hold a
+    slot: a key whose slot another workload took is never seen again (cgroup ids are not reused)."""
+    totals = dict(hashed)
+    still_held: set[int] = set()
+    for raw in slots:
+        key, body = slot_totals(raw)
+        if key in forgotten:
+            still_held.add(key)
+        elif key:
+            totals[key] = add_words(totals[key], body) if key in totals else body
+    return totals, still_held
 
 
 def slot_totals(raw: bytes) -> tuple[int, bytes]:
