@@ -11,6 +11,7 @@ from agent.machine.kernel import kernel_release, version_tuple
 from tests.kernel.conftest import GRACE_SECONDS
 from tests.support.agent import AgentProcess
 from tests.support.scrape import Scrape, cgroup_value
+from tests.support.stalls import on_cpu_seconds, run_delay_seconds
 from tests.support.workloads import CgroupSandbox, Workload
 
 FUTEX_OPS = ("wait", "wake", "requeue", "lock_pi", "waitv", "other")
@@ -57,12 +58,15 @@ def test_futex_calls_by_op_and_wait_time(agent: AgentProcess, cgroups: CgroupSan
 
         # A timed-out waiter is woken when the machine gets to it: on a loaded machine each 20 ms wait can take
         # far longer. The ground truth is the time user space measured around each call, which holds the
-        # kernel-side span; at least the requested time passed in each.
+        # kernel-side span; at least the requested time passed in each. What user space measured beyond the
+        # kernel's span its threads spent outside the call, on a CPU (clock reads, entry and exit) or waiting for
+        # one (a loaded or emulated machine): the kernel counts both, so the gap can be no larger than they are.
         requested_seconds = waits * wait_ns / 1e9
         measured_seconds = truth["waited_ns"] / 1e9
+        outside_the_call = on_cpu_seconds(workload.pid) + run_delay_seconds(workload.pid)
         exported = cgroup_value(scrape, "schedwatch_futex_wait_seconds_total", path)
         assert exported <= measured_seconds, "kernel-side time cannot exceed what user space measured"
-        assert exported == pytest.approx(measured_seconds, rel=0.05)
+        assert measured_seconds - exported <= outside_the_call, (measured_seconds, exported, outside_the_call)
         assert exported >= requested_seconds * 0.99
         process_seconds = scrape.value("schedwatch_process_futex_wait_seconds_total", pid=str(workload.pid))
         assert process_seconds == pytest.approx(exported, abs=1e-9)
@@ -124,13 +128,18 @@ def test_removed_cgroup_keeps_counting_then_expires(agent: AgentProcess, cgroups
     group = cgroups.make("removed")
     path = cgroups.relative(group)
     Workload(yielder, group, 3_333, 1, hold=False)
-    assert cgroup_value(agent.scrape(), "schedwatch_sched_yield_calls_total", path) == 3_333
+    scrape = agent.scrape()
+    assert cgroup_value(scrape, "schedwatch_sched_yield_calls_total", path) == 3_333
+    # The sched program's totals too (a workload slot, or its hash entry): its switches left off-CPU time.
+    offcpu = scrape.find("schedwatch_offcpu_seconds_total", cgroup=path, container_id="")
+    assert offcpu, "the yielder's switches are counted by the sched program"
     cgroups.remove(group)
     # Still exported, with the same value, during the grace period...
     assert cgroup_value(agent.scrape(), "schedwatch_sched_yield_calls_total", path) == 3_333
     time.sleep(GRACE_SECONDS + 0.5)
-    # ...and gone after it.
-    assert agent.scrape().value("schedwatch_sched_yield_calls_total", cgroup=path) is None
+    # ...and gone after it, from every collector (the sched program's slot is not read again once forgotten).
+    left = sorted({name for name, labels in agent.scrape().samples if ("cgroup", path) in labels})
+    assert left == [], f"series of the removed cgroup still exported after the grace period: {left}"
 
 
 def test_cgroup_removed_before_any_scrape_is_not_lost(

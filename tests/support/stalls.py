@@ -20,15 +20,25 @@ def cgroup_stall_seconds(directory: Path) -> float:
     raise AssertionError(f"no 'some' line in {directory / 'cpu.pressure'}")
 
 
-def run_delay_seconds(pid: int) -> float:
-    """Seconds the threads of *pid* alive now waited on a run queue over their lives (2nd field of schedstat)."""
+def _schedstat_seconds(pid: int, field: int) -> float:
+    """One field of schedstat summed over the threads of *pid* alive now, in seconds."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[1])
+            total += int((task / "schedstat").read_text().split()[field])
         except FileNotFoundError:
             continue  # a thread that exited since the listing
     return total / 1e9
+
+
+def run_delay_seconds(pid: int) -> float:
+    """Seconds the threads of *pid* alive now waited on a run queue over their lives (2nd field of schedstat)."""
+    return _schedstat_seconds(pid, 1)
+
+
+def on_cpu_seconds(pid: int) -> float:
+    """Seconds the threads of *pid* alive now ran on a CPU over their lives (1st field of schedstat)."""
+    return _schedstat_seconds(pid, 0)
 
 
 class Stalls:
