@@ -74,9 +74,11 @@ def assert_scrapes_beside(clients: SlowClients, address: str, times: int) -> Non
     """Scrape *times* times; each must answer 42 while every slow client is still held.
 
     A scrape that waited for a slow client could only be answered once the server closed that client (at its
-    timeout), so an answer before any close proves the scrape was not held up, whatever the machine's load."""
+    timeout), so an answer before any close (the server's own count of timeouts in the answer, and what the clients
+    saw) proves the scrape was not held up, whatever the machine's load."""
     for attempt in range(times):
-        assert_answers(address, attempt)
+        body = assert_answers(address, attempt)
+        assert dropped(body, "timeout") == 0, f"scrape {attempt} was answered after the server timed slow clients out"
         closed = [life for life in clients.lifetimes() if life is not None]
         assert not closed, f"scrape {attempt} was answered after slow clients closed: {closed}"
 
