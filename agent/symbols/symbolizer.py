@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.machine.process_stat import read_process_stat
 from agent.machine.procfs import ProcFS, printable
 from agent.symbols.elf_symbols import ElfFunctions, SymbolCache, read_functions
 from agent.symbols.kernel_symbols import KernelSymbols, read_kallsyms
@@ -54,20 +55,21 @@ class _File:
 
 @dataclass
 class _Maps:
-    """A process's maps as last read, what its executable was then, and when."""
+    """A process's maps as last read, which process it was then, and when."""
 
     mappings: ExecutableMappings
-    exe: tuple[int, int] | None  # device and inode of /proc/PID/exe's target; None: unreadable
+    process: tuple[int, int, int] | None  # its executable's device and inode, its start time; None: unreadable
     read_in: int  # the round they were read in
     used_in: int  # the last round they were used in
-    checked_in: int  # the last round the executable was compared
+    checked_in: int  # the last round the process was compared
 
 
 class Symbolizer:
     """Names addresses of processes and of the kernel. Call :meth:`next_round` at each read (a tick or a scrape).
 
     A process's maps are read once and again only when they may have changed: at its first address of a round after
-    it executed another program (the target of /proc/PID/exe moved: one stat), for an address none of its kept
+    it executed another program (the target of /proc/PID/exe moved: one stat) or its pid went to another process
+    (another start time in /proc/PID/stat: pids wrap at pid_max, 32,768 by default), for an address none of its kept
     mappings holds (a library loaded since: dlopen, once per round), and at least every MAPS_REFRESH_ROUNDS rounds
     (a library unloaded and another mapped at the same addresses). Reading and parsing maps at every 1 s tick for
     every sampled process was most of the code collectors' cost between scrapes. :meth:`capture` reads a process's
@@ -188,7 +190,7 @@ class Symbolizer:
                 return self._captured.get(pid)
             kept.used_in = kept.checked_in = self._round
             return kept.mappings
-        self._maps[pid] = _Maps(fresh, self._exe(pid), self._round, self._round, self._round)
+        self._maps[pid] = _Maps(fresh, self._process(pid), self._round, self._round, self._round)
         return fresh
 
     def _stale(self, pid: int, kept: _Maps, address: int) -> bool:
@@ -199,16 +201,19 @@ class Symbolizer:
             return True
         if kept.checked_in != self._round:
             kept.checked_in = self._round
-            if self._exe(pid) != kept.exe:
+            if self._process(pid) != kept.process:
                 return True
         return False
 
-    def _exe(self, pid: int) -> tuple[int, int] | None:
+    def _process(self, pid: int) -> tuple[int, int, int] | None:
+        """Which process *pid* is: its executable file (an exec changes it) and its start time (a reused pid's
+        differs, though it may run the same program)."""
+        stat = read_process_stat(self._proc, pid)
         try:
             found = os.stat(self._proc.path(pid, "exe"))
         except OSError:
             return None
-        return (found.st_dev, found.st_ino)
+        return None if stat is None else (found.st_dev, found.st_ino, stat.start_ticks)
 
     def _paths(self, pid: int, mapping: Mapping) -> tuple[Path, Path]:
         """Where the file of *mapping* opens: map_files names the very file mapped but needs CAP_SYS_ADMIN (or

@@ -211,10 +211,12 @@ def test_a_process_maps_are_read_again_only_for_a_library_loaded_since() -> None
         child.wait()
 
 
-def fixture_process(root: Path, library: str, exe: Path) -> None:
-    """/proc/1 of a fixture tree: *library* mapped executable at 0x7f0000000000, its exe a link to *exe*."""
+def fixture_process(root: Path, library: str, exe: Path, start_ticks: int = 1000) -> None:
+    """/proc/1 of a fixture tree: *library* mapped executable at 0x7f0000000000, its exe a link to *exe*, started
+    *start_ticks* after boot."""
     process = root / "1"
     process.mkdir(parents=True, exist_ok=True)
+    (process / "stat").write_text(f"1 (program) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start_ticks} 1 1\n")
     inode = sum(map(ord, library))  # a file of its own
     (process / "maps").write_text(f"7f0000000000-7f0000010000 r-xp 00000000 fe:01 {inode} /lib/{library}\n")
     link = process / "exe"
@@ -245,6 +247,21 @@ def test_kept_maps_are_read_again_after_an_exec_and_at_the_refresh(tmp_path: Pat
     symbolizer.next_round()
     assert symbolizer.user(1, 0x7F0000000100).library == "libthird.so.3"
     assert procfs.maps_read == 3
+
+
+def test_kept_maps_are_read_again_when_the_pid_went_to_another_process_of_the_same_program(tmp_path: Path) -> None:
+    program = tmp_path / "python3"
+    program.write_text("an interpreter")
+    root = tmp_path / "proc"
+    fixture_process(root, "libfirst.so.1", program, start_ticks=1000)
+    procfs = CountingProcFS(root)
+    symbolizer = Symbolizer(procfs)
+    assert symbolizer.user(1, 0x7F0000000100).library == "libfirst.so.1"
+    # The process exited and a new one of the same program got its pid (pids wrap), with other libraries.
+    fixture_process(root, "libsecond.so.2", program, start_ticks=5000)
+    symbolizer.next_round()
+    assert symbolizer.user(1, 0x7F0000000100).library == "libsecond.so.2"
+    assert procfs.maps_read == 2
 
 
 def _alpha_address(pid: int, binary: Path) -> int:
