@@ -14,7 +14,7 @@ import pytest
 from agent.bpf import BpfUnavailable, handover, syscall
 from agent.bpf.maps import BATCH_ENTRIES, MAP_TYPE_ARRAY, MAP_TYPE_HASH, BpfMap, MapSpec
 from agent.bpf.probes.base import DecodedEntries, ProbeLimits, common_defines
-from agent.bpf.probes.sched import MISSED_EVENTS, add_words
+from agent.bpf.probes.sched import MISSED_EVENTS, read_workload_parts
 from agent.bpf.probes.sched import compile_defines as sched_defines
 from agent.bpf.ringbuf import RingBuffer
 from agent.bpf.stats import program_stats
@@ -27,16 +27,11 @@ VALUE_DESC = '["value", [["count","unsigned long long"], ["pair","unsigned long 
 
 
 def sched_totals(program: handover.LoadedProgram, key: int) -> ctypes.Structure:
-    """Workload *key*'s struct cgroup_sched, as the agent reads it: its workload slot's and its `cgroups` entry's
-    added (KeyError if it has neither)."""
-    hashed, slots = program.maps["cgroups"], program.maps["workload_slots"]
-    parts = [bytes(value) for found, value in hashed.items() if found == key]
-    slot = slots.get(key % slots.max_entries)
-    if slot is not None and slot.key == key:
-        parts.append(bytes(slot.totals))
-    if not parts:
-        raise KeyError(key)
-    return hashed.Leaf.from_buffer_copy(add_words(*parts))  # type: ignore[no-any-return]
+    """Workload *key*'s struct cgroup_sched, read as the agent reads it (its workload slot's and its `cgroups`
+    entry's added; KeyError if it has neither)."""
+    hashed = program.maps["cgroups"]
+    totals, _held = read_workload_parts(hashed, program.maps["workload_slots"], forgotten=set())
+    return hashed.Leaf.from_buffer_copy(totals[key])  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

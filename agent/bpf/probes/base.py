@@ -134,16 +134,7 @@ class DecodedEntries(Generic[Decoded]):
 
     def read(self, table: BpfMap) -> dict[Any, Decoded]:
         """Every entry of *table* now, by key."""
-        last, kept, decoded = self._last, {}, {}
-        for key, value in table.items():
-            raw = bytes(value)
-            known = last.get(key)
-            if known is None or known[0] != raw:
-                known = (raw, self._decode(value))
-            kept[key] = known
-            decoded[key] = known[1]
-        self._last = kept
-        return decoded
+        return self.read_raw({key: bytes(value) for key, value in table.items()}, table.Leaf)
 
 
 class BpfProbe:

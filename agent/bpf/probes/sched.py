@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.bpf.maps import BpfMap
 from agent.bpf.probes.base import BpfProbe, MapHealth, ProbeLimits, common_defines
 from agent.log import get_logger
 from agent.machine import kernel
@@ -117,9 +118,9 @@ class SchedProbe(BpfProbe):
         last decoding again)."""
         if not self._has_slots:
             return super().cgroup_entries()
-        hashed = {int.from_bytes(key, sys.byteorder): value for key, value in self.table("cgroups").raw_items()}
-        slots = (raw for _index, raw in self.table("workload_slots").raw_items())
-        totals, self._forgotten_in_slots = merge_workload_parts(hashed, slots, self._forgotten_in_slots)
+        totals, self._forgotten_in_slots = read_workload_parts(
+            self.table("cgroups"), self.table("workload_slots"), self._forgotten_in_slots
+        )
         return self._cgroups.read_raw(totals, self.table("cgroups").Leaf)
 
     def read_cgroups(self, keys: Iterable[int]) -> dict[int, Any]:
@@ -174,6 +175,13 @@ class SchedProbe(BpfProbe):
             table = self.table("neighbours")
             pairs = [key for key, _value in table.items() if key.waiter in gone or key.holder in gone]
             table.delete(pairs)
+
+
+def read_workload_parts(hashed: BpfMap, slots: BpfMap, forgotten: set[int]) -> tuple[dict[int, bytes], set[int]]:
+    """Every workload's totals (raw struct cgroup_sched) read now from the `cgroups` and `workload_slots` maps, as
+    :func:`merge_workload_parts` adds them."""
+    entries = {int.from_bytes(key, sys.byteorder): value for key, value in hashed.raw_items()}
+    return merge_workload_parts(entries, (raw for _index, raw in slots.raw_items()), forgotten)
 
 
 def merge_workload_parts(
