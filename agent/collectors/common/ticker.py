@@ -20,14 +20,14 @@ class Ticker:
     def __init__(self, name: str, work: Callable[[], None], seconds: float = TICK_SECONDS) -> None:
         self.lock = threading.Lock()
         self._work = work
-        self.seconds = seconds
+        self._seconds = seconds
         self._stop = threading.Event()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name=f"{name}-ticker", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.seconds):
+        while not self._stop.wait(self._seconds):
             try:
                 with self.lock:
                     self._work()

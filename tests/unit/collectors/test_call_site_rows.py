@@ -9,10 +9,7 @@ from types import SimpleNamespace
 
 from agent.bpf.probes.base import ProbeLimits
 from agent.bpf.probes.syscalls import CallSite, compile_defines
-from agent.collectors import CollectorContext
 from agent.collectors.common.call_sites import CallSiteRows
-from agent.collectors.syscalls import SITE_TICK_SECONDS, SyscallsCollector
-from agent.config import Settings
 from agent.identity.placement import Placement
 from agent.identity.resolver import Identity, IdentityResolver
 from agent.symbols.symbolizer import CodeName, Symbolizer
@@ -229,37 +226,3 @@ def test_ticks_between_scrapes_look_only_at_sites_that_counted_and_end_where_scr
         assert rows_of(ticked, cgroup) == rows_of(scraped, cgroup)
     assert rows_of(ticked, "/pool") == {"fa": 60}
     assert rows_of(ticked, "/other") == {"fb": 12}
-
-
-class SitesProbe:
-    """A loaded syscalls program that counts call sites, reading none; it announces nothing."""
-
-    call_sites = 8192
-
-    def announce_site_processes(self, on_process: Callable[[int], object]) -> None:
-        pass
-
-    def read_call_sites(self, moved_only: bool = False) -> list[CallSite]:
-        return []
-
-    def forget_call_sites(self, sites: Iterable[CallSite]) -> list[CallSite]:
-        return []
-
-    def forget_cgroups(self, keys: Iterable[int]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def test_between_scrapes_the_call_sites_are_read_every_few_seconds_not_every_second() -> None:
-    """Processes are captured at their first site, so the read between scrapes only names what capture missed: at
-    1,000 workloads, reading the whole map every second was a sixth of the agent's CPU (docs/benchmarks.md)."""
-    resolver = IdentityResolver([])
-    context = CollectorContext(Settings(), SimpleNamespace(), SimpleNamespace(), Keys(), resolver)  # type: ignore[arg-type]
-    collector = SyscallsCollector(context, SitesProbe())  # type: ignore[arg-type]
-    try:
-        assert collector._sites_ticker is not None
-        assert collector._sites_ticker.seconds == SITE_TICK_SECONDS >= 5.0
-    finally:
-        collector.close()
