@@ -17,7 +17,7 @@ from agent.symbols import symbolizer
 from agent.symbols.elf_symbols import SymbolCache, read_build_id, read_functions
 from agent.symbols.kernel_symbols import parse_kallsyms
 from agent.symbols.names import UNKNOWN, is_c_library, library_name
-from agent.symbols.process_maps import parse_maps
+from agent.symbols.process_maps import VDSO, parse_maps
 from agent.symbols.symbolizer import MAPS_REFRESH_ROUNDS, Symbolizer, own_vdso
 from tests.support.workloads import Workload, build
 
@@ -288,6 +288,8 @@ def test_a_process_captured_while_it_lived_is_named_after_it_exits(monkeypatch: 
     assert not_captured.user(first.pid, addresses[first.pid]).library == UNKNOWN
     assert bounded.user(first.pid, addresses[first.pid]).library == UNKNOWN
     assert bounded.user(second.pid, addresses[second.pid]).function == "yield_from_alpha"
+    captured.close()
+    bounded.close()
 
 
 def test_a_capture_reads_no_file_and_naming_reads_only_the_file_named() -> None:
@@ -309,25 +311,37 @@ def test_a_capture_reads_no_file_and_naming_reads_only_the_file_named() -> None:
         namer.close()
 
 
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def descriptors_on(paths: set[str]) -> list[str]:
+    """The files among *paths* that this process holds descriptors on, one entry per descriptor."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed since
+        if target in paths:
+            held.append(target)
+    return sorted(held)
 
 
 def test_the_files_held_for_captured_processes_are_bounded_and_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
     binary = build("code_sites")
     work = Workload(binary, "-", 0, 0, 0, 0)
     try:
-        before = open_descriptors()
+        # What the process maps executable, as its own maps say (the program, the C library and the loader).
+        maps = parse_maps(Path(f"/proc/{work.pid}/maps").read_text())
+        mapped = {os.path.realpath(m.path) for m in maps.all() if m.path != VDSO}
+        assert descriptors_on(mapped) == []
         namer = Symbolizer()
         assert namer.capture(work.pid)
-        assert open_descriptors() - before == 3  # the program, the C library and the loader
+        assert descriptors_on(mapped) == sorted(mapped), "one descriptor held on each file the process maps"
         namer.close()
-        assert open_descriptors() == before
+        assert descriptors_on(mapped) == []
         monkeypatch.setattr(symbolizer, "HELD_FILES", 1)
         bounded = Symbolizer()
         assert bounded.capture(work.pid)
-        assert open_descriptors() - before == 1
+        assert len(descriptors_on(mapped)) == 1
         bounded.close()
-        assert open_descriptors() == before
+        assert descriptors_on(mapped) == []
     finally:
         work.release()
