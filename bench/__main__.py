@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 
 from bench import (
@@ -51,17 +50,21 @@ def main() -> None:
     parser.add_argument("suites", nargs="*", choices=[*SUITES, []], default=list(SUITES))
     parser.add_argument("--repetitions", type=int, default=7)
     parser.add_argument(
-        "--configs",
-        default="",
-        help="overhead: only these configurations beside nothing attached, comma-separated (e.g. "
-        "'schedwatch, defaults' and 'runqlat-bpfcc': --configs 'schedwatch, defaults,runqlat-bpfcc' is split at "
-        "commas not followed by a space)",
+        "--config",
+        action="append",
+        default=[],
+        help="overhead only: compare this configuration beside nothing attached (repeat it for more; e.g. "
+        "--config 'schedwatch, defaults' --config runqlat-bpfcc); all of them when not given",
     )
     args = parser.parse_args()
+    if args.config and set(args.suites or SUITES) != {"overhead"}:
+        parser.error(
+            "--config chooses the overhead suite's configurations: run `python -m bench overhead --config ...`"
+        )
     for name in args.suites or SUITES:
         suite = SUITES[name]
         if suite is overhead:
-            result = overhead.run(args.repetitions, re.split(r",(?! )", args.configs) if args.configs else ())
+            result = overhead.run(args.repetitions, tuple(args.config))
         else:
             result = suite.run(args.repetitions)
         out = BENCH / "results" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json"

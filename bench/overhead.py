@@ -102,7 +102,8 @@ def chosen(only: Sequence[str]) -> list[Setup]:
     names = [setup.name for setup in every]
     unknown = [name for name in only if name not in names]
     if unknown:
-        raise SystemExit(f"bench overhead: no configuration {unknown[0]!r}; give some of {', '.join(names[1:])}")
+        known = " ".join(f"--config {name!r}" for name in names[1:])
+        raise SystemExit(f"bench overhead: no configuration {unknown[0]!r}; the configurations: {known}")
     return [setup for setup in every if setup.name == BASELINE or not only or setup.name in only]
 
 
